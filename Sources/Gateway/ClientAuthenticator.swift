@@ -1,0 +1,44 @@
+import Crypto
+import Foundation
+import ProvisioningCore
+
+/// A fintech backend allowed to call the gateway, and the card programs it may use.
+public struct Client: Sendable, Equatable {
+    public let id: ClientID
+    public let programs: Set<ProgramID>
+
+    public func mayUse(_ card: CardRecord) -> Bool { programs.contains(card.program) }
+}
+
+/// Checks `Authorization: Bearer <key>` against the configured SHA-256 hashes. Every stored hash
+/// is compared in full, so the time taken says nothing about which bytes matched.
+public struct ClientAuthenticator: Sendable {
+    private let entries: [(hash: [UInt8], client: Client)]
+
+    public init(clients: [ClientConfig]) {
+        entries = clients.compactMap { config in
+            guard let hash = Data(hex: config.apiKeySHA256) else { return nil }
+            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) })))
+        }
+    }
+
+    public func authenticate(authorization: String?) throws(GatewayError) -> Client {
+        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
+            throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'")
+        }
+        let presented = Array(SHA256.hash(data: Data(authorization.dropFirst(7).utf8)))
+        var match: Client?
+        for entry in entries where Self.constantTimeEqual(entry.hash, presented) {
+            match = entry.client
+        }
+        guard let match else { throw GatewayError(.unauthorized, "unknown API key") }
+        return match
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}

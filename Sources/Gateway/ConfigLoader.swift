@@ -1,0 +1,68 @@
+import Foundation
+import ProvisioningCore
+import Yams
+
+/// Reads the YAML file and checks it; every problem comes back with its key path.
+public enum ConfigLoader {
+    public static func load(path: String) throws(ConfigError) -> GatewayConfig {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError(source: path, problems: [.init("", "cannot read the file")])
+        }
+        return try parse(yaml: text, source: path)
+    }
+
+    public static func parse(yaml: String, source: String) throws(ConfigError) -> GatewayConfig {
+        let config: GatewayConfig
+        do {
+            config = try YAMLDecoder().decode(GatewayConfig.self, from: yaml)
+        } catch let error as DecodingError {
+            throw ConfigError(source: source, problems: [problem(from: error)])
+        } catch {
+            throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
+        }
+        let problems = config.validate()
+        guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
+        return config
+    }
+
+    static func problem(from error: DecodingError) -> ConfigProblem {
+        switch error {
+        case .keyNotFound(let key, let context):
+            return .init(keyPath(context.codingPath + [key]), "required")
+        case .typeMismatch(let type, let context):
+            return .init(keyPath(context.codingPath), "expected \(describe(type))")
+        case .valueNotFound(let type, let context):
+            return .init(keyPath(context.codingPath), "expected \(describe(type)), found nothing")
+        case .dataCorrupted(let context):
+            return .init(keyPath(context.codingPath), context.debugDescription)
+        @unknown default:
+            return .init("", "\(error)")
+        }
+    }
+
+    /// `issuers.bridge.endpoints[0].url`
+    static func keyPath(_ path: [any CodingKey]) -> String {
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return text
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type: "an integer"
+        case is Bool.Type: "true or false"
+        case is [Any].Type: "a list"
+        default: "\(type)".contains("Dictionary") || "\(type)".contains("Config") ? "a mapping" : "\(type)"
+        }
+    }
+}

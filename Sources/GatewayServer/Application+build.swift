@@ -1,0 +1,40 @@
+import Foundation
+import Gateway
+import Hummingbird
+import Logging
+import OpenAPIHummingbird
+import ProvisioningAPI
+import ProvisioningCore
+
+/// The one place the HTTP application is assembled; the CLI and the tests both call it.
+public func buildApplication(
+    config: GatewayConfig,
+    registry: any CardRegistry,
+    upstreams: UpstreamDirectory,
+    logger: Logger,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) throws -> some ApplicationProtocol {
+    let router = Router()
+    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: ProblemMiddleware(logger: logger))
+    router.add(middleware: ClientAuthMiddleware(authenticator: ClientAuthenticator(clients: config.clients)))
+    router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
+
+    let spec = try OpenAPISpec.yaml()
+    router.get("/openapi.yaml") { _, _ in
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
+    }
+
+    let service = ProvisioningService(
+        registry: registry, upstreams: upstreams, deadline: .milliseconds(config.server.deadlineMS), logger: logger)
+    try APIHandler(service: service).registerHandlers(on: router)
+
+    // The server's own start/stop chatter stays below the gateway's banner and request logs.
+    var serverLogger = logger
+    serverLogger.logLevel = max(logger.logLevel, .notice)
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(config.server.host, port: config.server.port), serverName: "provisioning-gateway"),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+        logger: serverLogger)
+}

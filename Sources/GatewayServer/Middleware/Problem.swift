@@ -1,0 +1,26 @@
+import Foundation
+import Hummingbird
+import ProvisioningAPI
+import ProvisioningCore
+
+/// Renders a `GatewayError` as RFC 9457 `application/problem+json`, using the spec's own schema.
+enum ProblemResponse {
+    static func make(_ error: GatewayError, provisioningID: ProvisioningID? = nil) -> Response {
+        let problem = Components.Schemas.Problem(
+            _type: "urn:provisioning-gateway:problem:\(error.code.rawValue)",
+            title: error.code.title,
+            status: error.httpStatus,
+            detail: error.detail,
+            code: Components.Schemas.ErrorCode(rawValue: error.code.rawValue) ?? ._internal,
+            retryable: error.isRetryable,
+            provisioningId: provisioningID?.rawValue,
+            requestId: RequestScope.requestID.isEmpty ? nil : RequestScope.requestID)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(problem)) ?? Data()
+        return Response(
+            status: .init(code: error.httpStatus),
+            headers: [.contentType: "application/problem+json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

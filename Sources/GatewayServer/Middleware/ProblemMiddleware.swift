@@ -1,0 +1,71 @@
+import Foundation
+import Hummingbird
+import Logging
+import OpenAPIRuntime
+import ProvisioningCore
+
+/// Turns every error thrown below it into problem+json with a stable code, so a caller never
+/// sees a bare 500 or a stack trace for its own mistake.
+struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            let gatewayError = Self.gatewayError(from: error)
+            if gatewayError.code == .internal {
+                logger.error("request failed", metadata: ["error_type": "\(type(of: error))", "path": "\(request.uri.path)"])
+            }
+            return ProblemResponse.make(gatewayError)
+        }
+    }
+
+    static func gatewayError(from error: any Error) -> GatewayError {
+        switch error {
+        case let error as GatewayError:
+            return error
+        case let error as ServerError:
+            if let underlying = error.underlyingError as? GatewayError { return underlying }
+            if let decoding = error.underlyingError as? DecodingError { return invalidBody(decoding) }
+            // Everything else the generated code refuses is the shape of the request itself
+            // (content type, missing body, path or query values).
+            return GatewayError(.invalidRequest, error.causeDescription)
+        case let error as DecodingError:
+            return invalidBody(error)
+        case let error as HTTPError:
+            switch error.status {
+            case .contentTooLarge: return GatewayError(.requestTooLarge, "the body is larger than the gateway accepts")
+            case .notFound: return GatewayError(.notFound, "no such endpoint")
+            case .methodNotAllowed: return GatewayError(.invalidRequest, "method not allowed on this endpoint")
+            case .unauthorized: return GatewayError(.unauthorized, error.body ?? "unauthorized")
+            default:
+                return error.status.code < 500
+                    ? GatewayError(.invalidRequest, error.body ?? error.status.reasonPhrase)
+                    : GatewayError(.internal, "the gateway failed")
+            }
+        default:
+            return GatewayError(.internal, "the gateway failed")
+        }
+    }
+
+    /// Names the JSON path that is wrong, never the value sent.
+    static func invalidBody(_ error: DecodingError) -> GatewayError {
+        func path(_ keys: [any CodingKey]) -> String {
+            let text = keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return text.hasPrefix(".") ? String(text.dropFirst()) : text
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return GatewayError(.invalidRequest, "\(path(context.codingPath + [key])): required")
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return GatewayError(.invalidRequest, "\(path(context.codingPath)): wrong type")
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty
+                ? GatewayError(.invalidRequest, "the body is not valid JSON")
+                : GatewayError(.invalidRequest, "\(path(context.codingPath)): not an accepted value")
+        @unknown default:
+            return GatewayError(.invalidRequest, "the body is not valid JSON")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Crypto
+import Foundation
+import Gateway
+import Logging
+import ProvisioningCore
+import Sandbox
+
+/// The three simulators the sandbox config asks for, each on its own ephemeral loopback port,
+/// knowing the demo cards and holding a key made up at start-up (never written anywhere).
+public struct SandboxUpstreams: Sendable {
+    public let bridge: BridgeSimulator
+    public let tmp: TMPSimulator
+    public let crossmint: CrossmintSimulator
+    let servers: [IssuerKind: SimulatorServer]
+    let secrets: [IssuerKind: String]
+
+    public init(config: GatewayConfig, logger: Logger) {
+        var logger = logger
+        logger.logLevel = max(logger.logLevel, .notice)
+        var secrets: [IssuerKind: String] = [:]
+        for kind in IssuerKind.allCases {
+            secrets[kind] = "sk_sim_" + Data((0..<16).map { _ in UInt8.random(in: .min ... .max) }).lowercaseHex
+        }
+        self.secrets = secrets
+
+        func references(_ kind: IssuerKind) -> [[String: String]] {
+            config.sandbox.cards.compactMap { card in
+                config.issuers[card.issuer]?.kind == kind ? card.issuerReference : nil
+            }
+        }
+        bridge = BridgeSimulator(
+            apiKey: secrets[.bridge]!,
+            accounts: Set(references(.bridge).map {
+                BridgeSimulator.Account(customerID: $0["customer_id"] ?? "", cardAccountID: $0["card_account_id"] ?? "")
+            }))
+        let tmpAuth = config.issuers.values.first { $0.kind == .tmp }?.wire.auth
+        tmp = TMPSimulator(
+            token: secrets[.tmp]!,
+            auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
+            cardIDs: Set(references(.tmp).compactMap { $0["card_id"] }))
+        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["card_id"] }))
+        servers = [
+            .bridge: bridge.server(logger: logger),
+            .tmp: tmp.server(logger: logger),
+            .crossmint: crossmint.server(logger: logger),
+        ]
+    }
+
+    /// Serves all three until the calling task is cancelled.
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for server in servers.values { group.addTask { try await server.run() } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Each simulator's base URL and key, once all listen.
+    public func endpoints() async -> [IssuerKind: SandboxUpstream] {
+        var endpoints: [IssuerKind: SandboxUpstream] = [:]
+        for (kind, server) in servers {
+            endpoints[kind] = SandboxUpstream(baseURL: await server.baseURL(), secret: secrets[kind]!)
+        }
+        return endpoints
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import ProvisioningCore
+
+/// Bridge: `POST .../create_mobile_wallet_provisioning_request` with `Api-Key` and `Idempotency-Key`.
+public struct BridgeConnector: IssuerConnector {
+    public let issuer: IssuerID
+    let baseURL: URL
+    let apiKey: Sensitive<String>
+    /// Hex is Bridge's default; a per-issuer wire option may choose base64.
+    let encoding: BinaryEncoding
+    let http: UpstreamHTTP
+
+    public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, encoding: BinaryEncoding = .hex, http: UpstreamHTTP) {
+        self.issuer = issuer
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.encoding = encoding
+        self.http = http
+    }
+
+    public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> ApplePayPayload
+    {
+        guard let customerID = card.issuerReference["customer_id"], let cardAccountID = card.issuerReference["card_account_id"] else {
+            throw GatewayError(.internal, "card \(card.id) lacks the Bridge customer_id and card_account_id")
+        }
+        let body = BridgeWire.ProvisioningRequest(applePay: .init(
+            encoding: encoding.rawValue,
+            leafCert: encoding.encode(request.leafCertificate.value),
+            subordinateCert: encoding.encode(request.subordinateCertificate.value),
+            nonce: encoding.encode(request.nonce.value),
+            nonceSignature: encoding.encode(request.nonceSignature.value)))
+        let response = try await http.send(
+            method: .POST,
+            url: baseURL.appending(segments: BridgeWire.applePayPath(customerID: customerID, cardAccountID: cardAccountID)),
+            headers: [(BridgeWire.apiKeyHeader, apiKey.value), (BridgeWire.idempotencyKeyHeader, context.idempotencyKey)],
+            body: WireJSON.encode(body),
+            context: context)
+
+        guard response.status == 200 else {
+            let error = WireJSON.decodeError(BridgeWire.ErrorBody.self, from: response.body)
+            throw UpstreamStatus.error(issuer: issuer, status: response.status, upstreamCode: error?.summary)
+        }
+        let answer = try WireJSON.decode(BridgeWire.ProvisioningResponse.self, from: response.body, issuer: issuer).applePay
+        return try ApplePayPayload(
+            activationData: PayloadText.require(BridgeWire.activationData(answer.activationData), field: "activation_data", issuer: issuer),
+            encryptedPassData: PayloadText.require(PayloadText.lenientBase64(answer.encryptedPassData), field: "encrypted_pass_data", issuer: issuer),
+            ephemeralPublicKey: PayloadText.require(PayloadText.ephemeralPublicKey(answer.ephemeralPublicKey), field: "ephemeral_public_key", issuer: issuer))
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import ProvisioningCore
+
+/// Bridge's Cards API exactly as it names things (snake_case), and every uncertain point of its
+/// contract, so each is a one-line change once confirmed. Sources: shared/UPSTREAMS.md, seeds 000/002.
+enum BridgeWire {
+    static let apiKeyHeader = "Api-Key"
+    /// Required on this endpoint; the gateway keeps it the same across retries of one provisioning.
+    static let idempotencyKeyHeader = "Idempotency-Key"
+
+    /// The OpenAPI file's path. UNCERTAIN: the guide shortens it to `/card_accounts/{id}/...`;
+    /// the OpenAPI file (taken here) has the customer prefix, so a Bridge card needs both ids.
+    static func applePayPath(customerID: String, cardAccountID: String) -> [String] {
+        ["customers", customerID, "card_accounts", cardAccountID, "create_mobile_wallet_provisioning_request"]
+    }
+
+    struct ProvisioningRequest: Encodable {
+        let walletProvider = "apple_pay"
+        let applePay: ApplePayRequest
+        enum CodingKeys: String, CodingKey {
+            case walletProvider = "wallet_provider"
+            case applePay = "apple_pay"
+        }
+    }
+
+    /// `encoding` applies to all four fields; Bridge reads an absent encoding as hex.
+    struct ApplePayRequest: Encodable {
+        let encoding: String
+        let leafCert: String
+        let subordinateCert: String
+        let nonce: String
+        let nonceSignature: String
+        enum CodingKeys: String, CodingKey {
+            case encoding
+            case leafCert = "leaf_cert"
+            case subordinateCert = "subordinate_cert"
+            case nonce
+            case nonceSignature = "nonce_signature"
+        }
+    }
+
+    struct ProvisioningResponse: Decodable {
+        let walletProvider: String?
+        let applePay: ApplePayResponse
+        enum CodingKeys: String, CodingKey {
+            case walletProvider = "wallet_provider"
+            case applePay = "apple_pay"
+        }
+    }
+
+    struct ApplePayResponse: Decodable {
+        let activationData: String
+        let encryptedPassData: String
+        let ephemeralPublicKey: String
+        enum CodingKeys: String, CodingKey {
+            case activationData = "activation_data"
+            case encryptedPassData = "encrypted_pass_data"
+            case ephemeralPublicKey = "ephemeral_public_key"
+        }
+    }
+
+    /// 400/401: `{"code","message","source":{"location","key"}}`; 500: `{"errors":[{"code","message"}]}`.
+    struct ErrorBody: Decodable {
+        struct Source: Decodable {
+            let location: String?
+            let key: String?
+        }
+        struct Item: Decodable {
+            let code: String?
+        }
+        let code: String?
+        let source: Source?
+        let errors: [Item]?
+
+        var summary: String? {
+            if let code {
+                return [code, source?.key.map { "field \($0)" }].compactMap { $0 }.joined(separator: ", ")
+            }
+            return errors?.compactMap(\.code).first
+        }
+    }
+
+    /// UNCERTAIN: the OpenAPI file says "always Base64", the guide's example is a plain Visa
+    /// `MBPAC-...` string. A Visa value, or anything that is not base64, is taken as its UTF-8 bytes.
+    static func activationData(_ text: String) -> Data? {
+        if text.hasPrefix("MBPAC-") { return Data(text.utf8) }
+        if let bytes = PayloadText.lenientBase64(text) { return bytes }
+        return text.isEmpty ? nil : Data(text.utf8)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import ProvisioningCore
+
+/// Crossmint: `GET /cards/{cardId}/apple-pay-payload` with `X-API-KEY`.
+public struct CrossmintConnector: IssuerConnector {
+    public let issuer: IssuerID
+    let baseURL: URL
+    let apiKey: Sensitive<String>
+    let http: UpstreamHTTP
+
+    public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, http: UpstreamHTTP) {
+        self.issuer = issuer
+        self.baseURL = baseURL
+        self.apiKey = apiKey
+        self.http = http
+    }
+
+    public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> ApplePayPayload
+    {
+        guard let cardID = card.issuerReference["card_id"] else {
+            throw GatewayError(.internal, "card \(card.id) lacks the Crossmint card_id")
+        }
+        let url = baseURL.appending(segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request))
+        let response = try await http.send(
+            method: .GET, url: url, headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
+
+        guard response.status == 200 else {
+            throw UpstreamStatus.error(issuer: issuer, status: response.status, upstreamCode: nil)
+        }
+        let answer = try WireJSON.decode(CrossmintWire.PayloadResponse.self, from: response.body, issuer: issuer)
+        return try ApplePayPayload(
+            activationData: PayloadText.require(PayloadText.lenientBase64(answer.activationData), field: "activationData", issuer: issuer),
+            encryptedPassData: PayloadText.require(PayloadText.lenientBase64(answer.encryptedPassData), field: "encryptedPassData", issuer: issuer),
+            ephemeralPublicKey: PayloadText.require(PayloadText.ephemeralPublicKey(answer.ephemeralPublicKey), field: "ephemeralPublicKey", issuer: issuer))
+    }
+}

@@ -1,0 +1,99 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import ProvisioningCore
+
+/// One issuer's HTTP client: pooled connections, the issuer's connect timeout, and every transport
+/// failure turned into a unified `GatewayError`. Never logs a body.
+public final class UpstreamHTTP: Sendable {
+    public struct Response: Sendable {
+        public let status: Int
+        public let headers: HTTPHeaders
+        public let body: Data
+    }
+
+    /// Larger answers are not payloads a phone could use.
+    public static let maxResponseBytes = 1 << 20
+
+    let issuer: IssuerID
+    let requestTimeout: Duration
+    private let client: HTTPClient
+    private let logger: Logger
+
+    public init(issuer: IssuerID, timeouts: TimeoutConfig, logger: Logger) {
+        self.issuer = issuer
+        self.requestTimeout = .milliseconds(timeouts.requestMS)
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .milliseconds(Int64(timeouts.connectMS)))
+        configuration.redirectConfiguration = .disallow
+        self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        self.logger = logger
+    }
+
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    /// Sends one request; the time it may take is the issuer's per-try timeout cut to the deadline.
+    public func send(
+        method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
+    ) async throws(GatewayError) -> Response {
+        let remaining = ContinuousClock.now.duration(to: context.deadline)
+        guard remaining > .zero else {
+            throw GatewayError(.deadlineExceeded, "the deadline passed before \(issuer) could be called")
+        }
+        let timeout = min(remaining, requestTimeout)
+
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        request.headers.add(name: "Accept", value: "application/json")
+
+        let started = ContinuousClock.now
+        do {
+            let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
+            let buffer = try await response.body.collect(upTo: Self.maxResponseBytes)
+            let status = Int(response.status.code)
+            logger.info("upstream answered", metadata: [
+                "issuer": "\(issuer)", "status": "\(status)",
+                "latency_ms": "\(started.duration(to: .now).wholeMilliseconds)",
+                "provisioning_id": "\(context.provisioningID)",
+            ])
+            return Response(status: status, headers: response.headers, body: Data(buffer: buffer))
+        } catch {
+            let mapped = Self.map(error, issuer: issuer, timedOutAfter: timeout)
+            logger.warning("upstream call failed", metadata: [
+                "issuer": "\(issuer)", "code": "\(mapped.code.rawValue)",
+                "latency_ms": "\(started.duration(to: .now).wholeMilliseconds)",
+                "provisioning_id": "\(context.provisioningID)",
+            ])
+            throw mapped
+        }
+    }
+
+    static func map(_ error: any Error, issuer: IssuerID, timedOutAfter timeout: Duration) -> GatewayError {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .writeTimeout:
+                return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms")
+            case .connectTimeout:
+                return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time")
+            case .remoteConnectionClosed:
+                return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection")
+            default:
+                return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(error))")
+            }
+        }
+        if error is NIOTooManyBytesError {
+            return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body")
+        }
+        return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))")
+    }
+}

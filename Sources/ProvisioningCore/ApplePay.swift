@@ -1,0 +1,88 @@
+import Foundation
+
+public enum DeviceType: String, Sendable, Codable, CaseIterable {
+    case phone, watch, tablet
+}
+
+public struct DeviceInfo: Sendable, Equatable {
+    public var type: DeviceType
+    /// The phone pass's deviceAccountIdentifier when the target is an Apple Watch.
+    public var primaryAccountIdentifier: String?
+
+    public init(type: DeviceType = .phone, primaryAccountIdentifier: String? = nil) {
+        self.type = type
+        self.primaryAccountIdentifier = primaryAccountIdentifier
+    }
+}
+
+/// What PassKit handed the app in `generateRequestWithCertificateChain`, as raw bytes. Decoded once
+/// at the edge; every connector re-encodes it in its upstream's dialect.
+public struct ApplePayProvisioningRequest: Sendable {
+    public static let certificateCountRange = 2...4
+    public static let maxCertificateBytes = 8 * 1024
+    public static let maxNonceBytes = 256
+    public static let maxNonceSignatureBytes = 1024
+
+    public let leafCertificate: Sensitive<Data>
+    public let subordinateCertificate: Sensitive<Data>
+    public let nonce: Sensitive<Data>
+    public let nonceSignature: Sensitive<Data>
+    public let device: DeviceInfo
+
+    /// Checks shapes only (count, sizes, DER framing); chain validation is the crypto layer's job.
+    public init(certificates: [Data], nonce: Data, nonceSignature: Data, device: DeviceInfo = DeviceInfo()) throws(GatewayError) {
+        guard Self.certificateCountRange.contains(certificates.count) else {
+            throw GatewayError(.invalidRequest,
+                "certificates: expected the leaf and the subordinate CA (2 to 4 certificates), got \(certificates.count)")
+        }
+        for (index, der) in certificates.enumerated() {
+            guard !der.isEmpty, der.count <= Self.maxCertificateBytes else {
+                throw GatewayError(.invalidRequest, "certificates[\(index)]: must be 1 to \(Self.maxCertificateBytes) bytes")
+            }
+            // Every DER certificate is an ASN.1 SEQUENCE; anything else is not what PassKit gives.
+            guard der.first == 0x30 else {
+                throw GatewayError(.invalidRequest, "certificates[\(index)]: not a DER-encoded certificate")
+            }
+        }
+        guard !nonce.isEmpty, nonce.count <= Self.maxNonceBytes else {
+            throw GatewayError(.invalidRequest, "nonce: must be 1 to \(Self.maxNonceBytes) bytes")
+        }
+        guard !nonceSignature.isEmpty, nonceSignature.count <= Self.maxNonceSignatureBytes else {
+            throw GatewayError(.invalidRequest, "nonce_signature: must be 1 to \(Self.maxNonceSignatureBytes) bytes")
+        }
+        if let identifier = device.primaryAccountIdentifier, identifier.isEmpty || identifier.count > 128 {
+            throw GatewayError(.invalidRequest, "device.primary_account_identifier: must be 1 to 128 characters")
+        }
+        self.leafCertificate = Sensitive(certificates[0])
+        self.subordinateCertificate = Sensitive(certificates[1])
+        self.nonce = Sensitive(nonce)
+        self.nonceSignature = Sensitive(nonceSignature)
+        self.device = device
+    }
+}
+
+/// The three values PassKit's `PKAddPaymentPassRequest` takes, as the exact bytes it wants.
+public struct ApplePayPayload: Sendable {
+    public static let uncompressedP256KeyLength = 65
+
+    public let activationData: Sensitive<Data>
+    public let encryptedPassData: Sensitive<Data>
+    public let ephemeralPublicKey: Sensitive<Data>
+
+    /// Refuses what a phone could not use: an upstream answer that fails here is a protocol error.
+    public init(activationData: Data, encryptedPassData: Data, ephemeralPublicKey: Data) throws(GatewayError) {
+        guard ephemeralPublicKey.count == Self.uncompressedP256KeyLength, ephemeralPublicKey.first == 0x04 else {
+            throw GatewayError(.upstreamProtocolError,
+                "ephemeral public key is not a 65-byte uncompressed P-256 point (got \(ephemeralPublicKey.count) bytes)")
+        }
+        guard !encryptedPassData.isEmpty else {
+            throw GatewayError(.upstreamProtocolError, "encrypted pass data is empty")
+        }
+        guard !activationData.isEmpty else {
+            throw GatewayError(.upstreamProtocolError, "activation data is empty")
+        }
+        self.activationData = Sensitive(activationData)
+        self.encryptedPassData = Sensitive(encryptedPassData)
+        self.ephemeralPublicKey = Sensitive(ephemeralPublicKey)
+    }
+}

@@ -1,0 +1,43 @@
+/// How an issuer names a card on its side, e.g. Bridge's customer id + card account id.
+/// Keys are the config's snake_case names; each connector says which it needs.
+public struct IssuerReference: Sendable, Equatable, Codable {
+    public var fields: [String: String]
+    public init(_ fields: [String: String]) { self.fields = fields }
+    public subscript(key: String) -> String? { fields[key] }
+
+    public init(from decoder: any Decoder) throws {
+        fields = try decoder.singleValueContainer().decode([String: String].self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(fields)
+    }
+}
+
+/// One card in the gateway's registry: which issuer holds it and how that issuer names it.
+public struct CardRecord: Sendable, Equatable {
+    public var id: CardID
+    public var program: ProgramID
+    public var issuer: IssuerID
+    public var issuerReference: IssuerReference
+
+    public init(id: CardID, program: ProgramID, issuer: IssuerID, issuerReference: IssuerReference) {
+        self.id = id
+        self.program = program
+        self.issuer = issuer
+        self.issuerReference = issuerReference
+    }
+}
+
+/// Card id -> record. The seeded in-memory registry serves until the persistent store replaces it.
+public protocol CardRegistry: Sendable {
+    func card(_ id: CardID) async throws -> CardRecord?
+}
+
+public struct InMemoryCardRegistry: CardRegistry {
+    private let cards: [CardID: CardRecord]
+    public init(_ cards: [CardRecord]) {
+        self.cards = Dictionary(cards.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+    }
+    public func card(_ id: CardID) async throws -> CardRecord? { cards[id] }
+}

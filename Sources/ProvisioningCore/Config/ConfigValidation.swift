@@ -1,0 +1,96 @@
+import Foundation
+
+extension GatewayConfig {
+    /// Every meaning problem in the file, each with its key path. Empty means valid.
+    public func validate() -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        if !(1...65_535).contains(server.port) && server.port != 0 {
+            problems.append(.init("server.port", "must be 0 to 65535"))
+        }
+        if server.maxBodyBytes < 1_024 { problems.append(.init("server.max_body_bytes", "must be at least 1024")) }
+        if !(100...60_000).contains(server.deadlineMS) {
+            problems.append(.init("server.deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
+        }
+
+        var seenClients = Set<String>()
+        for (index, client) in clients.enumerated() {
+            let path = "clients[\(index)]"
+            if client.id.isEmpty { problems.append(.init("\(path).id", "must not be empty")) }
+            if !seenClients.insert(client.id).inserted { problems.append(.init("\(path).id", "duplicate client id '\(client.id)'")) }
+            if client.apiKeySHA256.count != 64 || Data(hex: client.apiKeySHA256) == nil {
+                problems.append(.init("\(path).api_key_sha256", "must be 64 hex characters (the SHA-256 of the key, not the key)"))
+            }
+            if client.programs.isEmpty { problems.append(.init("\(path).programs", "must name at least one program")) }
+        }
+
+        for name in issuers.keys.sorted() {
+            let issuer = issuers[name]!
+            let path = "issuers.\(name)"
+            if name == "local" { problems.append(.init(path, "'local' is reserved for the gateway's own encryptor")) }
+            if issuer.endpoints.isEmpty { problems.append(.init("\(path).endpoints", "must list at least one endpoint")) }
+            for (index, endpoint) in issuer.endpoints.enumerated() {
+                problems += validateEndpoint(endpoint.url, kind: issuer.kind, path: "\(path).endpoints[\(index)].url")
+            }
+            for credential in issuer.kind.requiredCredentials where issuer.credentials[credential] == nil {
+                problems.append(.init("\(path).credentials.\(credential)", "required for a \(issuer.kind.rawValue) issuer (env:NAME)"))
+            }
+            for credential in issuer.credentials.keys.sorted() {
+                let value = issuer.credentials[credential]!
+                let keyPath = "\(path).credentials.\(credential)"
+                switch SecretReference(parsing: value) {
+                case nil:
+                    problems.append(.init(keyPath, "must be env:NAME (secrets are never written in the config file)"))
+                case .sandbox? where !sandbox.enabled:
+                    problems.append(.init(keyPath, "'sandbox' credentials need sandbox.enabled: true"))
+                default: break
+                }
+            }
+            if issuer.timeouts.connectMS <= 0 { problems.append(.init("\(path).timeouts.connect_ms", "must be positive")) }
+            if issuer.timeouts.requestMS <= 0 { problems.append(.init("\(path).timeouts.request_ms", "must be positive")) }
+            if issuer.wire.encoding != nil, issuer.kind != .bridge {
+                problems.append(.init("\(path).wire.encoding", "only Bridge issuers take an encoding option"))
+            }
+            if let encoding = issuer.wire.encoding, encoding == .base64URL {
+                problems.append(.init("\(path).wire.encoding", "must be hex or base64"))
+            }
+            if let auth = issuer.wire.auth {
+                if issuer.kind != .tmp {
+                    problems.append(.init("\(path).wire.auth", "only TMP issuers take an auth option"))
+                } else if auth != "bearer", !(auth.hasPrefix("header:") && auth.count > 7) {
+                    problems.append(.init("\(path).wire.auth", "must be 'bearer' or 'header:<Header-Name>'"))
+                }
+            }
+        }
+
+        var seenCards = Set<String>()
+        for (index, card) in sandbox.cards.enumerated() {
+            let path = "sandbox.cards[\(index)]"
+            if card.cardID.isEmpty { problems.append(.init("\(path).card_id", "must not be empty")) }
+            if !seenCards.insert(card.cardID).inserted { problems.append(.init("\(path).card_id", "duplicate card id '\(card.cardID)'")) }
+            guard let issuer = issuers[card.issuer] else {
+                problems.append(.init("\(path).issuer", "unknown issuer '\(card.issuer)'"))
+                continue
+            }
+            for field in issuer.kind.requiredReferenceFields where (card.issuerReference[field] ?? "").isEmpty {
+                problems.append(.init("\(path).issuer_reference.\(field)", "required for a \(issuer.kind.rawValue) card"))
+            }
+        }
+        return problems
+    }
+
+    private func validateEndpoint(_ text: String, kind: IssuerKind, path: String) -> [ConfigProblem] {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else {
+            return [.init(path, "not a URL")]
+        }
+        switch scheme {
+        case "http", "https":
+            return []
+        case "sandbox":
+            if !sandbox.enabled { return [.init(path, "sandbox:// endpoints need sandbox.enabled: true")] }
+            if url.host != kind.rawValue { return [.init(path, "must be sandbox://\(kind.rawValue) for a \(kind.rawValue) issuer")] }
+            return []
+        default:
+            return [.init(path, "scheme must be https, http or sandbox")]
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+/// The YAML configuration, as written by ops. Decoding checks types; `validate()` checks meaning
+/// and names the key path of every problem, e.g. `issuers.bridge.endpoints[0].url: not a URL`.
+public struct GatewayConfig: Sendable, Decodable {
+    public var server: ServerConfig
+    public var clients: [ClientConfig]
+    public var issuers: [String: IssuerConfig]
+    public var sandbox: SandboxConfig
+
+    enum CodingKeys: String, CodingKey { case server, clients, issuers, sandbox }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        server = try c.decodeIfPresent(ServerConfig.self, forKey: .server) ?? ServerConfig()
+        clients = try c.decodeIfPresent([ClientConfig].self, forKey: .clients) ?? []
+        issuers = try c.decodeIfPresent([String: IssuerConfig].self, forKey: .issuers) ?? [:]
+        sandbox = try c.decodeIfPresent(SandboxConfig.self, forKey: .sandbox) ?? SandboxConfig()
+    }
+}
+
+public struct ServerConfig: Sendable, Decodable {
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    public var maxBodyBytes: Int = 64 * 1024
+    /// One deadline for a whole provisioning, inside the ~20 s Apple gives the app.
+    public var deadlineMS: Int = 15_000
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case host, port
+        case maxBodyBytes = "max_body_bytes"
+        case deadlineMS = "deadline_ms"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        host = try c.decodeIfPresent(String.self, forKey: .host) ?? host
+        port = try c.decodeIfPresent(Int.self, forKey: .port) ?? port
+        maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? maxBodyBytes
+        deadlineMS = try c.decodeIfPresent(Int.self, forKey: .deadlineMS) ?? deadlineMS
+    }
+}
+
+public struct ClientConfig: Sendable, Decodable {
+    public var id: String
+    /// Lowercase hex SHA-256 of the API key; the key itself is never in the file.
+    public var apiKeySHA256: String
+    public var programs: [String]
+
+    public init(id: String, apiKeySHA256: String, programs: [String]) {
+        self.id = id
+        self.apiKeySHA256 = apiKeySHA256
+        self.programs = programs
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id
+        case apiKeySHA256 = "api_key_sha256"
+        case programs
+    }
+}
+
+public enum IssuerKind: String, Sendable, Decodable, CaseIterable {
+    case bridge, tmp, crossmint
+
+    /// The issuer-reference fields a card of this kind must carry to be addressable upstream.
+    /// Bridge's path names both the customer and the card account (see UPSTREAMS.md).
+    public var requiredCredentials: [String] {
+        switch self {
+        case .bridge, .crossmint: ["api_key"]
+        case .tmp: ["token"]
+        }
+    }
+
+    public var requiredReferenceFields: [String] {
+        switch self {
+        case .bridge: ["customer_id", "card_account_id"]
+        case .tmp, .crossmint: ["card_id"]
+        }
+    }
+}
+
+public struct IssuerConfig: Sendable, Decodable {
+    public var kind: IssuerKind
+    public var endpoints: [EndpointConfig]
+    /// Credential name -> `env:NAME` (or `sandbox` for the in-process simulators).
+    public var credentials: [String: String]
+    public var timeouts: TimeoutConfig
+    public var wire: WireOptions
+
+    enum CodingKeys: String, CodingKey { case kind, endpoints, credentials, timeouts, wire }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        kind = try c.decode(IssuerKind.self, forKey: .kind)
+        endpoints = try c.decode([EndpointConfig].self, forKey: .endpoints)
+        credentials = try c.decodeIfPresent([String: String].self, forKey: .credentials) ?? [:]
+        timeouts = try c.decodeIfPresent(TimeoutConfig.self, forKey: .timeouts) ?? TimeoutConfig()
+        wire = try c.decodeIfPresent(WireOptions.self, forKey: .wire) ?? WireOptions()
+    }
+}
+
+public struct EndpointConfig: Sendable, Decodable {
+    /// `https://...`, or `sandbox://<kind>` for the in-process simulator of that upstream.
+    public var url: String
+    public init(url: String) { self.url = url }
+}
+
+public struct TimeoutConfig: Sendable, Decodable {
+    public var connectMS: Int = 2_000
+    public var requestMS: Int = 8_000
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case connectMS = "connect_ms"
+        case requestMS = "request_ms"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        connectMS = try c.decodeIfPresent(Int.self, forKey: .connectMS) ?? connectMS
+        requestMS = try c.decodeIfPresent(Int.self, forKey: .requestMS) ?? requestMS
+    }
+}
+
+/// Per-issuer dialect switches. Each is meaningful for one kind only; validation says so.
+public struct WireOptions: Sendable, Decodable {
+    /// Bridge: `hex` (Bridge's default) or `base64`, for the four Apple Pay request fields.
+    public var encoding: BinaryEncoding?
+    /// TMP: `bearer` (Authorization: Bearer) or `header:<Name>` (the token in that header).
+    public var auth: String?
+
+    public init() {}
+}
+
+public enum Wallet: String, Sendable, Codable, CaseIterable {
+    case applePay = "apple_pay"
+    case googlePay = "google_pay"
+}
+
+public struct SandboxConfig: Sendable, Decodable {
+    public var enabled: Bool = false
+    /// Demo cards: seeded into the registry and known to the simulators.
+    public var cards: [SandboxCardConfig] = []
+
+    public init() {}
+    enum CodingKeys: String, CodingKey { case enabled, cards }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? false
+        cards = try c.decodeIfPresent([SandboxCardConfig].self, forKey: .cards) ?? []
+    }
+}
+
+public struct SandboxCardConfig: Sendable, Decodable {
+    public var cardID: String
+    public var program: String
+    public var issuer: String
+    public var issuerReference: [String: String]
+
+    enum CodingKeys: String, CodingKey {
+        case cardID = "card_id"
+        case program, issuer
+        case issuerReference = "issuer_reference"
+    }
+
+    public var record: CardRecord {
+        CardRecord(id: CardID(cardID), program: ProgramID(program), issuer: IssuerID(issuer),
+                   issuerReference: IssuerReference(issuerReference))
+    }
+}

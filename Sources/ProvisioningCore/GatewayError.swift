@@ -1,0 +1,80 @@
+/// The one error type callers of the gateway see. Its `code` is a stable vocabulary: clients
+/// branch on it, so a code is never renamed and each code has one HTTP status.
+public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
+        case invalidRequest = "invalid_request"
+        case requestTooLarge = "request_too_large"
+        case unauthorized
+        case forbidden
+        case cardNotFound = "card_not_found"
+        case walletNotSupported = "wallet_not_supported"
+        case invalidCertificateChain = "invalid_certificate_chain"
+        case upstreamRejected = "upstream_rejected"
+        case upstreamAuthFailed = "upstream_auth_failed"
+        case upstreamUnavailable = "upstream_unavailable"
+        case upstreamTimeout = "upstream_timeout"
+        case deadlineExceeded = "deadline_exceeded"
+        case upstreamProtocolError = "upstream_protocol_error"
+        case notFound = "not_found"
+        case `internal`
+
+        public var httpStatus: Int {
+            switch self {
+            case .invalidRequest: 400
+            case .requestTooLarge: 413
+            case .unauthorized: 401
+            case .forbidden: 403
+            case .cardNotFound, .notFound: 404
+            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected: 422
+            case .upstreamAuthFailed, .upstreamProtocolError: 502
+            case .upstreamUnavailable: 503
+            case .upstreamTimeout, .deadlineExceeded: 504
+            case .internal: 500
+            }
+        }
+
+        /// True when sending the same request again later may succeed.
+        public var isRetryable: Bool {
+            switch self {
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded: true
+            default: false
+            }
+        }
+
+        public var title: String {
+            switch self {
+            case .invalidRequest: "The request is not valid"
+            case .requestTooLarge: "The request body is too large"
+            case .unauthorized: "Missing or unknown API key"
+            case .forbidden: "This client may not use this card"
+            case .cardNotFound: "No such card"
+            case .walletNotSupported: "The card's issuer does not support this wallet"
+            case .invalidCertificateChain: "The certificate chain is not valid"
+            case .upstreamRejected: "The issuer rejected the request"
+            case .upstreamAuthFailed: "The issuer rejected the gateway's credentials"
+            case .upstreamUnavailable: "The issuer is unavailable"
+            case .upstreamTimeout: "The issuer did not answer in time"
+            case .deadlineExceeded: "The request's deadline passed"
+            case .upstreamProtocolError: "The issuer answered with a malformed response"
+            case .notFound: "No such resource"
+            case .internal: "Internal error"
+            }
+        }
+    }
+
+    public let code: Code
+    /// Human-readable and safe to show: never holds card data, certificates, nonces or keys.
+    public let detail: String
+    /// The upstream's HTTP status when the error came from an issuer.
+    public let upstreamStatus: Int?
+
+    public init(_ code: Code, _ detail: String, upstreamStatus: Int? = nil) {
+        self.code = code
+        self.detail = detail
+        self.upstreamStatus = upstreamStatus
+    }
+
+    public var httpStatus: Int { code.httpStatus }
+    public var isRetryable: Bool { code.isRetryable }
+    public var description: String { "\(code.rawValue): \(detail)" }
+}

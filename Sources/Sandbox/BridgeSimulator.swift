@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+
+/// Bridge's Cards API push-provisioning endpoint, read from Bridge's guide and OpenAPI file (not
+/// from the gateway's connector): path with customer and card account, `Api-Key`, required
+/// `Idempotency-Key`, snake_case, `encoding` hex by default, Bridge's error shapes.
+public struct BridgeSimulator: Sendable {
+    public struct Account: Hashable, Sendable {
+        public let customerID: String
+        public let cardAccountID: String
+        public init(customerID: String, cardAccountID: String) {
+            self.customerID = customerID
+            self.cardAccountID = cardAccountID
+        }
+    }
+
+    /// Bridge documents both: the guide's example (hex key, plain `MBPAC-...` activation data) and
+    /// the OpenAPI file's "always Base64".
+    public enum ResponseStyle: Sendable {
+        case guideExample
+        case allBase64
+    }
+
+    public let apiKey: String
+    public let accounts: Set<Account>
+    public let responseStyle: ResponseStyle
+    public let log = SimulatorLog()
+    private let replays = IdempotencyReplays()
+
+    public init(apiKey: String, accounts: Set<Account>, responseStyle: ResponseStyle = .guideExample) {
+        self.apiKey = apiKey
+        self.accounts = accounts
+        self.responseStyle = responseStyle
+    }
+
+    public func server(logger: Logger = Logger(label: "sandbox.bridge")) -> SimulatorServer {
+        SimulatorServer(name: "bridge-simulator", basePath: "/v0", logger: logger) { router in
+        router.post("/v0/customers/{customerID}/card_accounts/{cardAccountID}/create_mobile_wallet_provisioning_request") {
+            request, context in
+            let response = await handle(request, customerID: SimulatorHTTP.parameter(context, "customerID"),
+                                        cardAccountID: SimulatorHTTP.parameter(context, "cardAccountID"))
+            await log.record(.init(method: "POST", path: request.uri.path, status: Int(response.status.code),
+                                   idempotencyKey: SimulatorHTTP.header(request, "Idempotency-Key")))
+            return response
+        }
+        }
+    }
+
+    private func handle(_ request: Request, customerID: String, cardAccountID: String) async -> Response {
+        guard SimulatorHTTP.header(request, "Api-Key") == apiKey else {
+            return error(.unauthorized, "unauthorized", "Missing or invalid Api-Key", location: "header", key: "Api-Key")
+        }
+        guard let idempotencyKey = SimulatorHTTP.header(request, "Idempotency-Key"), !idempotencyKey.isEmpty else {
+            return error(.badRequest, "missing_idempotency_key", "Idempotency-Key header is required",
+                         location: "header", key: "Idempotency-Key")
+        }
+        let raw = await SimulatorHTTP.body(request)
+        guard let body = SimulatorHTTP.jsonObject(raw) else {
+            return error(.badRequest, "invalid_json", "Request body must be a JSON object", location: "body", key: nil)
+        }
+        guard body["wallet_provider"] as? String == "apple_pay" else {
+            return error(.badRequest, "invalid_parameter", "wallet_provider must be apple_pay or google_pay",
+                         location: "body", key: "wallet_provider")
+        }
+        guard let applePay = body["apple_pay"] as? [String: Any] else {
+            return error(.badRequest, "missing_parameter", "apple_pay is required", location: "body", key: "apple_pay")
+        }
+        let encoding = applePay["encoding"] as? String ?? "hex"
+        guard encoding == "hex" || encoding == "base64" else {
+            return error(.badRequest, "invalid_parameter", "encoding must be hex or base64", location: "body", key: "encoding")
+        }
+        for key in ["leaf_cert", "subordinate_cert", "nonce", "nonce_signature"] {
+            guard let text = applePay[key] as? String, !text.isEmpty else {
+                return error(.badRequest, "missing_parameter", "\(key) is required", location: "body", key: key)
+            }
+            let bytes = encoding == "hex" ? SimulatorHTTP.hexBytes(text) : Data(base64Encoded: text)
+            guard let bytes else {
+                return error(.badRequest, "invalid_parameter", "\(key) is not valid \(encoding)", location: "body", key: key)
+            }
+            if key.hasSuffix("_cert"), !SimulatorHTTP.looksLikeDER(bytes) {
+                return error(.badRequest, "invalid_parameter", "\(key) is not a DER certificate", location: "body", key: key)
+            }
+        }
+        guard accounts.contains(Account(customerID: customerID, cardAccountID: cardAccountID)) else {
+            return error(.notFound, "not_found", "Card account not found", location: "path", key: "cardAccountID")
+        }
+        let fingerprint = "\(customerID)/\(cardAccountID)/" + SHA256.hash(data: SimulatorHTTP.canonicalJSON(body)).description
+        let fields = payloadFields()
+        guard let answer = await replays.answer(key: idempotencyKey, fingerprint: fingerprint, fresh: fields) else {
+            return error(.unprocessableContent, "idempotency_key_reused", "Idempotency-Key was used with another request",
+                         location: "header", key: "Idempotency-Key")
+        }
+        return SimulatorHTTP.json(.ok, ["wallet_provider": "apple_pay", "apple_pay": answer])
+    }
+
+    private func payloadFields() -> [String: String] {
+        let payload = SandboxPayload.make()
+        switch responseStyle {
+        case .guideExample:
+            return ["activation_data": String(decoding: payload.activationData, as: UTF8.self),
+                    "encrypted_pass_data": payload.encryptedPassData.base64EncodedString(),
+                    "ephemeral_public_key": payload.ephemeralPublicKey.map { String(format: "%02x", $0) }.joined()]
+        case .allBase64:
+            return ["activation_data": payload.activationData.base64EncodedString(),
+                    "encrypted_pass_data": payload.encryptedPassData.base64EncodedString(),
+                    "ephemeral_public_key": payload.ephemeralPublicKey.base64EncodedString()]
+        }
+    }
+
+    private func error(_ status: HTTPResponse.Status, _ code: String, _ message: String, location: String, key: String?) -> Response {
+        var source: [String: Any] = ["location": location]
+        if let key { source["key"] = key }
+        return SimulatorHTTP.json(status, ["code": code, "message": message, "source": source])
+    }
+}
+
+/// Bridge honours `Idempotency-Key`: the same key with the same request replays the first answer;
+/// with another request it is refused (nil).
+actor IdempotencyReplays {
+    private var answers: [String: (fingerprint: String, fields: [String: String])] = [:]
+
+    func answer(key: String, fingerprint: String, fresh: [String: String]) -> [String: String]? {
+        if let stored = answers[key] {
+            return stored.fingerprint == fingerprint ? stored.fields : nil
+        }
+        answers[key] = (fingerprint, fresh)
+        return fresh
+    }
+}

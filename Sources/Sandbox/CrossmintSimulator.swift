@@ -1,0 +1,51 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Crossmint's `GET /api/v1/cards/{cardId}/apple-pay-payload`, read from the ClearBox guide:
+/// `X-API-KEY`, device data as query parameters (base64url, no padding), camelCase base64 answer.
+public struct CrossmintSimulator: Sendable {
+    public let apiKey: String
+    public let cardIDs: Set<String>
+    public let log = SimulatorLog()
+
+    public init(apiKey: String, cardIDs: Set<String>) {
+        self.apiKey = apiKey
+        self.cardIDs = cardIDs
+    }
+
+    public func server(logger: Logger = Logger(label: "sandbox.crossmint")) -> SimulatorServer {
+        SimulatorServer(name: "crossmint-simulator", basePath: "/api/v1", logger: logger) { router in
+        router.get("/api/v1/cards/{cardId}/apple-pay-payload") { request, context in
+            let response = payload(request, cardID: SimulatorHTTP.parameter(context, "cardId"))
+            await log.record(.init(method: "GET", path: request.uri.path, status: Int(response.status.code), idempotencyKey: nil))
+            return response
+        }
+        }
+    }
+
+    private func payload(_ request: Request, cardID: String) -> Response {
+        guard SimulatorHTTP.header(request, "X-API-KEY") == apiKey else { return error(.unauthorized, "Unauthorized") }
+        let query = request.uri.queryParameters
+        for name in ["certificate", "nonce", "nonceSignature"] {
+            guard let text = query.get(name), !text.isEmpty else { return error(.badRequest, "\(name) is required") }
+            guard let bytes = SimulatorHTTP.base64URLBytes(text) else {
+                return error(.badRequest, "\(name) must be base64url without padding")
+            }
+            if name == "certificate", !SimulatorHTTP.looksLikeDER(bytes) {
+                return error(.badRequest, "certificate is not a DER certificate")
+            }
+        }
+        guard cardIDs.contains(cardID) else { return error(.notFound, "Card not found") }
+        let payload = SandboxPayload.make()
+        return SimulatorHTTP.json(.ok, [
+            "encryptedPassData": payload.encryptedPassData.base64EncodedString(),
+            "activationData": payload.activationData.base64EncodedString(),
+            "ephemeralPublicKey": payload.ephemeralPublicKey.base64EncodedString(),
+        ])
+    }
+
+    private func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
+        SimulatorHTTP.json(status, ["error": true, "message": message])
+    }
+}

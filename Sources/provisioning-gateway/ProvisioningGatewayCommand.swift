@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import GatewayServer
+import Logging
+import ProvisioningCore
+
+@main
+struct ProvisioningGatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "provisioning-gateway",
+        abstract: "One push-provisioning API in front of Bridge, TMP and Crossmint.",
+        subcommands: [Serve.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the gateway (the sandbox of Config/gateway.yaml by default).")
+
+    @Option(name: .long, help: "The YAML configuration file.")
+    var config: String = "Config/gateway.yaml"
+
+    @Option(name: .long, help: "Listen on this port instead of the file's server.port (0 picks a free one).")
+    var port: Int?
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func run() async throws {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "provisioning-gateway")
+
+        var gatewayConfig: GatewayConfig
+        do {
+            gatewayConfig = try ConfigLoader.load(path: config)
+        } catch {
+            Self.fail("\(error)")
+        }
+        if let port { gatewayConfig.server.port = port }
+
+        let host = gatewayConfig.server.host
+        let sandbox = gatewayConfig.sandbox.enabled
+        let demoCard = gatewayConfig.sandbox.cards.first?.cardID ?? "CARD_ID"
+        do {
+            try await GatewayRunner.run(config: gatewayConfig, environment: ProcessInfo.processInfo.environment, logger: logger) { port in
+                let base = "http://\(host):\(port)"
+                print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP and Crossmint simulators on loopback)" : "")")
+                print("  API spec:  curl -s \(base)/openapi.yaml")
+                if sandbox {
+                    print("  try:       curl -s -X POST \(base)/v1/cards/\(demoCard)/wallet-provisioning/apple-pay \\")
+                    print("               -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \\")
+                    print("               --data @Config/sandbox/apple-pay-request.json")
+                }
+                fflush(nil)
+            }
+        } catch let error as ConfigError {
+            Self.fail("\(error)")
+        } catch {
+            Self.fail("the gateway stopped: \(error)")
+        }
+    }
+
+    /// A clear message and a non-zero exit, never a stack dump.
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("provisioning-gateway: \(message)\n".utf8))
+        Foundation.exit(2)
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

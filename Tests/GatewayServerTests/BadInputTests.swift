@@ -1,0 +1,171 @@
+import Foundation
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Testing
+
+/// Every caller mistake and every upstream failure answers problem+json with its code, never a 500.
+@Suite struct BadInputTests {
+    func expectProblem(_ response: TestResponse, status: HTTPResponse.Status, code: String,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(response.status == status, sourceLocation: sourceLocation)
+        #expect(response.headers[.contentType] == "application/problem+json", sourceLocation: sourceLocation)
+        let json = response.json
+        #expect(json["code"] as? String == code, sourceLocation: sourceLocation)
+        #expect(json["status"] as? Int == Int(status.code), sourceLocation: sourceLocation)
+        #expect(json["type"] as? String == "urn:provisioning-gateway:problem:\(code)", sourceLocation: sourceLocation)
+        #expect(json["title"] is String && json["retryable"] is Bool, sourceLocation: sourceLocation)
+        // Nothing the caller sent comes back.
+        let text = String(buffer: response.body)
+        #expect(!text.contains("MII") && !text.contains(GatewayHarness.demoKey), sourceLocation: sourceLocation)
+    }
+
+    func modified(_ change: (inout [String: Any]) -> Void) throws -> Data {
+        var body = try GatewayHarness.requestJSON()
+        change(&body)
+        return try JSONSerialization.data(withJSONObject: body)
+    }
+
+    @Test func malformedJSON() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data("{\"certificates\": [".utf8))
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+        }
+    }
+
+    @Test func aMissingFieldIsNamed() async throws {
+        let body = try modified { $0.removeValue(forKey: "nonce") }
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect((response.json["detail"] as? String)?.contains("nonce") == true)
+        }
+    }
+
+    @Test func badBase64() async throws {
+        let body = try modified { $0["certificates"] = ["%%%not-base64%%%", ($0["certificates"] as! [String])[1]] }
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect(response.json["detail"] as? String == "certificates[0]: not valid base64")
+        }
+    }
+
+    @Test func badHex() async throws {
+        let body = try modified { $0["encoding"] = "hex" }  // the base64 values are not hex
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect(response.json["detail"] as? String == "certificates[0]: not valid hex")
+        }
+    }
+
+    @Test func anUnknownEncoding() async throws {
+        let body = try modified { $0["encoding"] = "pem" }
+        try await GatewayHarness.run { client, _ in
+            expectProblem(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body),
+                          status: .badRequest, code: "invalid_request")
+        }
+    }
+
+    @Test func fewerThanTwoCertificates() async throws {
+        let body = try modified { $0["certificates"] = [($0["certificates"] as! [String])[0]] }
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect((response.json["detail"] as? String)?.hasPrefix("certificates:") == true)
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    @Test func aBodyOver64KiB() async throws {
+        let body = try modified { $0["nonce"] = String(repeating: "A", count: 70_000) }
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .contentTooLarge, code: "request_too_large")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    @Test func anUnknownCard() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_nobody", body: try GatewayHarness.requestBody())
+            expectProblem(response, status: .notFound, code: "card_not_found")
+        }
+    }
+
+    @Test(arguments: [nil, "sk_wrong_key"])
+    func aMissingOrWrongAPIKey(key: String?) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(), key: key)
+            expectProblem(response, status: .unauthorized, code: "unauthorized")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    @Test func anotherClientsCard() async throws {
+        let card = CardRecord(id: "card_other", program: "other", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_demo_001"]))
+        try await GatewayHarness.run(extraCards: [card]) { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_other", body: try GatewayHarness.requestBody())
+            expectProblem(response, status: .forbidden, code: "forbidden")
+            #expect(await sandbox.bridge.log.count == 0)
+            // ...and the same card works for the client whose program it is.
+            let own = try await GatewayHarness.provision(client, card: "card_other", body: try GatewayHarness.requestBody(),
+                                                         key: GatewayHarness.otherKey)
+            #expect(own.status == .ok)
+        }
+    }
+
+    @Test func anUpstream4xxIsUpstreamRejected() async throws {
+        // Registered here, unknown to the Bridge simulator: Bridge answers its own 404.
+        let card = CardRecord(id: "card_gone", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_closed"]))
+        try await GatewayHarness.run(extraCards: [card]) { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_gone", body: try GatewayHarness.requestBody())
+            expectProblem(response, status: .unprocessableContent, code: "upstream_rejected")
+            #expect(response.json["retryable"] as? Bool == false)
+            #expect(await sandbox.bridge.log.requests.map(\.status) == [404])
+        }
+    }
+
+    @Test func anUpstreamAnsweringGarbageIsAProtocolError() async throws {
+        try await withGarbageUpstream { url in
+            var config = try GatewayHarness.sandboxConfig()
+            config.issuers["tmp"]?.endpoints = [EndpointConfig(url: url.absoluteString)]
+            config.issuers["tmp"]?.credentials = ["token": "env:TEST_TMP_TOKEN"]
+            try await GatewayHarness.run(config: config, environment: ["TEST_TMP_TOKEN": "t"]) { client, _ in
+                let response = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody())
+                expectProblem(response, status: .badGateway, code: "upstream_protocol_error")
+            }
+        }
+    }
+
+    @Test func anUnknownPathIsAProblemToo() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await client.execute(uri: "/v2/nothing", method: .get)
+            #expect(response.status == .notFound)
+            #expect(response.headers[.contentType] == "application/problem+json")
+        }
+    }
+
+    /// An upstream that answers 200 with HTML to everything.
+    func withGarbageUpstream(_ body: (URL) async throws -> Void) async throws {
+        let router = Router()
+        router.post("/issuer/push-provisioning/signed-cards") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html"], body: .init(byteBuffer: ByteBuffer(string: "<html>oops</html>")))
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            defer { group.cancelAll() }
+            var ports = stream.makeAsyncIterator()
+            let port = try #require(await ports.next())
+            try await body(URL(string: "http://127.0.0.1:\(port)")!)
+        }
+    }
+}

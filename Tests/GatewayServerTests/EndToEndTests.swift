@@ -1,0 +1,76 @@
+import Foundation
+import GatewayServer
+import HummingbirdTesting
+import ProvisioningCore
+import Testing
+
+@Suite struct EndToEndTests {
+    @Test(arguments: [("card_bridge_demo", "bridge"), ("card_tmp_demo", "tmp"), ("card_crossmint_demo", "crossmint")])
+    func eachDemoCardProvisionsThroughItsOwnSimulator(card: String, issuer: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: card, body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            let json = response.json
+            #expect(json["issuer"] as? String == issuer)
+            #expect((json["provisioning_id"] as? String)?.hasPrefix("prv_") == true)
+            let key = try #require((json["ephemeral_public_key"] as? String).flatMap { Data(base64Encoded: $0) })
+            #expect(key.count == 65 && key.first == 0x04)
+            #expect((json["encrypted_pass_data"] as? String).flatMap { Data(base64Encoded: $0) }?.isEmpty == false)
+            #expect((json["activation_data"] as? String).flatMap { Data(base64Encoded: $0) }?.isEmpty == false)
+
+            // It travelled to its own simulator and no other.
+            let counts = [
+                "bridge": await sandbox.bridge.log.requests.filter { $0.status == 200 }.count,
+                "tmp": await sandbox.tmp.log.requests.filter { $0.status == 200 }.count,
+                "crossmint": await sandbox.crossmint.log.requests.filter { $0.status == 200 }.count,
+            ]
+            #expect(counts == ["bridge": 0, "tmp": 0, "crossmint": 0].merging([issuer: 1]) { $1 })
+        }
+    }
+
+    @Test func bridgeGetsTheProvisioningIDAsItsIdempotencyKey() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            let id = try #require(response.json["provisioning_id"] as? String)
+            #expect(await sandbox.bridge.log.requests.map(\.idempotencyKey) == [id])
+        }
+    }
+
+    @Test func hexEncodedRequestsWorkToo() async throws {
+        var body = try GatewayHarness.requestJSON()
+        let hex = { (text: String) in Data(base64Encoded: text)!.lowercaseHex }
+        body["certificates"] = (body["certificates"] as! [String]).map(hex)
+        body["nonce"] = hex(body["nonce"] as! String)
+        body["nonce_signature"] = hex(body["nonce_signature"] as! String).uppercased()
+        body["encoding"] = "hex"
+        let data = try JSONSerialization.data(withJSONObject: body)
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: data)
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test func healthAndTheSpecAreServed() async throws {
+        try await GatewayHarness.run { client, _ in
+            let health = try await client.execute(uri: "/healthz", method: .get)
+            #expect(health.status == .ok && health.json["status"] as? String == "ok")
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+            let spec = try await client.execute(uri: "/openapi.yaml", method: .get)
+            #expect(spec.status == .ok)
+            let onDisk = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"), encoding: .utf8)
+            #expect(String(buffer: spec.body) == onDisk)
+        }
+    }
+
+    @Test func theRequestIDIsEchoedAndNamedInProblems() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await client.execute(
+                uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                headers: [.init("X-Request-Id")!: "support-ticket-42"])
+            #expect(response.headers[.init("X-Request-Id")!] == "support-ticket-42")
+            #expect(response.json["request_id"] as? String == "support-ticket-42")
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Gateway
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOFoundationCompat
+import ProvisioningCore
+import Testing
+
+/// The whole gateway with its sandbox simulators, on ephemeral loopback ports, for one test.
+enum GatewayHarness {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let logger = Logger(label: "gateway-tests")
+    static let demoKey = "sk_sandbox_demo"
+    static let otherKey = "sk_other_client"
+
+    static func sandboxConfig() throws -> GatewayConfig {
+        var config = try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path)
+        config.server.port = 0
+        // A second client (key `sk_other_client`) with its own program, so one client's cards are another's 403.
+        config.clients.append(ClientConfig(
+            id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
+        return config
+    }
+
+    static func requestBody() throws -> Data {
+        try Data(contentsOf: packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+    }
+
+    static func requestJSON() throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: requestBody()) as! [String: Any]
+    }
+
+    /// Runs `body` against a live gateway; `extraCards` join the registry without being known to
+    /// any simulator, `environment` feeds `env:` credentials of extra issuers.
+    static func run(
+        config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
+        _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
+    ) async throws {
+        let config = try config ?? sandboxConfig()
+        let sandbox = SandboxUpstreams(config: config, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await sandbox.run() }
+            defer { group.cancelAll() }
+            let upstreams = try UpstreamDirectory.build(
+                config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
+            let registry = InMemoryCardRegistry(config.sandbox.cards.map(\.record) + extraCards)
+            let app = try buildApplication(config: config, registry: registry, upstreams: upstreams, logger: logger)
+            do {
+                try await app.test(.live) { client in try await body(client, sandbox) }
+            } catch {
+                await upstreams.shutdown()
+                throw error
+            }
+            await upstreams.shutdown()
+        }
+    }
+
+    static func provision(
+        _ client: any TestClientProtocol, card: String, body: Data, key: String? = demoKey
+    ) async throws -> TestResponse {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        return try await client.execute(
+            uri: "/v1/cards/\(card)/wallet-provisioning/apple-pay", method: .post, headers: headers,
+            body: ByteBuffer(bytes: body))
+    }
+}
+
+extension TestResponse {
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:]
+    }
+}

@@ -1,0 +1,38 @@
+import Crypto
+import Foundation
+import Gateway
+import ProvisioningCore
+import Testing
+
+@Suite struct ClientAuthenticatorTests {
+    static func hash(_ key: String) -> String { Data(SHA256.hash(data: Data(key.utf8))).lowercaseHex }
+
+    let authenticator = ClientAuthenticator(clients: [
+        ClientConfig(id: "acme", apiKeySHA256: hash("sk_acme"), programs: ["acme"]),
+        ClientConfig(id: "globex", apiKeySHA256: hash("sk_globex"), programs: ["globex", "shared"]),
+    ])
+
+    @Test func theRightKeyNamesItsClient() throws {
+        #expect(try authenticator.authenticate(authorization: "Bearer sk_acme").id == ClientID("acme"))
+        let globex = try authenticator.authenticate(authorization: "bearer sk_globex")
+        #expect(globex.programs == ["globex", "shared"])
+    }
+
+    @Test(arguments: [nil, "", "sk_acme", "Basic sk_acme", "Bearer ", "Bearer sk_acme2", "Bearer SK_ACME"])
+    func anythingElseIsUnauthorized(_ header: String?) {
+        #expect(throws: GatewayError.self) { try authenticator.authenticate(authorization: header) }
+        do {
+            _ = try authenticator.authenticate(authorization: header)
+        } catch {
+            #expect(error.code == .unauthorized)
+            #expect(!error.detail.contains("sk_acme"))
+        }
+    }
+
+    @Test func aClientMayUseOnlyItsProgramsCards() throws {
+        let acme = try authenticator.authenticate(authorization: "Bearer sk_acme")
+        let card = { (program: ProgramID) in CardRecord(id: "c", program: program, issuer: "bridge", issuerReference: .init([:])) }
+        #expect(acme.mayUse(card("acme")))
+        #expect(!acme.mayUse(card("globex")))
+    }
+}

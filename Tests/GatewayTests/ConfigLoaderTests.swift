@@ -1,0 +1,120 @@
+import Foundation
+import Gateway
+import Logging
+import ProvisioningCore
+import Testing
+
+@Suite struct ConfigLoaderTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let minimal = """
+        clients:
+          - id: acme
+            api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d
+            programs: [acme]
+        issuers:
+          bridge:
+            kind: bridge
+            endpoints:
+              - url: https://api.bridge.xyz/v0
+            credentials:
+              api_key: env:BRIDGE_API_KEY
+        """
+
+    func problems(_ yaml: String) -> [String] {
+        do {
+            _ = try ConfigLoader.parse(yaml: yaml, source: "test.yaml")
+            return []
+        } catch {
+            return error.problems.map(\.description)
+        }
+    }
+
+    @Test func theSandboxConfigLoads() throws {
+        let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
+        #expect(config.sandbox.enabled)
+        #expect(Set(config.issuers.keys) == ["bridge", "tmp", "crossmint"])
+        #expect(Set(config.sandbox.cards.map(\.cardID)) == ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo"])
+        #expect(config.server.port == 8080)
+        #expect(config.server.maxBodyBytes == 65_536)
+    }
+
+    @Test func aMinimalProductionFileLoadsWithDefaults() throws {
+        let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
+        #expect(config.server.deadlineMS == 15_000)
+        #expect(config.issuers["bridge"]?.timeouts.connectMS == 2_000)
+        #expect(config.issuers["bridge"]?.wire.encoding == nil)
+    }
+
+    @Test func aBadURLNamesItsKeyPath() {
+        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "not a url")
+        #expect(problems(yaml) == ["issuers.bridge.endpoints[0].url: not a URL"])
+    }
+
+    @Test func anInlineSecretIsRefused() {
+        let yaml = Self.minimal.replacingOccurrences(of: "env:BRIDGE_API_KEY", with: "sk_live_123")
+        #expect(problems(yaml) == ["issuers.bridge.credentials.api_key: must be env:NAME (secrets are never written in the config file)"])
+    }
+
+    @Test func aMissingKeyIsNamed() {
+        let yaml = Self.minimal.replacingOccurrences(of: "    kind: bridge\n", with: "")
+        #expect(problems(yaml) == ["issuers.bridge.kind: required"])
+    }
+
+    @Test func aWrongTypeIsNamed() {
+        #expect(problems("server:\n  port: eighty\n") == ["server.port: expected an integer"])
+    }
+
+    @Test func anUnknownIssuerKindIsNamed() {
+        let problems = problems(Self.minimal.replacingOccurrences(of: "kind: bridge", with: "kind: stripe"))
+        #expect(problems.count == 1)
+        #expect(problems.first?.hasPrefix("issuers.bridge.kind:") == true)
+    }
+
+    @Test func sandboxReferencesNeedTheSandbox() {
+        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge")
+        #expect(problems(yaml) == ["issuers.bridge.endpoints[0].url: sandbox:// endpoints need sandbox.enabled: true"])
+    }
+
+    @Test func aBadClientHashAndEveryOtherProblemAreReportedTogether() {
+        let yaml = Self.minimal
+            .replacingOccurrences(of: "1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d", with: "sk_sandbox_demo")
+            .replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "ftp://example.com")
+        #expect(problems(yaml) == [
+            "clients[0].api_key_sha256: must be 64 hex characters (the SHA-256 of the key, not the key)",
+            "issuers.bridge.endpoints[0].url: scheme must be https, http or sandbox",
+        ])
+    }
+
+    @Test func aSandboxCardNeedsItsIssuersReferenceFields() {
+        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
+
+            sandbox:
+              enabled: true
+              cards:
+                - card_id: c1
+                  program: acme
+                  issuer: bridge
+                  issuer_reference: { customer_id: cust_1 }
+            """
+        #expect(problems(yaml) == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
+    }
+
+    @Test func notYAMLAtAll() {
+        let problems = problems("clients: [unclosed")
+        #expect(problems.count == 1)
+        #expect(problems.first?.contains("not valid YAML") == true)
+    }
+
+    @Test func aMissingEnvironmentVariableNamesItsKeyPath() throws {
+        let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
+        #expect(throws: ConfigError.self) {
+            try UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
+        }
+        do {
+            _ = try UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
+        } catch {
+            #expect(error.problems.map(\.description) == ["issuers.bridge.credentials.api_key: environment variable BRIDGE_API_KEY is not set"])
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import Issuers
+import ProvisioningCore
+import Sandbox
+import Testing
+
+@Suite struct BridgeContractTests {
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "bridge",
+                                 issuerReference: .init(["customer_id": "cust_1", "card_account_id": "ca_1"]))
+
+    static func connector(encoding: BinaryEncoding = .hex, apiKey: String = "bridge_key") -> ConnectorScenarios.MakeConnector {
+        { url, http in BridgeConnector(issuer: "bridge", baseURL: url, apiKey: Sensitive(apiKey), encoding: encoding, http: http) }
+    }
+
+    static func simulator(style: BridgeSimulator.ResponseStyle = .guideExample) -> BridgeSimulator {
+        BridgeSimulator(apiKey: "bridge_key", accounts: [.init(customerID: "cust_1", cardAccountID: "ca_1")], responseStyle: style)
+    }
+
+    @Test(arguments: [BinaryEncoding.hex, .base64])
+    func theSimulatorAcceptsTheConnectorsRequest(encoding: BinaryEncoding) async throws {
+        let simulator = Self.simulator()
+        let payload = try await withSimulator(simulator.server()) { url in
+            try await withUpstreamHTTP("bridge") { http in
+                try await Self.connector(encoding: encoding)(url, http)
+                    .provisionApplePay(try Fixtures.deviceRequest(), card: Self.card, context: Fixtures.context(id: "prv_bridge_1"))
+            }
+        }
+        #expect(payload.ephemeralPublicKey.value.count == 65 && payload.ephemeralPublicKey.value.first == 0x04)
+        let requests = await simulator.log.requests
+        #expect(requests.count == 1)
+        #expect(requests.first?.status == 200)
+        #expect(requests.first?.path == "/v0/customers/cust_1/card_accounts/ca_1/create_mobile_wallet_provisioning_request")
+        #expect(requests.first?.idempotencyKey == "prv_bridge_1")
+    }
+
+    @Test(arguments: [BridgeSimulator.ResponseStyle.guideExample, .allBase64])
+    func bothDocumentedResponseFormsNormalize(style: BridgeSimulator.ResponseStyle) async throws {
+        let payload = try await withSimulator(Self.simulator(style: style).server()) { url in
+            try await withUpstreamHTTP("bridge") { http in
+                try await Self.connector()(url, http)
+                    .provisionApplePay(try Fixtures.deviceRequest(), card: Self.card, context: Fixtures.context())
+            }
+        }
+        #expect(String(decoding: payload.activationData.value, as: UTF8.self).hasPrefix("MBPAC-1-FK-"))
+        #expect(payload.ephemeralPublicKey.value.count == 65)
+    }
+
+    @Test(arguments: [BinaryEncoding.hex, .base64])
+    func theRequestHasTheDocumentedShape(encoding: BinaryEncoding) async throws {
+        let (_, captured) = try await ConnectorScenarios.replay(
+            status: .ok, body: try Fixtures.data("bridge-apple-pay-response.json"), card: Self.card,
+            make: Self.connector(encoding: encoding))
+        let documented = try JSONSerialization.jsonObject(with: Fixtures.data("bridge-apple-pay-request.json"))
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: Any])
+        #expect(keyPaths(sent) == keyPaths(documented))
+        #expect(captured.method == "POST")
+        #expect(captured.header("Api-Key") == "bridge_key")
+        #expect(captured.header("Idempotency-Key")?.isEmpty == false)
+        let applePay = try #require(sent["apple_pay"] as? [String: String])
+        #expect(applePay["encoding"] == encoding.rawValue)
+        let device = try Fixtures.deviceRequest()
+        #expect(encoding.decode(applePay["leaf_cert"]!) == device.leafCertificate.value)
+        #expect(encoding.decode(applePay["subordinate_cert"]!) == device.subordinateCertificate.value)
+        #expect(encoding.decode(applePay["nonce"]!) == device.nonce.value)
+        #expect(encoding.decode(applePay["nonce_signature"]!) == device.nonceSignature.value)
+    }
+
+    @Test(arguments: ["bridge-apple-pay-response.json", "bridge-apple-pay-response-base64.json"])
+    func documentedResponsesDecodeToTheExpectedBytes(fixture: String) async throws {
+        try await ConnectorScenarios.documentedResponseDecodes(fixture: fixture, card: Self.card, make: Self.connector())
+    }
+
+    @Test(arguments: [
+        (400, "bridge-error-400.json", GatewayError.Code.upstreamRejected),
+        (401, "bridge-error-401.json", .upstreamAuthFailed),
+        (500, "bridge-error-500.json", .upstreamUnavailable),
+    ])
+    func documentedErrorsMapToUnifiedCodes(status: Int, fixture: String, code: GatewayError.Code) async throws {
+        try await ConnectorScenarios.errorMaps(status: status, body: try Fixtures.data(fixture), to: code, card: Self.card,
+                                               make: Self.connector())
+    }
+
+    @Test func malformedAnswersAreProtocolErrors() async throws {
+        let shortKey = #"{"wallet_provider":"apple_pay","apple_pay":{"activation_data":"MBPAC-1","encrypted_pass_data":"AAAA","ephemeral_public_key":"04aabb"}}"#
+        try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [shortKey],
+                                                                       card: Self.card, make: Self.connector())
+    }
+
+    @Test func theSimulatorsErrorsMapToo() async throws {
+        let simulator = Self.simulator()
+        let unknownCard = CardRecord(id: "card_2", program: "demo", issuer: "bridge",
+                                     issuerReference: .init(["customer_id": "cust_1", "card_account_id": "ca_unknown"]))
+        let request = try Fixtures.deviceRequest()
+        try await withSimulator(simulator.server()) { url in
+            try await withUpstreamHTTP("bridge") { http in
+                let wrongKey = await gatewayError {
+                    try await Self.connector(apiKey: "wrong")(url, http).provisionApplePay(request, card: Self.card, context: Fixtures.context())
+                }
+                #expect(wrongKey?.code == .upstreamAuthFailed && wrongKey?.upstreamStatus == 401)
+                let unknown = await gatewayError {
+                    try await Self.connector()(url, http).provisionApplePay(request, card: unknownCard, context: Fixtures.context())
+                }
+                #expect(unknown?.code == .upstreamRejected && unknown?.upstreamStatus == 404)
+            }
+        }
+    }
+
+    @Test(.enabled(if: LiveUpstream.bridge != nil,
+                   "live Bridge test skipped: set BRIDGE_BASE_URL, BRIDGE_API_KEY, BRIDGE_CUSTOMER_ID and BRIDGE_CARD_ACCOUNT_ID"))
+    func liveBridgeAnswersInTheDocumentedShape() async throws {
+        let live = try #require(LiveUpstream.bridge)
+        let card = CardRecord(id: "live", program: "live", issuer: "bridge",
+                              issuerReference: .init(["customer_id": live.reference[0], "card_account_id": live.reference[1]]))
+        let request = try Fixtures.deviceRequest()
+        try await withUpstreamHTTP("bridge", requestMS: 15_000) { http in
+            let connector = BridgeConnector(issuer: "bridge", baseURL: live.baseURL, apiKey: Sensitive(live.key), http: http)
+            // The sandbox device's chain is not Apple's, so a real Bridge may refuse it; what this
+            // checks is that it answers in a shape the connector reads, with the gateway's key accepted.
+            let error = await gatewayError { try await connector.provisionApplePay(request, card: card, context: Fixtures.context()) }
+            #expect(error?.code != .upstreamProtocolError && error?.code != .upstreamAuthFailed, "\(String(describing: error))")
+        }
+    }
+}

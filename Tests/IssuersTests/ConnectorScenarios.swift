@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import Issuers
+import ProvisioningCore
+import Testing
+
+/// The scenarios every connector runs; each upstream's suite supplies only its data.
+enum ConnectorScenarios {
+    typealias MakeConnector = @Sendable (URL, UpstreamHTTP) -> any IssuerConnector
+
+    /// Sends the sandbox device's request to a replayed upstream answer.
+    static func replay(
+        status: HTTPResponse.Status, body: Data, card: CardRecord, make: MakeConnector
+    ) async throws -> (result: Result<ApplePayPayload, GatewayError>, request: CapturedRequest) {
+        let request = try Fixtures.deviceRequest()
+        return try await withReplay(status: status, body: body) { url, capture in
+            let result = try await withUpstreamHTTP(card.issuer) { http -> Result<ApplePayPayload, GatewayError> in
+                do throws(GatewayError) {
+                    return .success(try await make(url, http).provisionApplePay(request, card: card, context: Fixtures.context()))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let captured = try #require(await capture.requests.first)
+            return (result, captured)
+        }
+    }
+
+    /// A documented response decodes to the bytes Python's independent reading expects.
+    static func documentedResponseDecodes(fixture: String, card: CardRecord, make: MakeConnector) async throws {
+        let (result, _) = try await replay(status: .ok, body: try Fixtures.data(fixture), card: card, make: make)
+        let payload = try result.get()
+        let expected = try Fixtures.expected(fixture)
+        #expect(payload.activationData.value == expected.activation)
+        #expect(payload.encryptedPassData.value == expected.encrypted)
+        #expect(payload.ephemeralPublicKey.value == expected.key)
+    }
+
+    /// An upstream error answer maps to its unified code and keeps the upstream status.
+    static func errorMaps(status: Int, body: Data, to code: GatewayError.Code, card: CardRecord, make: MakeConnector) async throws {
+        let (result, _) = try await replay(status: .init(code: status), body: body, card: card, make: make)
+        switch result {
+        case .success: Issue.record("HTTP \(status) was taken as a success")
+        case .failure(let error):
+            #expect(error.code == code)
+            #expect(error.upstreamStatus == status)
+        }
+    }
+
+    static let garbageBodies: [String] = [
+        "<html>502 Bad Gateway</html>",
+        "{}",
+        #"{"unexpected": true}"#,
+    ]
+
+    /// A 200 that is not the documented shape, or whose key is not a P-256 point, never reaches a phone.
+    static func malformedAnswersAreProtocolErrors(_ bodies: [String], card: CardRecord, make: MakeConnector) async throws {
+        for body in bodies {
+            let (result, _) = try await replay(status: .ok, body: Data(body.utf8), card: card, make: make)
+            switch result {
+            case .success: Issue.record("accepted a malformed answer: \(body)")
+            case .failure(let error): #expect(error.code == .upstreamProtocolError, "\(body)")
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Starts `provisioning-gateway` with the sandbox config on a free port and sends the README's
+# ready-made Apple Pay request for every demo card; fails unless each answers 200 with a payload.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port=${PORT:-18080}
+log=$(mktemp)
+swift build --product provisioning-gateway >/dev/null
+bin="$(swift build --show-bin-path)/provisioning-gateway"
+"$bin" --port "$port" >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
+
+for _ in $(seq 1 100); do
+  grep -q "^provisioning-gateway listening on" "$log" && break
+  kill -0 $pid 2>/dev/null || { cat "$log"; echo "gateway exited early"; exit 1; }
+  sleep 0.1
+done
+head -5 "$log"
+
+status=0
+for card in card_bridge_demo card_tmp_demo card_crossmint_demo; do
+  out=$(curl -s -w '\n%{http_code}' -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
+    -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
+    --data @Config/sandbox/apple-pay-request.json)
+  code=$(tail -n1 <<<"$out")
+  body=$(head -n -1 <<<"$out")
+  if [ "$code" = 200 ] && python3 -c '
+import base64, json, sys
+b = json.loads(sys.argv[1])
+key = base64.b64decode(b["ephemeral_public_key"])
+assert len(key) == 65 and key[0] == 4, "bad key"
+assert base64.b64decode(b["encrypted_pass_data"]) and base64.b64decode(b["activation_data"])
+print("  %-20s -> %s  %s" % (sys.argv[2], b["issuer"], b["provisioning_id"]))
+' "$body" "$card"; then :; else
+    echo "  $card -> HTTP $code: $body"; status=1
+  fi
+done
+exit $status
