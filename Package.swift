@@ -107,6 +107,10 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
+        .testTarget(
+            name: "provisioning-gatewayTests",
+            dependencies: ["provisioning-gateway"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

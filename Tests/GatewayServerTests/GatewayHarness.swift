@@ -37,6 +37,7 @@ enum GatewayHarness {
     /// any simulator, `environment` feeds `env:` credentials of extra issuers.
     static func run(
         config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
+        logger: Logger = GatewayHarness.logger,
         _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
