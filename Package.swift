@@ -97,7 +97,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "GatewayServerTests",

@@ -31,7 +31,7 @@ public final class UpstreamDirectory: Sendable {
     /// variable is a config problem naming the key path.
     public static func build(
         config: GatewayConfig, environment: [String: String], sandbox: [IssuerKind: SandboxUpstream], logger: Logger
-    ) throws(ConfigError) -> UpstreamDirectory {
+    ) async throws(ConfigError) -> UpstreamDirectory {
         var problems: [ConfigProblem] = []
         var connectors: [IssuerID: any IssuerConnector] = [:]
         var clients: [UpstreamHTTP] = []
@@ -93,8 +93,7 @@ public final class UpstreamDirectory: Sendable {
             connectors[issuer] = connector
         }
         guard problems.isEmpty else {
-            let directory = UpstreamDirectory(connectors: [:], clients: clients)
-            Task { await directory.shutdown() }
+            await UpstreamDirectory(connectors: [:], clients: clients).shutdown()
             throw ConfigError(source: "environment", problems: problems)
         }
         return UpstreamDirectory(connectors: connectors, clients: clients)

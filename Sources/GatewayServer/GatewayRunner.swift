@@ -18,7 +18,7 @@ public enum GatewayRunner {
                 group.addTask { try await sandbox.run() }
                 sandboxEndpoints = await sandbox.endpoints()
             }
-            let upstreams = try UpstreamDirectory.build(
+            let upstreams = try await UpstreamDirectory.build(
                 config: config, environment: environment, sandbox: sandboxEndpoints, logger: logger)
             let registry = InMemoryCardRegistry(config.sandbox.enabled ? config.sandbox.cards.map(\.record) : [])
             let app = try buildApplication(

@@ -1,11 +1,15 @@
 import Foundation
 
-/// Small identifier types, so a card id can never be passed where an issuer id is expected.
-public struct CardID: Hashable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
-    public let rawValue: String
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+/// A small identifier type over a string, so a card id can never be passed where an issuer id is
+/// expected. Conformers only store `rawValue`; coding and printing come from here.
+public protocol StringIdentifier: Hashable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+    var rawValue: String { get }
+    init(_ rawValue: String)
+}
+
+extension StringIdentifier {
+    public init(stringLiteral value: String) { self.init(value) }
+    public init(from decoder: any Decoder) throws { self.init(try decoder.singleValueContainer().decode(String.self)) }
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
@@ -13,44 +17,33 @@ public struct CardID: Hashable, Sendable, Codable, CustomStringConvertible, Expr
     public var description: String { rawValue }
 }
 
-public struct IssuerID: Hashable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+public struct CardID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-    public var description: String { rawValue }
 }
 
-public struct ProgramID: Hashable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+public struct IssuerID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-    public var description: String { rawValue }
 }
 
-public struct ClientID: Hashable, Sendable, CustomStringConvertible {
+public struct ProgramID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
-    public var description: String { rawValue }
+}
+
+public struct ClientID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
 }
 
 /// The gateway's id for one provisioning; also the idempotency key sent to upstreams that honour
 /// one, so it stays the same across every attempt of that provisioning.
-public struct ProvisioningID: Hashable, Sendable, CustomStringConvertible {
+public struct ProvisioningID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
+
     public static func generate() -> ProvisioningID {
         ProvisioningID("prv_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))
     }
-    public var description: String { rawValue }
 }
-

@@ -45,7 +45,7 @@ enum GatewayHarness {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await sandbox.run() }
             defer { group.cancelAll() }
-            let upstreams = try UpstreamDirectory.build(
+            let upstreams = try await UpstreamDirectory.build(
                 config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
             let registry = InMemoryCardRegistry(config.sandbox.cards.map(\.record) + extraCards)
             let app = try buildApplication(config: config, registry: registry, upstreams: upstreams, logger: logger)

@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import Issuers
 import Logging
 import ProvisioningCore
 import Testing
@@ -106,15 +107,22 @@ import Testing
         #expect(problems.first?.contains("not valid YAML") == true)
     }
 
-    @Test func aMissingEnvironmentVariableNamesItsKeyPath() throws {
+    @Test func aMissingEnvironmentVariableNamesItsKeyPath() async throws {
         let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
-        #expect(throws: ConfigError.self) {
-            try UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
-        }
-        do {
-            _ = try UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
+        do throws(ConfigError) {
+            let upstreams = try await UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
+            await upstreams.shutdown()
+            Issue.record("built without the API key")
         } catch {
             #expect(error.problems.map(\.description) == ["issuers.bridge.credentials.api_key: environment variable BRIDGE_API_KEY is not set"])
         }
+    }
+
+    @Test func theEnvironmentSuppliesTheSecret() async throws {
+        let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
+        let upstreams = try await UpstreamDirectory.build(
+            config: config, environment: ["BRIDGE_API_KEY": "sk_live_x"], sandbox: [:], logger: Logger(label: "test"))
+        #expect(upstreams.connectors["bridge"] is BridgeConnector)
+        await upstreams.shutdown()
     }
 }
