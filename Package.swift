@@ -20,6 +20,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/swiftcsv/SwiftCSV", from: "0.10.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         .target(
@@ -43,6 +47,16 @@ let package = Package(
             ]
         ),
         .target(
+            name: "GatewayStore",
+            dependencies: [
+                "ProvisioningCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ]
+        ),
+        .target(
             name: "Sandbox",
             dependencies: [
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -57,6 +71,8 @@ let package = Package(
             dependencies: [
                 "ProvisioningCore",
                 "Issuers",
+                "GatewayStore",
+                .product(name: "SwiftCSV", package: "SwiftCSV"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
@@ -66,6 +82,7 @@ let package = Package(
             name: "GatewayServer",
             dependencies: [
                 "Gateway",
+                "GatewayStore",
                 "ProvisioningAPI",
                 "Sandbox",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -79,6 +96,7 @@ let package = Package(
             name: "provisioning-gateway",
             dependencies: [
                 "GatewayServer",
+                "GatewayStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -95,21 +113,41 @@ let package = Package(
             name: "SandboxTests",
             dependencies: ["Sandbox", .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOFoundationCompat", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio")]
         ),
+        .target(
+            name: "GatewayTestSupport",
+            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
+            path: "Tests/GatewayTestSupport"
+        ),
+        .testTarget(
+            name: "GatewayStoreTests",
+            dependencies: [
+                "GatewayStore", "GatewayTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Issuers", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", "GatewayStore", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
                 "GatewayServer",
+                "GatewayStore",
+                "GatewayTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
         .testTarget(
             name: "provisioning-gatewayTests",
-            dependencies: ["provisioning-gateway"]
+            dependencies: [
+                "provisioning-gateway", "GatewayStore", "ProvisioningCore", "GatewayTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

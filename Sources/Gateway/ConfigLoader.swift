@@ -37,7 +37,9 @@ public enum ConfigLoader {
         case .valueNotFound(let type, let context):
             return .init(keyPath(context.codingPath), "expected \(describe(type)), found nothing")
         case .dataCorrupted(let context):
-            return .init(keyPath(context.codingPath), context.debugDescription)
+            // Yams puts the parser's own message (with line and column) underneath.
+            let reason = context.underlyingError.map { "not valid YAML: \($0)" } ?? context.debugDescription
+            return .init(keyPath(context.codingPath), reason)
         @unknown default:
             return .init("", "\(error)")
         }

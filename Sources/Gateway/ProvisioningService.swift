@@ -8,17 +8,20 @@ public struct ApplePayProvisioning: Sendable {
     public let payload: ApplePayPayload
 }
 
-/// One provisioning: resolve the card, check the client may use it, call the card's issuer within
-/// the request's deadline, and log the outcome (never the payload).
+/// One provisioning: resolve the card, check the client may use it, route it to an issuer, call
+/// that issuer's connector within the request's deadline, and write an audit event for what
+/// happened before answering (never the payload).
 public struct ProvisioningService: Sendable {
-    let registry: any CardRegistry
+    let store: any GatewayStore
     let upstreams: UpstreamDirectory
+    let routing: RoutingTable
     let deadline: Duration
     let logger: Logger
 
-    public init(registry: any CardRegistry, upstreams: UpstreamDirectory, deadline: Duration, logger: Logger) {
-        self.registry = registry
+    public init(store: any GatewayStore, upstreams: UpstreamDirectory, routing: RoutingTable, deadline: Duration, logger: Logger) {
+        self.store = store
         self.upstreams = upstreams
+        self.routing = routing
         self.deadline = deadline
         self.logger = logger
     }
@@ -31,30 +34,67 @@ public struct ProvisioningService: Sendable {
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         logger[metadataKey: "card_id"] = "\(cardID)"
         logger[metadataKey: "client"] = "\(client.id)"
+        var event = AuditEvent(
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, wallet: .applePay, issuer: nil,
+            endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
 
         do throws(GatewayError) {
             let card = try await card(cardID)
             guard client.mayUse(card) else {
                 throw GatewayError(.forbidden, "card \(cardID) belongs to a program this client may not use")
             }
-            guard let connector = upstreams.connectors[card.issuer] else {
-                throw GatewayError(.internal, "issuer \(card.issuer) of card \(cardID) has no connector")
+            guard let issuer = routing.issuer(for: card, wallet: .applePay) else {
+                throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and apple_pay")
             }
-            logger[metadataKey: "issuer"] = "\(card.issuer)"
+            guard let connector = upstreams.connectors[issuer] else {
+                throw GatewayError(.internal, "issuer \(issuer) of card \(cardID) has no connector")
+            }
+            logger[metadataKey: "issuer"] = "\(issuer)"
+            event.issuer = issuer
+            event.endpoint = connector.endpoint
+            event.attempt = 1
             let context = ProvisioningContext(provisioningID: provisioningID, deadline: started.advanced(by: deadline))
             let payload = try await connector.provisionApplePay(request, card: card, context: context)
-            logger.info("apple pay provisioned", metadata: ["latency_ms": "\(started.duration(to: .now).wholeMilliseconds)"])
-            return ApplePayProvisioning(provisioningID: provisioningID, issuer: card.issuer, payload: payload)
+            event.outcome = .succeeded
+            event.upstreamStatus = 200
+            event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+            try await record(event)
+            logger.info("apple pay provisioned", metadata: ["latency_ms": "\(event.latencyMS)"])
+            return ApplePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
         } catch {
+            if event.outcome != .succeeded {
+                event.errorCode = error.code
+                event.upstreamStatus = error.upstreamStatus
+                event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+                try? await record(event)
+            }
             logger.notice("apple pay provisioning failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
-            throw error
+            throw error.with(provisioningID: provisioningID)
+        }
+    }
+
+    /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.
+    public func recordReplay(provisioningID: ProvisioningID, cardID: CardID, client: Client, wallet: Wallet) async {
+        let event = AuditEvent(
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, wallet: wallet, issuer: nil,
+            endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
+        try? await record(event)
+    }
+
+    /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.
+    private func record(_ event: AuditEvent) async throws(GatewayError) {
+        do {
+            try await store.appendAudit(event)
+        } catch {
+            logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "error_type": "\(type(of: error))"])
+            throw GatewayError(.internal, "the audit trail could not be written")
         }
     }
 
     private func card(_ id: CardID) async throws(GatewayError) -> CardRecord {
         let record: CardRecord?
         do {
-            record = try await registry.card(id)
+            record = try await store.card(id)
         } catch {
             throw GatewayError(.internal, "the card registry failed")
         }

@@ -9,7 +9,7 @@ import ProvisioningCore
 /// The one place the HTTP application is assembled; the CLI and the tests both call it.
 public func buildApplication(
     config: GatewayConfig,
-    registry: any CardRegistry,
+    store: any GatewayStore,
     upstreams: UpstreamDirectory,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -25,9 +25,13 @@ public func buildApplication(
         Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
     }
 
+    let deadline = Duration.milliseconds(config.server.deadlineMS)
     let service = ProvisioningService(
-        registry: registry, upstreams: upstreams, deadline: .milliseconds(config.server.deadlineMS), logger: logger)
-    try APIHandler(service: service).registerHandlers(on: router)
+        store: store, upstreams: upstreams, routing: config.routing.table, deadline: deadline, logger: logger)
+    let handler = APIHandler(
+        service: service, store: store, registration: CardRegistration(issuers: config.issuers),
+        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline))
+    try handler.registerHandlers(on: router)
 
     // The server's own start/stop chatter stays below the gateway's banner and request logs.
     var serverLogger = logger

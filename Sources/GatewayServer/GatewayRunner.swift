@@ -1,36 +1,52 @@
 import Foundation
 import Gateway
+import GatewayStore
 import Hummingbird
 import Logging
 import ProvisioningCore
 
-/// Runs the gateway: the sandbox simulators first when the config enables them, then the HTTP
-/// application, until SIGINT/SIGTERM. The registry is seeded from the sandbox's demo cards.
+/// Runs the gateway: the store (migrated, its background work alive), the sandbox simulators when
+/// the config enables them (their demo cards upserted into the store), then the HTTP application,
+/// until SIGINT/SIGTERM.
 public enum GatewayRunner {
+    /// How often expired idempotency records are deleted.
+    static let purgeInterval: Duration = .seconds(600)
+
     public static func run(
         config: GatewayConfig, environment: [String: String], logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void
     ) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var sandboxEndpoints: [IssuerKind: SandboxUpstream] = [:]
-            if config.sandbox.enabled {
-                let sandbox = SandboxUpstreams(config: config, logger: logger)
-                group.addTask { try await sandbox.run() }
-                sandboxEndpoints = await sandbox.endpoints()
-            }
-            let upstreams = try await UpstreamDirectory.build(
-                config: config, environment: environment, sandbox: sandboxEndpoints, logger: logger)
-            let registry = InMemoryCardRegistry(config.sandbox.enabled ? config.sandbox.cards.map(\.record) : [])
-            let app = try buildApplication(
-                config: config, registry: registry, upstreams: upstreams, logger: logger, onServerRunning: onServerRunning)
-            do {
-                try await app.runService()
-            } catch {
+        try await StoreBootstrap.withStore(config.store, environment: environment, logger: logger) { opened in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let store = opened.store
+                var sandboxEndpoints: [IssuerKind: SandboxUpstream] = [:]
+                if config.sandbox.enabled {
+                    try await store.importCards(config.sandbox.cards.map(\.record))
+                    let sandbox = SandboxUpstreams(config: config, logger: logger)
+                    group.addTask { try await sandbox.run() }
+                    sandboxEndpoints = await sandbox.endpoints()
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: purgeInterval)
+                        if let purged = try? await store.purgeExpired(now: Date()), purged > 0 {
+                            logger.info("expired idempotency records purged", metadata: ["count": "\(purged)"])
+                        }
+                    }
+                }
+                let upstreams = try await UpstreamDirectory.build(
+                    config: config, environment: environment, sandbox: sandboxEndpoints, logger: logger)
+                let app = try buildApplication(
+                    config: config, store: store, upstreams: upstreams, logger: logger, onServerRunning: onServerRunning)
+                do {
+                    try await app.runService()
+                } catch {
+                    await upstreams.shutdown()
+                    throw error
+                }
                 await upstreams.shutdown()
-                throw error
+                group.cancelAll()
             }
-            await upstreams.shutdown()
-            group.cancelAll()
         }
     }
 }

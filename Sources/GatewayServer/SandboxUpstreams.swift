@@ -23,9 +23,11 @@ public struct SandboxUpstreams: Sendable {
         }
         self.secrets = secrets
 
+        let routing = config.routing.table
         func references(_ kind: IssuerKind) -> [[String: String]] {
             config.sandbox.cards.compactMap { card in
-                config.issuers[card.issuer]?.kind == kind ? card.issuerReference : nil
+                let issuer = routing.issuer(for: card.record, wallet: .applePay)
+                return issuer.flatMap { config.issuers[$0.rawValue] }?.kind == kind ? card.issuerReference : nil
             }
         }
         bridge = BridgeSimulator(
@@ -37,8 +39,8 @@ public struct SandboxUpstreams: Sendable {
         tmp = TMPSimulator(
             token: secrets[.tmp]!,
             auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
-            cardIDs: Set(references(.tmp).compactMap { $0["card_id"] }))
-        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["card_id"] }))
+            cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }))
+        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }))
         servers = [
             .bridge: bridge.server(logger: logger),
             .tmp: tmp.server(logger: logger),

@@ -15,13 +15,14 @@ public struct IssuerReference: Sendable, Equatable, Codable {
 }
 
 /// One card in the gateway's registry: which issuer holds it and how that issuer names it.
+/// Without an explicit issuer, the routing rules decide.
 public struct CardRecord: Sendable, Equatable {
     public var id: CardID
     public var program: ProgramID
-    public var issuer: IssuerID
+    public var issuer: IssuerID?
     public var issuerReference: IssuerReference
 
-    public init(id: CardID, program: ProgramID, issuer: IssuerID, issuerReference: IssuerReference) {
+    public init(id: CardID, program: ProgramID, issuer: IssuerID?, issuerReference: IssuerReference) {
         self.id = id
         self.program = program
         self.issuer = issuer

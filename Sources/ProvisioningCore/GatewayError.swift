@@ -16,6 +16,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case deadlineExceeded = "deadline_exceeded"
         case upstreamProtocolError = "upstream_protocol_error"
         case notFound = "not_found"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case idempotencyKeyInProgress = "idempotency_key_in_progress"
         case `internal`
 
         public var httpStatus: Int {
@@ -25,7 +27,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .unauthorized: 401
             case .forbidden: 403
             case .cardNotFound, .notFound: 404
-            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected: 422
+            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused: 422
+            case .idempotencyKeyInProgress: 409
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable: 503
             case .upstreamTimeout, .deadlineExceeded: 504
@@ -36,7 +39,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// True when sending the same request again later may succeed.
         public var isRetryable: Bool {
             switch self {
-            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded: true
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress: true
             default: false
             }
         }
@@ -57,6 +60,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .deadlineExceeded: "The request's deadline passed"
             case .upstreamProtocolError: "The issuer answered with a malformed response"
             case .notFound: "No such resource"
+            case .idempotencyKeyReused: "The Idempotency-Key was used with another request"
+            case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
             case .internal: "Internal error"
             }
         }
@@ -67,11 +72,19 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let detail: String
     /// The upstream's HTTP status when the error came from an issuer.
     public let upstreamStatus: Int?
+    /// The provisioning it ended, whose audit trail says more.
+    public private(set) var provisioningID: ProvisioningID?
 
     public init(_ code: Code, _ detail: String, upstreamStatus: Int? = nil) {
         self.code = code
         self.detail = detail
         self.upstreamStatus = upstreamStatus
+    }
+
+    public func with(provisioningID: ProvisioningID) -> GatewayError {
+        var copy = self
+        copy.provisioningID = provisioningID
+        return copy
     }
 
     public var httpStatus: Int { code.httpStatus }

@@ -18,6 +18,8 @@ public struct ProvisioningContext: Sendable {
 /// Every failure is thrown as a `GatewayError` with a unified code.
 public protocol IssuerConnector: Sendable {
     var issuer: IssuerID { get }
+    /// The upstream base URL this connector calls, for the audit trail.
+    var endpoint: String { get }
     func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
 }

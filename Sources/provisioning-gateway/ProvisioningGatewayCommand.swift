@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 import GatewayServer
+import GatewayStore
 import Logging
 import ProvisioningCore
 
@@ -10,7 +11,7 @@ struct ProvisioningGatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provisioning-gateway",
         abstract: "One push-provisioning API in front of Bridge, TMP and Crossmint.",
-        subcommands: [Serve.self],
+        subcommands: [Serve.self, Cards.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -61,6 +62,8 @@ struct Serve: AsyncParsableCommand {
             }
         } catch let error as ConfigError {
             Self.fail("\(error)")
+        } catch let error as StoreError {
+            Self.fail("the store is not usable: \(error)")
         } catch {
             Self.fail("the gateway stopped: \(error)")
         }

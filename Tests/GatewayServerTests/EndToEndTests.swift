@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import GatewayServer
 import HummingbirdTesting
 import ProvisioningCore
@@ -26,6 +27,30 @@ import Testing
                 "crossmint": await sandbox.crossmint.log.requests.filter { $0.status == 200 }.count,
             ]
             #expect(counts == ["bridge": 0, "tmp": 0, "crossmint": 0].merging([issuer: 1]) { $1 })
+        }
+    }
+
+    @Test func aCardWithoutAnExplicitIssuerFollowsTheRoutingRules() async throws {
+        var yaml = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+        yaml = yaml.replacingOccurrences(of: "  rules: []\n", with: """
+              rules:
+                - match: { card_id_prefix: card_routed_, wallet: apple_pay }
+                  issuer: tmp
+
+            """)
+        yaml += """
+                - card_id: card_routed_1
+                  program: demo
+                  issuer_reference: { issuer_card_id: tmp_card_routed_1 }
+
+            """
+        var config = try ConfigLoader.parse(yaml: yaml, source: "routed.yaml")
+        config.server.port = 0
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_routed_1", body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok)
+            #expect(response.json["issuer"] as? String == "tmp")
+            #expect(await sandbox.tmp.log.requests.map(\.status) == [200])
         }
     }
 

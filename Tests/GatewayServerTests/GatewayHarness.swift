@@ -1,6 +1,7 @@
 import Foundation
 import Gateway
 import GatewayServer
+import GatewayStore
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -33,22 +34,33 @@ enum GatewayHarness {
         try JSONSerialization.jsonObject(with: requestBody()) as! [String: Any]
     }
 
+    /// A fresh SQLite file in a temporary directory, migrated.
+    static func temporaryStore() async throws -> SQLiteGatewayStore {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-test-\(UUID().uuidString)/gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        return store
+    }
+
     /// Runs `body` against a live gateway; `extraCards` join the registry without being known to
-    /// any simulator, `environment` feeds `env:` credentials of extra issuers.
+    /// any simulator, `environment` feeds `env:` credentials of extra issuers. The store is a fresh
+    /// SQLite file unless one is given.
     static func run(
         config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
-        logger: Logger = GatewayHarness.logger,
+        logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
         let sandbox = SandboxUpstreams(config: config, logger: logger)
+        let chosenStore: any GatewayStore
+        if let store { chosenStore = store } else { chosenStore = try await temporaryStore() }
+        try await chosenStore.importCards(config.sandbox.cards.map(\.record) + extraCards)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await sandbox.run() }
             defer { group.cancelAll() }
             let upstreams = try await UpstreamDirectory.build(
                 config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
-            let registry = InMemoryCardRegistry(config.sandbox.cards.map(\.record) + extraCards)
-            let app = try buildApplication(config: config, registry: registry, upstreams: upstreams, logger: logger)
+            let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, logger: logger)
             do {
                 try await app.test(.live) { client in try await body(client, sandbox) }
             } catch {

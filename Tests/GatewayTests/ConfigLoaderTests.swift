@@ -101,6 +101,25 @@ import Testing
         #expect(problems(yaml) == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
     }
 
+    @Test func routingRulesNameKnownIssuersAndCoverCardsWithoutOne() throws {
+        let sandboxCard = """
+
+            sandbox:
+              enabled: true
+              cards:
+                - card_id: routed_1
+                  program: acme
+                  issuer_reference: { customer_id: c, card_account_id: a }
+            """
+        let base = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge")
+        #expect(problems(base + sandboxCard) == ["sandbox.cards[0].issuer: required: no routing rule matches this card"])
+        let routed = base + "\nrouting:\n  rules:\n    - match: { card_id_prefix: routed_ }\n      issuer: bridge\n" + sandboxCard
+        let config = try ConfigLoader.parse(yaml: routed, source: "test.yaml")
+        #expect(config.routing.table.issuer(for: config.sandbox.cards[0].record, wallet: .applePay) == "bridge")
+        let unknown = Self.minimal + "\nrouting:\n  rules:\n    - match: { program: acme, wallet: apple_pay }\n      issuer: stripe\n"
+        #expect(problems(unknown) == ["routing.rules[0].issuer: unknown issuer 'stripe'"])
+    }
+
     @Test func notYAMLAtAll() {
         let problems = problems("clients: [unclosed")
         #expect(problems.count == 1)

@@ -14,7 +14,7 @@ enum ConnectorScenarios {
     ) async throws -> (result: Result<ApplePayPayload, GatewayError>, request: CapturedRequest) {
         let request = try Fixtures.deviceRequest()
         return try await withReplay(status: status, body: body) { url, capture in
-            let result = try await withUpstreamHTTP(card.issuer) { http -> Result<ApplePayPayload, GatewayError> in
+            let result = try await withUpstreamHTTP(card.issuer ?? "test") { http -> Result<ApplePayPayload, GatewayError> in
                 do throws(GatewayError) {
                     return .success(try await make(url, http).provisionApplePay(request, card: card, context: Fixtures.context()))
                 } catch {

@@ -59,7 +59,7 @@ import Testing
 
     @Test func everyCodeHasOneStatusAndOnlyUpstreamOutagesAreRetryable() {
         let retryable = Set(GatewayError.Code.allCases.filter(\.isRetryable))
-        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded])
+        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress])
         #expect(GatewayError.Code.invalidRequest.httpStatus == 400)
         #expect(GatewayError.Code.upstreamProtocolError.httpStatus == 502)
         #expect(GatewayError.Code.upstreamRejected.httpStatus == 422)

@@ -1,7 +1,7 @@
+import AsyncHTTPClient
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NIOFoundationCompat
+import GatewayTestSupport
 import Testing
 
 /// The real executable, as an ops person starts it.
@@ -16,27 +16,9 @@ import Testing
                             "provisioning-gateway was not built next to the tests")
     }
 
-    struct Run {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
-
-    static func run(_ arguments: [String], environment: [String: String]? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
-        process.currentDirectoryURL = packageRoot
-        if let environment { process.environment = environment }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                   stderr: String(decoding: stderr, as: UTF8.self))
+    /// Runs the executable to its end from the package root.
+    static func run(_ arguments: [String]) async throws -> Command.Result {
+        try await Command.run(try executable().path, arguments, workingDirectory: packageRoot.path)
     }
 
     static func writeConfig(_ yaml: String) throws -> URL {
@@ -55,61 +37,50 @@ import Testing
             credentials: { api_key: "env:GATEWAY_TEST_BRIDGE_KEY_UNSET" }
         """
 
-    @Test func aBadConfigStopsStartUpWithTheKeyPath() throws {
+    @Test func aBadConfigStopsStartUpWithTheKeyPath() async throws {
         let file = try Self.writeConfig(Self.productionYAML.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "::nope"))
         defer { try? FileManager.default.removeItem(at: file) }
-        let run = try Self.run(["--config", file.path, "--port", "0"])
+        let run = try await Self.run(["--config", file.path, "--port", "0"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("issuers.bridge.endpoints[0].url: not a URL"))
         #expect(!run.stderr.contains("Fatal error") && !run.stderr.contains("Stack dump"))
         #expect(!run.stdout.contains("listening on"))
     }
 
-    @Test func aMissingSecretStopsStartUpNamingTheVariable() throws {
+    @Test func aMissingSecretStopsStartUpNamingTheVariable() async throws {
         let file = try Self.writeConfig(Self.productionYAML)
         defer { try? FileManager.default.removeItem(at: file) }
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "GATEWAY_TEST_BRIDGE_KEY_UNSET")
-        let run = try Self.run(["--config", file.path, "--port", "0"], environment: environment)
+        let run = try await Self.run(["--config", file.path, "--port", "0"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("issuers.bridge.credentials.api_key: environment variable GATEWAY_TEST_BRIDGE_KEY_UNSET is not set"))
     }
 
-    @Test func aMissingFileIsNamed() throws {
-        let run = try Self.run(["--config", "/nonexistent/gateway.yaml"])
+    @Test func aMissingFileIsNamed() async throws {
+        let run = try await Self.run(["--config", "/nonexistent/gateway.yaml"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("/nonexistent/gateway.yaml"))
     }
 
     @Test func theSandboxPrintsWhereItListensFirstAndServes() async throws {
-        let process = Process()
-        process.executableURL = try Self.executable()
-        process.arguments = ["--port", "0"]
-        process.currentDirectoryURL = Self.packageRoot
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("banner-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The sandbox config as shipped, but its SQLite file out of the working tree.
+        var yaml = try String(contentsOf: Self.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+        yaml += "\nstore:\n  sqlite:\n    path: \(directory.path)/gateway.sqlite\n"
+        let config = try Self.writeConfig(yaml)
+        defer { try? FileManager.default.removeItem(at: config) }
 
-        // The first line names the address; read until it is complete.
-        var text = ""
-        let handle = out.fileHandleForReading
-        while !text.contains("\n") {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
+        let (firstLine, status) = try await Command.withRunning(
+            try Self.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: Self.packageRoot.path
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/healthz"), timeout: .seconds(10))
+            #expect(response.status == .ok)
+            #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)).contains("ok"))
+            return running.firstLine
         }
-        let firstLine = try #require(text.split(separator: "\n").first.map(String.init))
         #expect(firstLine.hasPrefix("provisioning-gateway listening on http://127.0.0.1:"))
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-
-        let (body, response) = try await URLSession.shared.data(from: URL(string: "\(base)/healthz")!)
-        #expect((response as? HTTPURLResponse)?.statusCode == 200)
-        #expect(String(decoding: body, as: UTF8.self).contains("ok"))
-
-        process.terminate()  // SIGTERM: a graceful stop
-        process.waitUntilExit()
-        #expect(!process.isRunning)
+        // SIGTERM is a graceful stop: a clean exit.
+        #expect(status == 0)
     }
 }

@@ -5,7 +5,7 @@ import ProvisioningCore
 
 /// Renders a `GatewayError` as RFC 9457 `application/problem+json`, using the spec's own schema.
 enum ProblemResponse {
-    static func make(_ error: GatewayError, provisioningID: ProvisioningID? = nil) -> Response {
+    static func make(_ error: GatewayError) -> Response {
         let problem = Components.Schemas.Problem(
             _type: "urn:provisioning-gateway:problem:\(error.code.rawValue)",
             title: error.code.title,
@@ -13,7 +13,7 @@ enum ProblemResponse {
             detail: error.detail,
             code: Components.Schemas.ErrorCode(rawValue: error.code.rawValue) ?? ._internal,
             retryable: error.isRetryable,
-            provisioningId: provisioningID?.rawValue,
+            provisioningId: error.provisioningID?.rawValue,
             requestId: RequestScope.requestID.isEmpty ? nil : RequestScope.requestID)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

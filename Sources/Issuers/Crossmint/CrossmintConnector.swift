@@ -5,6 +5,7 @@ import ProvisioningCore
 public struct CrossmintConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
+    public var endpoint: String { baseURL.absoluteString }
     let apiKey: Sensitive<String>
     let http: UpstreamHTTP
 
@@ -18,8 +19,8 @@ public struct CrossmintConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        guard let cardID = card.issuerReference["card_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the Crossmint card_id")
+        guard let cardID = card.issuerReference["issuer_card_id"] else {
+            throw GatewayError(.internal, "card \(card.id) lacks the Crossmint issuer_card_id")
         }
         let url = baseURL.appending(segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request))
         let response = try await http.send(

@@ -5,6 +5,7 @@ import ProvisioningCore
 public struct TMPConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
+    public var endpoint: String { baseURL.absoluteString }
     let token: Sensitive<String>
     let auth: TMPWire.Auth
     let http: UpstreamHTTP
@@ -21,8 +22,8 @@ public struct TMPConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        guard let cardID = card.issuerReference["card_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the TMP card_id")
+        guard let cardID = card.issuerReference["issuer_card_id"] else {
+            throw GatewayError(.internal, "card \(card.id) lacks the TMP issuer_card_id")
         }
         let body = TMPWire.SignCardRequest(
             cardId: cardID,

@@ -62,13 +62,37 @@ extension GatewayConfig {
             }
         }
 
+        for (index, rule) in routing.rules.enumerated() where issuers[rule.issuer] == nil {
+            problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
+        }
+
+        if store.sqlite.path.isEmpty { problems.append(.init("store.sqlite.path", "must not be empty")) }
+        if store.idempotencyTTLSeconds < 60 { problems.append(.init("store.idempotency_ttl_seconds", "must be at least 60")) }
+        if let postgres = store.postgres {
+            if postgres.url.hasPrefix("env:") {
+                if SecretReference(parsing: postgres.url) == nil { problems.append(.init("store.postgres.url", "not a valid env:NAME reference")) }
+            } else if let url = URLComponents(string: postgres.url), ["postgres", "postgresql"].contains(url.scheme ?? ""), url.host != nil {
+                if url.password != nil {
+                    problems.append(.init("store.postgres.url", "holds a password: use env:NAME (secrets are never written in the config file)"))
+                }
+            } else {
+                problems.append(.init("store.postgres.url", "must be env:NAME or postgres://user@host:port/database"))
+            }
+            if postgres.connectTimeoutMS <= 0 { problems.append(.init("store.postgres.connect_timeout_ms", "must be positive")) }
+        }
+
+        let table = routing.table
         var seenCards = Set<String>()
         for (index, card) in sandbox.cards.enumerated() {
             let path = "sandbox.cards[\(index)]"
             if card.cardID.isEmpty { problems.append(.init("\(path).card_id", "must not be empty")) }
             if !seenCards.insert(card.cardID).inserted { problems.append(.init("\(path).card_id", "duplicate card id '\(card.cardID)'")) }
-            guard let issuer = issuers[card.issuer] else {
-                problems.append(.init("\(path).issuer", "unknown issuer '\(card.issuer)'"))
+            guard let issuerName = table.issuer(for: card.record, wallet: .applePay)?.rawValue else {
+                problems.append(.init("\(path).issuer", "required: no routing rule matches this card"))
+                continue
+            }
+            guard let issuer = issuers[issuerName] else {
+                if card.issuer != nil { problems.append(.init("\(path).issuer", "unknown issuer '\(issuerName)'")) }
                 continue
             }
             for field in issuer.kind.requiredReferenceFields where (card.issuerReference[field] ?? "").isEmpty {

@@ -6,15 +6,19 @@ public struct GatewayConfig: Sendable, Decodable {
     public var server: ServerConfig
     public var clients: [ClientConfig]
     public var issuers: [String: IssuerConfig]
+    public var routing: RoutingConfig
+    public var store: StoreConfig
     public var sandbox: SandboxConfig
 
-    enum CodingKeys: String, CodingKey { case server, clients, issuers, sandbox }
+    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, sandbox }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         server = try c.decodeIfPresent(ServerConfig.self, forKey: .server) ?? ServerConfig()
         clients = try c.decodeIfPresent([ClientConfig].self, forKey: .clients) ?? []
         issuers = try c.decodeIfPresent([String: IssuerConfig].self, forKey: .issuers) ?? [:]
+        routing = try c.decodeIfPresent(RoutingConfig.self, forKey: .routing) ?? RoutingConfig()
+        store = try c.decodeIfPresent(StoreConfig.self, forKey: .store) ?? StoreConfig()
         sandbox = try c.decodeIfPresent(SandboxConfig.self, forKey: .sandbox) ?? SandboxConfig()
     }
 }
@@ -75,7 +79,7 @@ public enum IssuerKind: String, Sendable, Decodable, CaseIterable {
     public var requiredReferenceFields: [String] {
         switch self {
         case .bridge: ["customer_id", "card_account_id"]
-        case .tmp, .crossmint: ["card_id"]
+        case .tmp, .crossmint: ["issuer_card_id"]
         }
     }
 }
@@ -131,9 +135,82 @@ public struct WireOptions: Sendable, Decodable {
     public init() {}
 }
 
-public enum Wallet: String, Sendable, Codable, CaseIterable {
-    case applePay = "apple_pay"
-    case googlePay = "google_pay"
+/// Where state lives: an embedded SQLite file by default, PostgreSQL when `postgres.url` is set.
+public struct StoreConfig: Sendable, Decodable {
+    public struct SQLite: Sendable, Decodable {
+        public var path: String = ".gateway/gateway.sqlite"
+        public init() {}
+        enum CodingKeys: String, CodingKey { case path }
+        public init(from decoder: any Decoder) throws {
+            path = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .path) ?? path
+        }
+    }
+
+    public struct Postgres: Sendable, Decodable {
+        /// `env:NAME`, or a `postgres://` URL without a password.
+        public var url: String
+        public var connectTimeoutMS: Int = 5_000
+        enum CodingKeys: String, CodingKey {
+            case url
+            case connectTimeoutMS = "connect_timeout_ms"
+        }
+        public init(url: String) { self.url = url }
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            url = try c.decode(String.self, forKey: .url)
+            connectTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .connectTimeoutMS) ?? connectTimeoutMS
+        }
+    }
+
+    public var sqlite = SQLite()
+    public var postgres: Postgres?
+    /// How long a POST's answer is kept for replay under its Idempotency-Key.
+    public var idempotencyTTLSeconds: Int = 86_400
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case sqlite, postgres
+        case idempotencyTTLSeconds = "idempotency_ttl_seconds"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        sqlite = try c.decodeIfPresent(SQLite.self, forKey: .sqlite) ?? SQLite()
+        postgres = try c.decodeIfPresent(Postgres.self, forKey: .postgres)
+        idempotencyTTLSeconds = try c.decodeIfPresent(Int.self, forKey: .idempotencyTTLSeconds) ?? idempotencyTTLSeconds
+    }
+}
+
+public struct RoutingConfig: Sendable, Decodable {
+    public var rules: [RoutingRuleConfig] = []
+
+    public init() {}
+    enum CodingKeys: String, CodingKey { case rules }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        rules = try c.decodeIfPresent([RoutingRuleConfig].self, forKey: .rules) ?? []
+    }
+
+    public var table: RoutingTable {
+        RoutingTable(rules: rules.map {
+            RoutingRule(program: $0.match.program.map { ProgramID($0) }, cardIDPrefix: $0.match.cardIDPrefix,
+                        wallet: $0.match.wallet, issuer: IssuerID($0.issuer))
+        })
+    }
+}
+
+public struct RoutingRuleConfig: Sendable, Decodable {
+    public struct Match: Sendable, Decodable {
+        public var program: String?
+        public var cardIDPrefix: String?
+        public var wallet: Wallet?
+        enum CodingKeys: String, CodingKey {
+            case program
+            case cardIDPrefix = "card_id_prefix"
+            case wallet
+        }
+    }
+    public var match: Match
+    public var issuer: String
 }
 
 public struct SandboxConfig: Sendable, Decodable {
@@ -153,7 +230,8 @@ public struct SandboxConfig: Sendable, Decodable {
 public struct SandboxCardConfig: Sendable, Decodable {
     public var cardID: String
     public var program: String
-    public var issuer: String
+    /// Optional: without it the routing rules decide.
+    public var issuer: String?
     public var issuerReference: [String: String]
 
     enum CodingKeys: String, CodingKey {
@@ -163,7 +241,7 @@ public struct SandboxCardConfig: Sendable, Decodable {
     }
 
     public var record: CardRecord {
-        CardRecord(id: CardID(cardID), program: ProgramID(program), issuer: IssuerID(issuer),
+        CardRecord(id: CardID(cardID), program: ProgramID(program), issuer: issuer.map { IssuerID($0) },
                    issuerReference: IssuerReference(issuerReference))
     }
 }

@@ -5,7 +5,7 @@ import Sandbox
 import Testing
 
 @Suite struct CrossmintContractTests {
-    static let card = CardRecord(id: "card_1", program: "demo", issuer: "crossmint", issuerReference: .init(["card_id": "cm 1/x"]))
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "crossmint", issuerReference: .init(["issuer_card_id": "cm 1/x"]))
 
     static func connector(apiKey: String = "cm_key") -> ConnectorScenarios.MakeConnector {
         { url, http in CrossmintConnector(issuer: "crossmint", baseURL: url, apiKey: Sensitive(apiKey), http: http) }
@@ -62,7 +62,7 @@ import Testing
                    "live Crossmint test skipped: set CROSSMINT_BASE_URL, CROSSMINT_API_KEY and CROSSMINT_CARD_ID"))
     func liveCrossmintAnswersInTheDocumentedShape() async throws {
         let live = try #require(LiveUpstream.crossmint)
-        let card = CardRecord(id: "live", program: "live", issuer: "crossmint", issuerReference: .init(["card_id": live.reference[0]]))
+        let card = CardRecord(id: "live", program: "live", issuer: "crossmint", issuerReference: .init(["issuer_card_id": live.reference[0]]))
         let request = try Fixtures.deviceRequest()
         try await withUpstreamHTTP("crossmint", requestMS: 15_000) { http in
             let connector = CrossmintConnector(issuer: "crossmint", baseURL: live.baseURL, apiKey: Sensitive(live.key), http: http)

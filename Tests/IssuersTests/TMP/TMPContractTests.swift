@@ -5,7 +5,7 @@ import Sandbox
 import Testing
 
 @Suite struct TMPContractTests {
-    static let card = CardRecord(id: "card_1", program: "demo", issuer: "tmp", issuerReference: .init(["card_id": "tmp_1"]))
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "tmp", issuerReference: .init(["issuer_card_id": "tmp_1"]))
 
     static func connector(auth: String? = nil, token: String = "tmp_token") -> ConnectorScenarios.MakeConnector {
         { url, http in TMPConnector(issuer: "tmp", baseURL: url, token: Sensitive(token), authOption: auth, http: http) }
@@ -64,7 +64,7 @@ import Testing
     @Test(.enabled(if: LiveUpstream.tmp != nil, "live TMP test skipped: set TMP_BASE_URL, TMP_API_KEY and TMP_CARD_ID"))
     func liveTMPAnswersInTheDocumentedShape() async throws {
         let live = try #require(LiveUpstream.tmp)
-        let card = CardRecord(id: "live", program: "live", issuer: "tmp", issuerReference: .init(["card_id": live.reference[0]]))
+        let card = CardRecord(id: "live", program: "live", issuer: "tmp", issuerReference: .init(["issuer_card_id": live.reference[0]]))
         let request = try Fixtures.deviceRequest()
         try await withUpstreamHTTP("tmp", requestMS: 15_000) { http in
             let connector = TMPConnector(issuer: "tmp", baseURL: live.baseURL, token: Sensitive(live.key),

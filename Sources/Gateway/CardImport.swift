@@ -1,0 +1,85 @@
+import Foundation
+import ProvisioningCore
+import SwiftCSV
+
+/// Moves cards between issuers in bulk: a CSV of `card_id, program, issuer` and then the issuer
+/// reference fields, checked row by row and written in one transaction, all rows or none.
+/// Running the same file twice leaves the registry as after the first run.
+public struct CardImport: Sendable {
+    public static let requiredColumns = ["card_id", "program", "issuer"]
+
+    public struct Problem: Sendable, Equatable, CustomStringConvertible {
+        /// The line in the file (the header is line 1).
+        public let line: Int
+        public let reason: String
+        public init(line: Int, reason: String) {
+            self.line = line
+            self.reason = reason
+        }
+        public var description: String { "line \(line): \(reason)" }
+    }
+
+    public enum Result: Sendable, Equatable {
+        case imported(count: Int)
+        case rejected([Problem])
+    }
+
+    let registration: CardRegistration
+    public init(registration: CardRegistration) { self.registration = registration }
+
+    /// Parses and checks the file; the cards to write, or every problem found.
+    public func parse(_ text: String) -> Swift.Result<[CardRecord], CardImportError> {
+        let csv: CSV<Named>
+        do {
+            csv = try CSV<Named>(string: text, delimiter: .comma, loadColumns: false)
+        } catch {
+            return .failure(CardImportError(problems: [Problem(line: 1, reason: "not a readable CSV file")]))
+        }
+        let header = csv.header.map { $0.trimmingCharacters(in: .whitespaces) }
+        let missing = Self.requiredColumns.filter { !header.contains($0) }
+        guard missing.isEmpty else {
+            return .failure(CardImportError(problems: [Problem(line: 1, reason: "missing column(s): \(missing.joined(separator: ", "))")]))
+        }
+        var problems: [Problem] = []
+        var cards: [CardRecord] = []
+        var seen: [String: Int] = [:]
+        for (index, row) in csv.rows.enumerated() {
+            let line = index + 2
+            let value = { (column: String) in (row[column] ?? "").trimmingCharacters(in: .whitespaces) }
+            var reference: [String: String] = [:]
+            for column in header where !Self.requiredColumns.contains(column) && !value(column).isEmpty {
+                reference[column] = value(column)
+            }
+            let id = value("card_id")
+            if let first = seen[id] {
+                problems.append(Problem(line: line, reason: "card_id: \(id) already on line \(first)"))
+                continue
+            }
+            seen[id] = line
+            let rowProblems = registration.problems(id: id, program: value("program"), issuer: value("issuer"), reference: reference)
+            if rowProblems.isEmpty {
+                cards.append(CardRecord(id: CardID(id), program: ProgramID(value("program")), issuer: IssuerID(value("issuer")),
+                                        issuerReference: IssuerReference(reference)))
+            } else {
+                problems += rowProblems.map { Problem(line: line, reason: $0) }
+            }
+        }
+        if cards.isEmpty && problems.isEmpty { problems.append(Problem(line: 2, reason: "the file has no card rows")) }
+        return problems.isEmpty ? .success(cards) : .failure(CardImportError(problems: problems))
+    }
+
+    /// Checks every row, then writes all of them in one transaction, or nothing.
+    public func run(_ text: String, into store: any GatewayStore) async throws -> Result {
+        switch parse(text) {
+        case .failure(let error):
+            return .rejected(error.problems)
+        case .success(let cards):
+            try await store.importCards(cards)
+            return .imported(count: cards.count)
+        }
+    }
+}
+
+public struct CardImportError: Error, Sendable {
+    public let problems: [CardImport.Problem]
+}

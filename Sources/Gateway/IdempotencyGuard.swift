@@ -1,0 +1,75 @@
+import Foundation
+import ProvisioningCore
+
+/// Makes a POST with an `Idempotency-Key` run at most once: the first request with a key runs,
+/// a repeat with the same body gets the stored answer, a repeat with another body is refused, and
+/// a concurrent repeat (on this instance or another sharing the store) waits for the first.
+public struct IdempotencyGuard: Sendable {
+    public static let maxKeyLength = 255
+    let store: any GatewayStore
+    let ttl: Duration
+    /// How long a concurrent duplicate waits for the first request before giving up; also how old
+    /// an unfinished claim must be to count as abandoned (no request runs longer than its deadline).
+    let waitLimit: Duration
+    let pollInterval: Duration
+
+    public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, pollInterval: Duration = .milliseconds(20)) {
+        self.store = store
+        self.ttl = ttl
+        self.waitLimit = waitLimit
+        self.pollInterval = pollInterval
+    }
+
+    public enum Outcome: Sendable {
+        case fresh(StoredResponse)
+        case replayed(StoredResponse)
+    }
+
+    public func run(
+        client: ClientID, key: String?, requestHash: String,
+        _ operation: () async throws(GatewayError) -> StoredResponse
+    ) async throws(GatewayError) -> Outcome {
+        guard let key else { return .fresh(try await operation()) }
+        guard !key.isEmpty, key.count <= Self.maxKeyLength, key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
+            throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters")
+        }
+        let giveUp = ContinuousClock.now.advanced(by: waitLimit)
+        while true {
+            let now = Date()
+            let claim: IdempotencyClaim
+            do {
+                claim = try await store.claimIdempotencyKey(
+                    client: client, key: key, requestHash: requestHash, now: now,
+                    expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
+                    staleBefore: now.addingTimeInterval(-Double(waitLimit.wholeMilliseconds) / 1000 - 1))
+            } catch {
+                throw GatewayError(.internal, "the store could not record the Idempotency-Key")
+            }
+            switch claim {
+            case .acquired:
+                let response: StoredResponse
+                do {
+                    response = try await operation()
+                } catch {
+                    try? await store.releaseIdempotencyKey(client: client, key: key)
+                    throw error
+                }
+                do {
+                    try await store.completeIdempotencyKey(client: client, key: key, response: response)
+                } catch {
+                    throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key")
+                }
+                return .fresh(response)
+            case .replay(let stored):
+                return .replayed(stored)
+            case .mismatch:
+                throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
+            case .inProgress:
+                guard ContinuousClock.now < giveUp else {
+                    throw GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
+                }
+                try? await Task.sleep(for: pollInterval)
+            }
+        }
+    }
+}

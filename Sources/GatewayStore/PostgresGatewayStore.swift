@@ -1,0 +1,264 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOFoundationCompat
+import PostgresNIO
+import ProvisioningCore
+
+/// The shared store for several gateway instances, through postgres-nio's pooled client.
+/// `run()` must be running (it drives the connection pool) while the store is used.
+public final class PostgresGatewayStore: GatewayStore {
+    public let displayName: String
+    private let client: PostgresClient
+    private let logger: Logger
+    private let connectTimeout: Duration
+
+    /// `postgres://user:password@host:port/database`
+    public init(url: String, connectTimeout: Duration = .seconds(5), logger: Logger) throws {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+              let host = components.host, let user = components.user
+        else {
+            throw StoreError(store: "postgres", reason: "store.postgres.url must look like postgres://user:password@host:port/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        displayName = "postgres \(host):\(components.port ?? 5432)/\(database)"
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
+        configuration.options.connectTimeout = connectTimeout
+        // The pool retries a refused connection quietly; start-up reports one clear error instead.
+        var backgroundLogger = logger
+        backgroundLogger.logLevel = max(logger.logLevel, .error)
+        client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
+        self.logger = logger
+        self.connectTimeout = connectTimeout
+    }
+
+    /// Drives the connection pool until the calling task is cancelled.
+    public func run() async { await client.run() }
+
+    /// Each statement runs on its own; they are applied in one transaction per version.
+    static let migrations: [(version: String, statements: [PostgresQuery])] = [
+        ("001_cards_audit_idempotency", [
+            """
+            CREATE TABLE cards (
+                card_id TEXT PRIMARY KEY, program TEXT NOT NULL, issuer TEXT, issuer_reference TEXT NOT NULL,
+                updated_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX cards_program ON cards (program, card_id)",
+            "CREATE INDEX cards_issuer ON cards (issuer, card_id)",
+            """
+            CREATE TABLE audit_events (
+                id BIGSERIAL PRIMARY KEY, provisioning_id TEXT NOT NULL, at BIGINT NOT NULL, client_id TEXT NOT NULL,
+                card_id TEXT NOT NULL, wallet TEXT NOT NULL, issuer TEXT, endpoint TEXT, attempt INTEGER NOT NULL,
+                outcome TEXT NOT NULL, error_code TEXT, upstream_status INTEGER, latency_ms INTEGER NOT NULL)
+            """,
+            "CREATE INDEX audit_events_provisioning ON audit_events (provisioning_id, id)",
+            """
+            CREATE TABLE idempotency_keys (
+                client_id TEXT NOT NULL, key TEXT NOT NULL, request_hash TEXT NOT NULL, response_status INTEGER,
+                response_body BYTEA, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (client_id, key))
+            """,
+            "CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at)",
+        ]),
+    ]
+
+    /// An advisory lock makes concurrent start-ups of several instances take turns.
+    public func migrate() async throws {
+        try await withConnectTimeout {
+            try await self.client.withTransaction(logger: self.logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(727274001)", logger: self.logger)
+                try await connection.query(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                    logger: self.logger)
+                var applied = Set<String>()
+                for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: self.logger)
+                    .decode(String.self) { applied.insert(version) }
+                for migration in Self.migrations where !applied.contains(migration.version) {
+                    for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
+                    let now = StoreRows.milliseconds(Date())
+                    try await connection.query(
+                        "INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), \(now))", logger: self.logger)
+                }
+            }
+        }
+    }
+
+    /// A server that cannot be reached is a clear error naming it, not a hang.
+    private func withConnectTimeout<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let timeout = connectTimeout
+        let name = displayName
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            do {
+                guard let first = try await group.next(), let result = first else {
+                    throw StoreError(store: name, reason: "not reachable within \(timeout)")
+                }
+                return result
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError(store: name, reason: "\(String(reflecting: error))")
+            }
+        }
+    }
+
+    public func schemaVersions() async throws -> [String] {
+        var versions: [String] = []
+        for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY version", logger: logger)
+            .decode(String.self) { versions.append(version) }
+        return versions
+    }
+
+    // MARK: Cards
+
+    public func card(_ id: CardID) async throws -> CardRecord? {
+        try await cards("SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue)").first
+    }
+
+    private func cards(_ query: PostgresQuery) async throws -> [CardRecord] {
+        var cards: [CardRecord] = []
+        for try await (id, program, issuer, reference) in try await client.query(query, logger: logger)
+            .decode((String, String, String?, String).self) {
+            cards.append(try StoreRows.card(id: id, program: program, issuer: issuer, referenceJSON: reference))
+        }
+        return cards
+    }
+
+    static func upsert(_ card: CardRecord) -> PostgresQuery {
+        let reference = StoreRows.referenceJSON(card.issuerReference)
+        let now = StoreRows.milliseconds(Date())
+        return """
+            INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
+            VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
+            ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
+                issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
+            RETURNING (xmax = 0)
+            """
+    }
+
+    @discardableResult
+    public func putCard(_ card: CardRecord) async throws -> Bool {
+        var inserted = false
+        for try await value in try await client.query(Self.upsert(card), logger: logger).decode(Bool.self) { inserted = value }
+        return inserted
+    }
+
+    @discardableResult
+    public func deleteCard(_ id: CardID) async throws -> Bool {
+        var deleted = false
+        for try await _ in try await client.query("DELETE FROM cards WHERE card_id = \(id.rawValue) RETURNING card_id", logger: logger)
+            .decode(String.self) { deleted = true }
+        return deleted
+    }
+
+    public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
+        try await cards("""
+            SELECT card_id, program, issuer, issuer_reference FROM cards
+            WHERE (\(query.programs.isEmpty) OR program = ANY(\(query.programs.map(\.rawValue))))
+              AND (\(query.issuer?.rawValue)::TEXT IS NULL OR issuer = \(query.issuer?.rawValue))
+              AND (\(query.after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(query.after?.rawValue))
+            ORDER BY card_id COLLATE "C" LIMIT \(query.limit)
+            """)
+    }
+
+    public func importCards(_ cards: [CardRecord]) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            for card in cards { try await connection.query(Self.upsert(card), logger: self.logger) }
+        }
+    }
+
+    // MARK: Audit
+
+    public func appendAudit(_ event: AuditEvent) async throws {
+        try await client.query("""
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome,
+                error_code, upstream_status, latency_ms)
+            VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
+                \(event.cardID.rawValue), \(event.wallet.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
+                \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
+            """, logger: logger)
+    }
+
+    public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
+        let rows = try await client.query("""
+            SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
+                upstream_status, latency_ms
+            FROM audit_events WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id
+            """, logger: logger)
+        var events: [AuditEvent] = []
+        for try await row in rows {
+            let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency) = try row.decode(
+                (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int).self)
+            guard let wallet = Wallet(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
+                throw StoreError(store: displayName, reason: "an audit row has an unknown wallet or outcome")
+            }
+            events.append(AuditEvent(
+                provisioningID: ProvisioningID(id), at: StoreRows.date(at), client: ClientID(client), cardID: CardID(card),
+                wallet: wallet, issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
+                errorCode: code.flatMap { GatewayError.Code(rawValue: $0) }, upstreamStatus: status, latencyMS: latency))
+        }
+        return events
+    }
+
+    // MARK: Idempotency
+
+    public func claimIdempotencyKey(
+        client clientID: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date
+    ) async throws -> IdempotencyClaim {
+        let nowMS = StoreRows.milliseconds(now)
+        try await client.query(
+            "DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key) AND expires_at <= \(nowMS)",
+            logger: logger)
+        // The primary key decides between concurrent claims, across instances.
+        let inserted = try await client.query("""
+            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at)
+            VALUES (\(clientID.rawValue), \(key), \(requestHash), \(nowMS), \(StoreRows.milliseconds(expiresAt)))
+            ON CONFLICT (client_id, key) DO NOTHING RETURNING key
+            """, logger: logger)
+        for try await _ in inserted.decode(String.self) { return .acquired }
+        let takenOver = try await client.query("""
+            UPDATE idempotency_keys SET created_at = \(nowMS)
+            WHERE client_id = \(clientID.rawValue) AND key = \(key) AND request_hash = \(requestHash)
+              AND response_status IS NULL AND created_at <= \(StoreRows.milliseconds(staleBefore))
+            RETURNING key
+            """, logger: logger)
+        for try await _ in takenOver.decode(String.self) { return .acquired }
+        let existing = try await client.query("""
+            SELECT request_hash, response_status, response_body FROM idempotency_keys
+            WHERE client_id = \(clientID.rawValue) AND key = \(key)
+            """, logger: logger)
+        for try await (hash, status, body) in existing.decode((String, Int?, ByteBuffer?).self) {
+            return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, requestHash: requestHash)
+        }
+        // Purged between the insert and the read: nobody holds it now.
+        return .inProgress
+    }
+
+    public func completeIdempotencyKey(client clientID: ClientID, key: String, response: StoredResponse) async throws {
+        try await client.query("""
+            UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
+            WHERE client_id = \(clientID.rawValue) AND key = \(key)
+            """, logger: logger)
+    }
+
+    public func releaseIdempotencyKey(client clientID: ClientID, key: String) async throws {
+        try await client.query(
+            "DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key) AND response_status IS NULL",
+            logger: logger)
+    }
+
+    @discardableResult
+    public func purgeExpired(now: Date) async throws -> Int {
+        var count = 0
+        for try await _ in try await client.query(
+            "DELETE FROM idempotency_keys WHERE expires_at <= \(StoreRows.milliseconds(now)) RETURNING key", logger: logger
+        ).decode(String.self) { count += 1 }
+        return count
+    }
+}

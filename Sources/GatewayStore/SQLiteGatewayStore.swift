@@ -1,0 +1,222 @@
+import Foundation
+import GRDB
+import ProvisioningCore
+
+/// The embedded default: one SQLite file in WAL mode, through GRDB.
+public final class SQLiteGatewayStore: GatewayStore {
+    public let path: String
+    private let pool: DatabasePool
+
+    public init(path: String) throws {
+        self.path = path
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.journalMode = .wal
+            // Another writer (a second process on the same file) waits instead of failing at once.
+            configuration.busyMode = .timeout(5)
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("001_cards_audit_idempotency") { db in
+            try db.execute(sql: """
+                CREATE TABLE cards (
+                    card_id TEXT PRIMARY KEY NOT NULL,
+                    program TEXT NOT NULL,
+                    issuer TEXT,
+                    issuer_reference TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE INDEX cards_program ON cards (program, card_id);
+                CREATE INDEX cards_issuer ON cards (issuer, card_id);
+                CREATE TABLE audit_events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    provisioning_id TEXT NOT NULL,
+                    at INTEGER NOT NULL,
+                    client_id TEXT NOT NULL,
+                    card_id TEXT NOT NULL,
+                    wallet TEXT NOT NULL,
+                    issuer TEXT,
+                    endpoint TEXT,
+                    attempt INTEGER NOT NULL,
+                    outcome TEXT NOT NULL,
+                    error_code TEXT,
+                    upstream_status INTEGER,
+                    latency_ms INTEGER NOT NULL
+                );
+                CREATE INDEX audit_events_provisioning ON audit_events (provisioning_id, id);
+                CREATE TABLE idempotency_keys (
+                    client_id TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    request_hash TEXT NOT NULL,
+                    response_status INTEGER,
+                    response_body BLOB,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    PRIMARY KEY (client_id, key)
+                );
+                CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+                """)
+        }
+        return migrator
+    }
+
+    public func migrate() async throws {
+        let pool = self.pool
+        try await Task.detached { try Self.migrator.migrate(pool) }.value
+    }
+
+    public func schemaVersions() async throws -> [String] {
+        try await pool.read { db in try Self.migrator.appliedMigrations(db) }
+    }
+
+    // MARK: Cards
+
+    public func card(_ id: CardID) async throws -> CardRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM cards WHERE card_id = ?", arguments: [id.rawValue]).map(Self.card)
+        }
+    }
+
+    @discardableResult
+    public func putCard(_ card: CardRecord) async throws -> Bool {
+        try await pool.write { db in try Self.upsert(card, db) }
+    }
+
+    private static func upsert(_ card: CardRecord, _ db: Database) throws -> Bool {
+        let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM cards WHERE card_id = ?", arguments: [card.id.rawValue]) ?? false
+        try db.execute(
+            sql: """
+                INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (card_id) DO UPDATE SET program = excluded.program, issuer = excluded.issuer,
+                    issuer_reference = excluded.issuer_reference, updated_at = excluded.updated_at
+                """,
+            arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue,
+                        StoreRows.referenceJSON(card.issuerReference), StoreRows.milliseconds(Date())])
+        return !existed
+    }
+
+    @discardableResult
+    public func deleteCard(_ id: CardID) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
+            return db.changesCount > 0
+        }
+    }
+
+    public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
+        let programs = query.programs.map(\.rawValue)
+        let programFilter = programs.isEmpty ? "1" : "program IN (\(Array(repeating: "?", count: programs.count).joined(separator: ", ")))"
+        var arguments = StatementArguments(programs)
+        arguments += [query.issuer?.rawValue, query.issuer?.rawValue, query.after?.rawValue, query.after?.rawValue, query.limit]
+        return try await pool.read { [arguments] db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM cards
+                    WHERE \(programFilter) AND (? IS NULL OR issuer = ?) AND (? IS NULL OR card_id > ?)
+                    ORDER BY card_id LIMIT ?
+                    """,
+                arguments: arguments
+            ).map(Self.card)
+        }
+    }
+
+    public func importCards(_ cards: [CardRecord]) async throws {
+        try await pool.write { db in
+            for card in cards { _ = try Self.upsert(card, db) }
+        }
+    }
+
+    private static func card(_ row: Row) throws -> CardRecord {
+        try StoreRows.card(id: row["card_id"], program: row["program"], issuer: row["issuer"], referenceJSON: row["issuer_reference"])
+    }
+
+    // MARK: Audit
+
+    public func appendAudit(_ event: AuditEvent) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt,
+                        outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
+                            event.cardID.rawValue, event.wallet.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
+                            event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
+        }
+    }
+
+    public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id",
+                             arguments: [provisioningID.rawValue]).map { row in
+                guard let wallet = Wallet(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
+                    throw StoreError(store: "sqlite", reason: "an audit row has an unknown wallet or outcome")
+                }
+                return AuditEvent(
+                    provisioningID: ProvisioningID(row["provisioning_id"]), at: StoreRows.date(row["at"]),
+                    client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), wallet: wallet,
+                    issuer: (row["issuer"] as String?).map { IssuerID($0) }, endpoint: row["endpoint"], attempt: row["attempt"],
+                    outcome: outcome, errorCode: (row["error_code"] as String?).flatMap { GatewayError.Code(rawValue: $0) },
+                    upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"])
+            }
+        }
+    }
+
+    // MARK: Idempotency
+
+    public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+        async throws -> IdempotencyClaim
+    {
+        // One write transaction: SQLite serializes writers, so two claims cannot both acquire.
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND expires_at <= ?",
+                           arguments: [client.rawValue, key, StoreRows.milliseconds(now)])
+            try db.execute(
+                sql: """
+                    UPDATE idempotency_keys SET created_at = ? WHERE client_id = ? AND key = ? AND request_hash = ?
+                        AND response_status IS NULL AND created_at <= ?
+                    """,
+                arguments: [StoreRows.milliseconds(now), client.rawValue, key, requestHash, StoreRows.milliseconds(staleBefore)])
+            if db.changesCount > 0 { return .acquired }
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?",
+                                          arguments: [client.rawValue, key]) {
+                return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
+                                       body: row["response_body"], requestHash: requestHash)
+            }
+            try db.execute(
+                sql: "INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [client.rawValue, key, requestHash, StoreRows.milliseconds(now), StoreRows.milliseconds(expiresAt)])
+            return .acquired
+        }
+    }
+
+    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ?",
+                           arguments: [response.status, response.body, client.rawValue, key])
+        }
+    }
+
+    public func releaseIdempotencyKey(client: ClientID, key: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND response_status IS NULL",
+                           arguments: [client.rawValue, key])
+        }
+    }
+
+    @discardableResult
+    public func purgeExpired(now: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE expires_at <= ?", arguments: [StoreRows.milliseconds(now)])
+            return db.changesCount
+        }
+    }
+}

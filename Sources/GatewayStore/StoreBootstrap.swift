@@ -1,0 +1,49 @@
+import Foundation
+import Logging
+import ProvisioningCore
+
+/// Opens the configured store and brings its schema up to date.
+public enum StoreBootstrap {
+    /// The store, and what must run beside it while it is used (PostgreSQL's pool), if anything.
+    public struct Opened: Sendable {
+        public let store: any GatewayStore
+        public let name: String
+        public let background: (@Sendable () async -> Void)?
+    }
+
+    public static func open(_ config: StoreConfig, environment: [String: String], logger: Logger) throws -> Opened {
+        if let postgres = config.postgres {
+            var url = postgres.url
+            if case .environment(let name)? = SecretReference(parsing: url) {
+                guard let value = environment[name], !value.isEmpty else {
+                    throw StoreError(store: "postgres", reason: "store.postgres.url: environment variable \(name) is not set")
+                }
+                url = value
+            }
+            let store = try PostgresGatewayStore(url: url, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
+            return Opened(store: store, name: store.displayName, background: { await store.run() })
+        }
+        let store = try SQLiteGatewayStore(path: config.sqlite.path)
+        return Opened(store: store, name: "sqlite \(config.sqlite.path)", background: nil)
+    }
+
+    /// Runs `body` with a migrated store, keeping its background work alive for the duration.
+    public static func withStore<T: Sendable>(
+        _ config: StoreConfig, environment: [String: String], logger: Logger,
+        _ body: @escaping @Sendable (Opened) async throws -> T
+    ) async throws -> T {
+        let opened = try open(config, environment: environment, logger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            if let background = opened.background { group.addTask { await background(); return nil } }
+            defer { group.cancelAll() }
+            do {
+                try await opened.store.migrate()
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError(store: opened.name, reason: "migration failed (\(error))")
+            }
+            return try await body(opened)
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// One step of one provisioning, as the audit trail keeps it. It names what happened and where,
+/// never what was carried: no card data, certificates, nonces or payloads.
+public struct AuditEvent: Sendable, Equatable {
+    public enum Outcome: String, Sendable, Codable, CaseIterable {
+        case succeeded, failed
+        /// Answered from a stored Idempotency-Key response; no upstream was called.
+        case replayed
+    }
+
+    public var provisioningID: ProvisioningID
+    public var at: Date
+    public var client: ClientID
+    public var cardID: CardID
+    public var wallet: Wallet
+    public var issuer: IssuerID?
+    /// The upstream endpoint's base URL (never with credentials or a query).
+    public var endpoint: String?
+    public var attempt: Int
+    public var outcome: Outcome
+    public var errorCode: GatewayError.Code?
+    public var upstreamStatus: Int?
+    public var latencyMS: Int
+
+    public init(
+        provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, wallet: Wallet, issuer: IssuerID?,
+        endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?, upstreamStatus: Int?, latencyMS: Int
+    ) {
+        self.provisioningID = provisioningID
+        self.at = at
+        self.client = client
+        self.cardID = cardID
+        self.wallet = wallet
+        self.issuer = issuer
+        self.endpoint = endpoint
+        self.attempt = attempt
+        self.outcome = outcome
+        self.errorCode = errorCode
+        self.upstreamStatus = upstreamStatus
+        self.latencyMS = latencyMS
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// A stored answer to a POST that carried an `Idempotency-Key`.
+public struct StoredResponse: Sendable, Equatable {
+    public var status: Int
+    public var body: Data
+    public init(status: Int, body: Data) {
+        self.status = status
+        self.body = body
+    }
+}
+
+/// What claiming an `Idempotency-Key` found.
+public enum IdempotencyClaim: Sendable, Equatable {
+    /// Nobody holds the key: this request runs and must complete or release it.
+    case acquired
+    /// The key was used with the same request, which finished: answer with this.
+    case replay(StoredResponse)
+    /// The same request is running elsewhere (another request, or another gateway instance).
+    case inProgress
+    /// The key was used with a different request.
+    case mismatch
+}
+
+public struct CardPageQuery: Sendable, Equatable {
+    /// Cards of any of these programs; empty means every program.
+    public var programs: [ProgramID]
+    public var issuer: IssuerID?
+    /// Cards after this id, in id order.
+    public var after: CardID?
+    public var limit: Int
+    public init(programs: [ProgramID] = [], issuer: IssuerID? = nil, after: CardID? = nil, limit: Int = 100) {
+        self.programs = programs
+        self.issuer = issuer
+        self.after = after
+        self.limit = limit
+    }
+}
+
+/// Everything the gateway keeps: the card registry, the audit trail and idempotency records.
+/// Implementations (SQLite, PostgreSQL) pass one conformance suite; no SQL exists outside them.
+public protocol GatewayStore: CardRegistry {
+    /// Creates or upgrades the schema; safe to run again and from several instances at once.
+    func migrate() async throws
+    /// The applied schema versions, oldest first.
+    func schemaVersions() async throws -> [String]
+
+    /// Inserts or replaces; true when the card is new.
+    @discardableResult func putCard(_ card: CardRecord) async throws -> Bool
+    /// True when there was a card to delete.
+    @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
+    func cards(_ query: CardPageQuery) async throws -> [CardRecord]
+    /// All cards or none, in one transaction.
+    func importCards(_ cards: [CardRecord]) async throws
+
+    func appendAudit(_ event: AuditEvent) async throws
+    func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]
+
+    /// Claims `key` for this request. An unfinished claim made at or before `staleBefore` belonged
+    /// to a request that died (a crash, a killed instance) and is taken over.
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+        async throws -> IdempotencyClaim
+    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws
+    /// Forgets a claim whose request failed in a way worth retrying.
+    func releaseIdempotencyKey(client: ClientID, key: String) async throws
+    /// Deletes idempotency records that expired before `now`; returns how many.
+    @discardableResult func purgeExpired(now: Date) async throws -> Int
+}

@@ -1,0 +1,40 @@
+public enum Wallet: String, Sendable, Codable, CaseIterable {
+    case applePay = "apple_pay"
+    case googlePay = "google_pay"
+}
+
+/// One ops-written rule: cards matching every given condition go to `issuer`.
+public struct RoutingRule: Sendable, Equatable {
+    public var program: ProgramID?
+    public var cardIDPrefix: String?
+    public var wallet: Wallet?
+    public var issuer: IssuerID
+
+    public init(program: ProgramID? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil, issuer: IssuerID) {
+        self.program = program
+        self.cardIDPrefix = cardIDPrefix
+        self.wallet = wallet
+        self.issuer = issuer
+    }
+
+    func matches(card: CardID, program: ProgramID, wallet: Wallet) -> Bool {
+        (self.program == nil || self.program == program)
+            && (cardIDPrefix.map { card.rawValue.hasPrefix($0) } ?? true)
+            && (self.wallet == nil || self.wallet == wallet)
+    }
+}
+
+/// Which issuer serves a card for a wallet: the registry's explicit issuer wins; otherwise the
+/// first matching rule, in the order ops wrote them.
+public struct RoutingTable: Sendable {
+    public let rules: [RoutingRule]
+    public init(rules: [RoutingRule]) { self.rules = rules }
+
+    public func issuer(for card: CardRecord, wallet: Wallet) -> IssuerID? {
+        card.issuer ?? issuer(forCard: card.id, program: card.program, wallet: wallet)
+    }
+
+    public func issuer(forCard id: CardID, program: ProgramID, wallet: Wallet) -> IssuerID? {
+        rules.first { $0.matches(card: id, program: program, wallet: wallet) }?.issuer
+    }
+}

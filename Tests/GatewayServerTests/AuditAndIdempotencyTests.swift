@@ -1,0 +1,153 @@
+import Foundation
+import Gateway
+import GatewayServer
+import GatewayStore
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Testing
+
+@Suite struct AuditAndIdempotencyTests {
+    static func provision(_ client: any TestClientProtocol, card: String = "card_bridge_demo", body: Data,
+                          idempotencyKey: String?) async throws -> TestResponse {
+        var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)"]
+        if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
+        return try await client.execute(uri: "/v1/cards/\(card)/wallet-provisioning/apple-pay", method: .post, headers: headers,
+                                        body: ByteBuffer(bytes: body))
+    }
+
+    @Test func everyProvisioningIsAuditedWithoutItsPayload() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody())
+            let id = try #require(response.json["provisioning_id"] as? String)
+            let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(audit.status == .ok)
+            let events = try #require(audit.json["events"] as? [[String: Any]])
+            #expect(events.count == 1)
+            let event = try #require(events.first)
+            #expect(event["client_id"] as? String == "demo")
+            #expect(event["card_id"] as? String == "card_tmp_demo")
+            #expect(event["wallet"] as? String == "apple_pay")
+            #expect(event["issuer"] as? String == "tmp")
+            #expect((event["endpoint"] as? String)?.hasPrefix("http://127.0.0.1:") == true)
+            #expect(event["attempt"] as? Int == 1)
+            #expect(event["outcome"] as? String == "succeeded")
+            #expect(event["upstream_status"] as? Int == 200)
+            #expect(event["latency_ms"] is Int)
+            let text = String(buffer: audit.body)
+            for value in ["activation_data", "encrypted_pass_data", "ephemeral_public_key"].compactMap({ response.json[$0] as? String }) {
+                #expect(!text.contains(String(value.prefix(16))))
+            }
+            // Another client sees nothing of it.
+            let other = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.otherKey)"])
+            #expect(other.status == .notFound)
+        }
+    }
+
+    @Test func aFailedProvisioningIsAuditedWithItsCode() async throws {
+        let card = CardRecord(id: "card_gone", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_closed"]))
+        try await GatewayHarness.run(extraCards: [card]) { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_gone", body: try GatewayHarness.requestBody())
+            #expect(response.status == .unprocessableContent)
+            let id = try #require(response.json["provisioning_id"] as? String)
+            let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            let event = try #require((audit.json["events"] as? [[String: Any]])?.first)
+            #expect(event["outcome"] as? String == "failed")
+            #expect(event["error_code"] as? String == "upstream_rejected")
+            #expect(event["upstream_status"] as? Int == 404)
+            #expect(event["issuer"] as? String == "bridge")
+
+            // A caller's mistake before any upstream is audited too, with no issuer.
+            let unknown = try await GatewayHarness.provision(client, card: "card_nobody", body: try GatewayHarness.requestBody())
+            let unknownID = try #require(unknown.json["provisioning_id"] as? String)
+            let unknownAudit = try await client.execute(uri: "/v1/provisionings/\(unknownID)", method: .get,
+                                                        headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            let unknownEvent = try #require((unknownAudit.json["events"] as? [[String: Any]])?.first)
+            #expect(unknownEvent["error_code"] as? String == "card_not_found" && unknownEvent["attempt"] as? Int == 0)
+        }
+    }
+
+    @Test func theSameKeyAndBodyReplayWithoutASecondUpstreamCall() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-42")
+            let second = try await Self.provision(client, body: body, idempotencyKey: "order-42")
+            #expect(first.status == .ok && second.status == .ok)
+            #expect(String(buffer: first.body) == String(buffer: second.body))
+            #expect(await sandbox.bridge.log.count == 1)
+
+            // The same JSON written differently is the same request.
+            var reordered = try GatewayHarness.requestJSON()
+            reordered["encoding"] = "base64"
+            let third = try await Self.provision(client, body: try JSONSerialization.data(withJSONObject: reordered, options: [.prettyPrinted]),
+                                                 idempotencyKey: "order-42")
+            #expect(third.status == .ok && third.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
+            #expect(await sandbox.bridge.log.count == 1)
+
+            let id = try #require(first.json["provisioning_id"] as? String)
+            let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect((audit.json["events"] as? [[String: Any]])?.compactMap { $0["outcome"] as? String } == ["succeeded", "replayed", "replayed"])
+        }
+    }
+
+    @Test func theSameKeyWithAnotherBodyIsRefused() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            _ = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
+            var other = try GatewayHarness.requestJSON()
+            other["nonce"] = Data([1, 2, 3, 4]).base64EncodedString()
+            let reused = try await Self.provision(client, body: try JSONSerialization.data(withJSONObject: other), idempotencyKey: "order-43")
+            #expect(reused.status == .unprocessableContent)
+            #expect(reused.json["code"] as? String == "idempotency_key_reused")
+            // The same key on another card is another request too.
+            let otherCard = try await Self.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
+            #expect(otherCard.json["code"] as? String == "idempotency_key_reused")
+            #expect(await sandbox.bridge.log.count == 1)
+            #expect(await sandbox.tmp.log.count == 0)
+        }
+    }
+
+    @Test func concurrentDuplicatesCallTheUpstreamOnce() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let answers = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        let response = try await Self.provision(client, card: "card_crossmint_demo", body: body, idempotencyKey: "order-44")
+                        return "\(response.status.code) \(String(buffer: response.body))"
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(Set(answers).count == 1)
+            #expect(answers.first?.hasPrefix("200 ") == true)
+            #expect(await sandbox.crossmint.log.count == 1)
+        }
+    }
+
+    @Test func aFailedRequestReleasesItsKeySoARetryCallsAgain() async throws {
+        let card = CardRecord(id: "card_gone", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_closed"]))
+        try await GatewayHarness.run(extraCards: [card]) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            #expect(try await Self.provision(client, card: "card_gone", body: body, idempotencyKey: "order-45").status == .unprocessableContent)
+            #expect(try await Self.provision(client, card: "card_gone", body: body, idempotencyKey: "order-45").status == .unprocessableContent)
+            #expect(await sandbox.bridge.log.count == 2)
+        }
+    }
+
+    @Test func aMalformedKeyIsRefused() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.provision(client, body: try GatewayHarness.requestBody(),
+                                                    idempotencyKey: String(repeating: "k", count: 300))
+            #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+}

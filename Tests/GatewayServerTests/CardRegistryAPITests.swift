@@ -1,0 +1,120 @@
+import Foundation
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Testing
+
+@Suite struct CardRegistryAPITests {
+    static func send(_ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, json: String? = nil,
+                     key: String = GatewayHarness.demoKey) async throws -> TestResponse {
+        var headers: HTTPFields = [.authorization: "Bearer \(key)"]
+        if json != nil { headers[.contentType] = "application/json" }
+        return try await client.execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+
+    static let bridgeCard = #"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"cust_9","card_account_id":"ca_9"}}"#
+
+    @Test func registerReadMoveAndDelete() async throws {
+        try await GatewayHarness.run { client, _ in
+            let created = try await Self.send(client, .put, "/v1/cards/card_new", json: Self.bridgeCard)
+            #expect(created.status == .created)
+            #expect(created.json["issuer"] as? String == "bridge")
+
+            let read = try await Self.send(client, .get, "/v1/cards/card_new")
+            #expect(read.status == .ok)
+            #expect((read.json["issuer_reference"] as? [String: String]) == ["customer_id": "cust_9", "card_account_id": "ca_9"])
+
+            // Moving the card to another issuer is one PUT.
+            let moved = try await Self.send(client, .put, "/v1/cards/card_new",
+                                            json: #"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":"t9"}}"#)
+            #expect(moved.status == .ok)
+            #expect(try await Self.send(client, .get, "/v1/cards/card_new").json["issuer"] as? String == "tmp")
+
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_new").status == .noContent)
+            let gone = try await Self.send(client, .get, "/v1/cards/card_new")
+            #expect(gone.status == .notFound && gone.json["code"] as? String == "card_not_found")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.card_account_id"),
+        (#"{"issuer":"stripe","program":"demo","issuer_reference":{}}"#, "issuer: unknown issuer 'stripe'"),
+        (#"{"issuer":"tmp","program":"","issuer_reference":{"issuer_card_id":"t"}}"#, "program"),
+        (#"{"issuer":"tmp","program":"demo"}"#, "issuer_reference"),
+        (#"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":7}}"#, "issuer_reference"),
+        ("not json", "JSON"),
+    ])
+    func malformedRegistrationsAreClear400s(body: String, mentions: String) async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await Self.send(client, .put, "/v1/cards/card_bad", json: body)
+            #expect(response.status == .badRequest)
+            #expect(response.json["code"] as? String == "invalid_request")
+            #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json["detail"] ?? "")")
+            #expect(try await Self.send(client, .get, "/v1/cards/card_bad").status == .notFound)
+        }
+    }
+
+    @Test func aBadCardIDIsRefused() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await Self.send(client, .put, "/v1/cards/card%20with%20spaces", json: Self.bridgeCard)
+            #expect(response.status == .badRequest && (response.json["detail"] as? String)?.hasPrefix("card_id") == true)
+        }
+    }
+
+    @Test func aClientOnlyTouchesItsOwnPrograms() async throws {
+        try await GatewayHarness.run { client, _ in
+            let other = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"c","card_account_id":"a"}}"#
+            let r1 = try await Self.send(client, .put, "/v1/cards/card_x", json: other)
+            #expect(r1.status == .forbidden)
+            let r2 = try await Self.send(client, .put, "/v1/cards/card_x", json: other, key: GatewayHarness.otherKey)
+            #expect(r2.status == .created)
+            let r3 = try await Self.send(client, .get, "/v1/cards/card_x")
+            #expect(r3.status == .forbidden)
+            let r4 = try await Self.send(client, .delete, "/v1/cards/card_x")
+            #expect(r4.status == .forbidden)
+            // Nor can it take the card over by re-registering it under its own program.
+            let r5 = try await Self.send(client, .put, "/v1/cards/card_x", json: Self.bridgeCard)
+            #expect(r5.status == .forbidden)
+            #expect(try await Self.send(client, .get, "/v1/cards/card_x", key: GatewayHarness.otherKey).json["program"] as? String == "other")
+            let r6 = try await Self.send(client, .get, "/v1/cards?program=other")
+            #expect(r6.status == .forbidden)
+        }
+    }
+
+    @Test func listingPagesThroughTheClientsCards() async throws {
+        try await GatewayHarness.run { client, _ in
+            for index in 0..<5 {
+                _ = try await Self.send(client, .put, "/v1/cards/page_\(index)", json: Self.bridgeCard)
+            }
+            _ = try await Self.send(client, .put, "/v1/cards/page_other",
+                                    json: #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"t"}}"#,
+                                    key: GatewayHarness.otherKey)
+            var ids: [String] = []
+            var uri = "/v1/cards?limit=3"
+            while true {
+                let page = try await Self.send(client, .get, uri)
+                #expect(page.status == .ok)
+                ids += (page.json["cards"] as? [[String: Any]] ?? []).compactMap { $0["card_id"] as? String }
+                guard let next = page.json["next_after"] as? String else { break }
+                uri = "/v1/cards?limit=3&after=\(next)"
+            }
+            #expect(ids == ["card_bridge_demo", "card_crossmint_demo", "card_tmp_demo", "page_0", "page_1", "page_2", "page_3", "page_4"])
+            let bridgeOnly = try await Self.send(client, .get, "/v1/cards?issuer=bridge&program=demo")
+            #expect((bridgeOnly.json["cards"] as? [[String: Any]])?.count == 6)
+            #expect(try await Self.send(client, .get, "/v1/cards?limit=0").status == .badRequest)
+        }
+    }
+
+    @Test func aRegisteredCardProvisions() async throws {
+        // The Bridge simulator knows the demo account; registering another gateway id for it works end to end.
+        try await GatewayHarness.run { client, sandbox in
+            let body = #"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
+            #expect(try await Self.send(client, .put, "/v1/cards/card_registered", json: body).status == .created)
+            let response = try await GatewayHarness.provision(client, card: "card_registered", body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok && response.json["issuer"] as? String == "bridge")
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import GatewayStore
+import GatewayTestSupport
+import Logging
+import ProvisioningCore
+import Testing
+
+/// The same conformance scenarios against a real PostgreSQL server this suite starts and stops.
+@Suite(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipMessage)), .serialized)
+struct PostgresGatewayStoreTests {
+    static let logger = Logger(label: "postgres-store-tests")
+
+    func withStore(_ body: @escaping @Sendable (PostgresGatewayStore) async throws -> Void) async throws {
+        try await PostgresTestServer.with { server in
+            let store = try PostgresGatewayStore(url: server.url, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await store.run() }
+                defer { group.cancelAll() }
+                try await body(store)
+            }
+        }
+    }
+
+    @Test func migrationsRunFromEmptyAndAgain() async throws { try await withStore(StoreConformance.migrationsRunFromEmptyAndAgain) }
+    @Test func registryCRUD() async throws { try await withStore(StoreConformance.registryCRUD) }
+    @Test func paging() async throws { try await withStore(StoreConformance.paging) }
+    @Test func importIsIdempotent() async throws { try await withStore(StoreConformance.importIsIdempotent) }
+    @Test func auditRoundTrips() async throws { try await withStore(StoreConformance.auditRoundTrips) }
+    @Test func idempotencyReplaysAndRefusesReuse() async throws { try await withStore(StoreConformance.idempotencyReplaysAndRefusesReuse) }
+    @Test func idempotencyExpires() async throws { try await withStore(StoreConformance.idempotencyExpires) }
+    @Test func anAbandonedClaimIsTakenOver() async throws { try await withStore(StoreConformance.anAbandonedClaimIsTakenOver) }
+    @Test func concurrentClaimsAcquireOnce() async throws { try await withStore(StoreConformance.concurrentClaimsAcquireOnce) }
+
+    @Test func twoInstancesMigratingAtOnceBothSucceed() async throws {
+        try await PostgresTestServer.with { server in
+            let stores = try (0..<2).map { _ in try PostgresGatewayStore(url: server.url, logger: Self.logger) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { await store.run() } }
+                defer { group.cancelAll() }
+                try await withThrowingTaskGroup(of: Void.self) { migrations in
+                    for store in stores { migrations.addTask { try await store.migrate() } }
+                    try await migrations.waitForAll()
+                }
+                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency"])
+            }
+        }
+    }
+}
+
+/// Needs no server: nothing listens on port 1.
+@Suite struct PostgresUnreachableTests {
+    @Test func anUnreachableServerIsAClearErrorNamingTheStore() async throws {
+        let store = try PostgresGatewayStore(url: "postgres://gateway@127.0.0.1:1/gateway", connectTimeout: .milliseconds(300), logger: Logger(label: "postgres-store-tests"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await store.run() }
+            defer { group.cancelAll() }
+            do {
+                try await store.migrate()
+                Issue.record("migrated against nothing")
+            } catch let error as StoreError {
+                #expect(error.store == "postgres 127.0.0.1:1/gateway")
+            }
+        }
+    }
+}

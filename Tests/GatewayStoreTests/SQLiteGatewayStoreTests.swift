@@ -1,0 +1,43 @@
+import Foundation
+import GatewayStore
+import GRDB
+import ProvisioningCore
+import Testing
+
+@Suite struct SQLiteGatewayStoreTests {
+    func withStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await body(try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path))
+    }
+
+    @Test func migrationsRunFromEmptyAndAgain() async throws { try await withStore(StoreConformance.migrationsRunFromEmptyAndAgain) }
+    @Test func registryCRUD() async throws { try await withStore(StoreConformance.registryCRUD) }
+    @Test func paging() async throws { try await withStore(StoreConformance.paging) }
+    @Test func importIsIdempotent() async throws { try await withStore(StoreConformance.importIsIdempotent) }
+    @Test func auditRoundTrips() async throws { try await withStore(StoreConformance.auditRoundTrips) }
+    @Test func idempotencyReplaysAndRefusesReuse() async throws { try await withStore(StoreConformance.idempotencyReplaysAndRefusesReuse) }
+    @Test func idempotencyExpires() async throws { try await withStore(StoreConformance.idempotencyExpires) }
+    @Test func anAbandonedClaimIsTakenOver() async throws { try await withStore(StoreConformance.anAbandonedClaimIsTakenOver) }
+    @Test func concurrentClaimsAcquireOnce() async throws { try await withStore(StoreConformance.concurrentClaimsAcquireOnce) }
+
+    @Test func theFileIsInWALModeAndSurvivesReopening() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("nested/gateway.sqlite").path
+        do {
+            let store = try SQLiteGatewayStore(path: path)
+            try await store.migrate()
+            try await store.putCard(StoreConformance.card("kept"))
+        }
+        let journalMode = try await DatabaseQueue(path: path).read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(journalMode == "wal")
+        let reopened = try SQLiteGatewayStore(path: path)
+        try await reopened.migrate()
+        #expect(try await reopened.card("kept") == StoreConformance.card("kept"))
+    }
+
+    @Test func anUnopenableFileNamesTheStore() {
+        #expect(throws: StoreError.self) { try SQLiteGatewayStore(path: "/proc/no-such-dir/gateway.sqlite") }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// A throwaway PostgreSQL server for one test: `initdb` into a temporary directory, `pg_ctl start`
+/// on a free loopback port, and `stop()` removes it all. As root (CI), the server runs as the
+/// `postgres` user, since PostgreSQL refuses to run as root.
+public final class PostgresTestServer: Sendable {
+    public let url: String
+    public let port: Int
+    private let directory: URL
+    private let binaries: URL
+
+    /// Where `initdb` and `pg_ctl` live, or nil when this machine has no PostgreSQL server.
+    public static let binDirectory: URL? = {
+        var candidates: [URL] = []
+        if let versions = try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql") {
+            for version in versions.sorted(by: >) { candidates.append(URL(fileURLWithPath: "/usr/lib/postgresql/\(version)/bin")) }
+        }
+        for path in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            candidates.append(URL(fileURLWithPath: String(path)))
+        }
+        return candidates.first { dir in
+            ["initdb", "pg_ctl", "createdb"].allSatisfy { FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent($0).path) }
+        }
+    }()
+
+    public static var isAvailable: Bool { binDirectory != nil }
+    public static let skipMessage = "PostgreSQL server binaries (initdb, pg_ctl) not found: the PostgreSQL run is skipped (.ci/run installs them)"
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private init(url: String, port: Int, directory: URL, binaries: URL) {
+        self.url = url
+        self.port = port
+        self.directory = directory
+        self.binaries = binaries
+    }
+
+    /// PostgreSQL refuses to run as root; as root the server runs as `postgres`.
+    static var serverUser: String? { geteuid() == 0 ? "postgres" : nil }
+
+    public static func start(database: String = "gateway") async throws -> PostgresTestServer {
+        guard let binaries = binDirectory else { throw Failure(description: skipMessage) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if let user = serverUser, let entry = getpwnam(user) {
+            guard chown(directory.path, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else {
+                throw Failure(description: "cannot hand \(directory.path) to \(user)")
+            }
+        }
+        let data = directory.appendingPathComponent("data").path
+        try await run(binaries, "initdb", ["-D", data, "-U", "gateway", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            let port = Int.random(in: 20_000...45_000)
+            do {
+                try await run(binaries, "pg_ctl", [
+                    "-D", data, "-w", "-t", "30", "-l", directory.appendingPathComponent("server.log").path,
+                    "-o", "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off",
+                    "start",
+                ])
+                try await run(binaries, "createdb", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "gateway", database])
+                return PostgresTestServer(url: "postgres://gateway@127.0.0.1:\(port)/\(database)", port: port, directory: directory,
+                                          binaries: binaries)
+            } catch {
+                lastError = error
+            }
+        }
+        try? FileManager.default.removeItem(at: directory)
+        throw lastError ?? Failure(description: "PostgreSQL did not start")
+    }
+
+    public func stop() async {
+        _ = try? await Self.run(binaries, "pg_ctl", ["-D", directory.appendingPathComponent("data").path, "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Starts a server, runs `body` with it, and stops it whatever happens.
+    public static func with<T: Sendable>(_ body: (PostgresTestServer) async throws -> T) async throws -> T {
+        let server = try await start()
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    static func run(_ binaries: URL, _ tool: String, _ arguments: [String]) async throws {
+        let result = try await Command.run(binaries.appendingPathComponent(tool).path, arguments, asUser: serverUser)
+        guard result.status == 0 else {
+            throw Failure(description: "\(tool) failed (\(result.status)): \(result.stdout) \(result.stderr)")
+        }
+    }
+}

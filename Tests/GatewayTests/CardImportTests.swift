@@ -1,0 +1,76 @@
+import Foundation
+import Gateway
+import GatewayStore
+import ProvisioningCore
+import Testing
+
+@Suite struct CardImportTests {
+    let importer = CardImport(registration: CardRegistration(issuers: try! ConfigLoader.load(
+        path: ConfigLoaderTests.packageRoot.appendingPathComponent("Config/gateway.yaml").path).issuers))
+
+    func store() async throws -> SQLiteGatewayStore {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        return store
+    }
+
+    static let good = """
+        card_id,program,issuer,customer_id,card_account_id,issuer_card_id
+        card_a,demo,bridge,cust_a,ca_a,
+        card_b,demo,tmp,,,tmp_b
+        "card_c",demo,crossmint,,,"cm,c"
+        """
+
+    @Test func aGoodFileImportsEveryRowAndTwiceChangesNothing() async throws {
+        let store = try await store()
+        #expect(try await importer.run(Self.good, into: store) == .imported(count: 3))
+        let first = try await store.cards(CardPageQuery(limit: 10))
+        #expect(first.map(\.id) == ["card_a", "card_b", "card_c"])
+        #expect(first[0].issuerReference == IssuerReference(["customer_id": "cust_a", "card_account_id": "ca_a"]))
+        #expect(first[2].issuerReference == IssuerReference(["issuer_card_id": "cm,c"]))
+        #expect(try await importer.run(Self.good, into: store) == .imported(count: 3))
+        #expect(try await store.cards(CardPageQuery(limit: 10)) == first)
+    }
+
+    @Test func movingCardsToAnotherIssuerIsAnotherImport() async throws {
+        let store = try await store()
+        _ = try await importer.run(Self.good, into: store)
+        let moved = "card_id,program,issuer,issuer_card_id\ncard_a,demo,tmp,tmp_a\n"
+        #expect(try await importer.run(moved, into: store) == .imported(count: 1))
+        #expect(try await store.card("card_a")?.issuer == "tmp")
+    }
+
+    @Test func badRowsAreAllReportedByLineAndNothingIsImported() async throws {
+        let store = try await store()
+        let file = """
+            card_id,program,issuer,customer_id,card_account_id,issuer_card_id
+            card_ok,demo,bridge,cust,ca,
+            card_x,demo,bridge,cust_only,,
+            card_y,demo,stripe,,,
+            card_ok,demo,tmp,,,t
+            bad id,demo,tmp,,,t
+            """
+        let result = try await importer.run(file, into: store)
+        guard case .rejected(let problems) = result else {
+            Issue.record("a bad file was imported")
+            return
+        }
+        #expect(problems.map(\.line) == [3, 4, 5, 6])
+        #expect(problems[0].description == "line 3: issuer_reference.card_account_id: required for a bridge card")
+        #expect(problems[1].reason.hasPrefix("issuer: unknown issuer 'stripe'"))
+        #expect(problems[2].reason == "card_id: card_ok already on line 2")
+        #expect(problems[3].reason.hasPrefix("card_id:"))
+        #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+    }
+
+    @Test func aFileWithoutTheRequiredColumnsIsRefused() async throws {
+        let result = try await importer.run("id,program\nc,demo\n", into: try await store())
+        #expect(result == .rejected([CardImport.Problem(line: 1, reason: "missing column(s): card_id, issuer")]))
+    }
+
+    @Test func anEmptyFileIsRefused() async throws {
+        let result = try await importer.run("card_id,program,issuer\n", into: try await store())
+        #expect(result == .rejected([CardImport.Problem(line: 2, reason: "the file has no card rows")]))
+    }
+}

@@ -1,0 +1,114 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayStore
+import GatewayTestSupport
+import NIOCore
+import NIOFoundationCompat
+import ProvisioningCore
+import Synchronization
+import Testing
+
+/// The store as ops meet it through the executable: CSV imports, an unreachable PostgreSQL, a crash.
+@Suite struct StoreCommandLineTests {
+    /// The sandbox config with its SQLite file in a fresh temporary directory.
+    static func sandboxConfig() throws -> (config: URL, database: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let database = directory.appendingPathComponent("gateway.sqlite").path
+        var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+        yaml += "\nstore:\n  sqlite:\n    path: \(database)\n"
+        let config = directory.appendingPathComponent("gateway.yaml")
+        try yaml.write(to: config, atomically: true, encoding: .utf8)
+        return (config, database)
+    }
+
+    @Test func cardsImportWritesAGoodFileAndRefusesABadOneWhole() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let directory = config.deletingLastPathComponent()
+        let good = directory.appendingPathComponent("good.csv")
+        try "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\nmoved_1,demo,bridge,c1,a1,\nmoved_2,demo,tmp,,,t2\n"
+            .write(to: good, atomically: true, encoding: .utf8)
+        let imported = try await CommandLineTests.run(["cards", "import", "--config", config.path, good.path])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("imported 2 cards"))
+        #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, good.path]).status == 0)
+
+        let bad = directory.appendingPathComponent("bad.csv")
+        try "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\nnew_1,demo,tmp,,,t\nnew_2,demo,bridge,c,,\nnew_3,demo,nope,,,\n"
+            .write(to: bad, atomically: true, encoding: .utf8)
+        let refused = try await CommandLineTests.run(["cards", "import", "--config", config.path, bad.path])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("line 3: issuer_reference.card_account_id: required for a bridge card"))
+        #expect(refused.stderr.contains("line 4: issuer: unknown issuer 'nope'"))
+        #expect(refused.stderr.contains("nothing imported"))
+
+        let store = try SQLiteGatewayStore(path: database)
+        try await store.migrate()
+        #expect(try await store.cards(CardPageQuery(limit: 10)).map(\.id) == ["moved_1", "moved_2"])
+    }
+
+    @Test func anUnreachablePostgresStopsStartUpNamingTheStore() async throws {
+        let file = try CommandLineTests.writeConfig("""
+            store:
+              postgres:
+                url: postgres://gateway@127.0.0.1:1/gateway
+                connect_timeout_ms: 500
+            """)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let run = try await CommandLineTests.run(["--config", file.path, "--port", "0"])
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("postgres 127.0.0.1:1/gateway"))
+        #expect(!run.stderr.contains("Fatal error") && !run.stderr.contains("Stack dump"))
+        #expect(!run.stdout.contains("listening on"))
+    }
+
+    @Test func aKilledGatewayLeavesADatabaseWithTheAuditOfEveryAnsweredRequest() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let answered = AnsweredIDs()
+        let cards = ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo"]
+
+        let (_, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0", "--log-level", "warning"],
+            workingDirectory: CommandLineTests.packageRoot.path
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        for round in 0..<200 {
+                            var request = HTTPClientRequest(url: "\(base)/v1/cards/\(cards[(worker + round) % 3])/wallet-provisioning/apple-pay")
+                            request.method = .POST
+                            request.headers.add(name: "Authorization", value: "Bearer sk_sandbox_demo")
+                            request.headers.add(name: "Content-Type", value: "application/json")
+                            request.body = .bytes(ByteBuffer(bytes: body))
+                            // After the kill every call fails: the worker stops.
+                            guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(10)),
+                                  let buffer = try? await response.body.collect(upTo: 1 << 20)
+                            else { return }
+                            guard response.status == .ok,
+                                  let id = (try? JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any])?["provisioning_id"] as? String
+                            else { continue }
+                            let count = answered.ids.withLock { $0.append(id); return $0.count }
+                            // Killed in the middle of the stream, with requests in flight.
+                            if count == 60 { running.signal(SIGKILL) }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(status == -SIGKILL)
+
+        let ids = answered.ids.withLock { $0 }
+        #expect(ids.count >= 60)
+        let store = try SQLiteGatewayStore(path: database)
+        try await store.migrate()
+        var missing: [String] = []
+        for id in ids where try await store.auditEvents(ProvisioningID(id)).first?.outcome != .succeeded { missing.append(id) }
+        #expect(missing.isEmpty, "answered but not audited: \(missing.count) of \(ids.count)")
+    }
+}
+
+final class AnsweredIDs: Sendable {
+    let ids = Mutex<[String]>([])
+}
