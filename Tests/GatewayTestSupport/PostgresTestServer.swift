@@ -23,7 +23,11 @@ public final class PostgresTestServer: Sendable {
         }
     }()
 
-    public static var isAvailable: Bool { binDirectory != nil }
+    /// True where a server can start, and in CI (`GATEWAY_TESTS_REQUIRE_POSTGRES=1`) always, so
+    /// that a missing server fails the PostgreSQL runs there instead of skipping them.
+    public static var isAvailable: Bool {
+        binDirectory != nil || ProcessInfo.processInfo.environment["GATEWAY_TESTS_REQUIRE_POSTGRES"] == "1"
+    }
     public static let skipMessage = "PostgreSQL server binaries (initdb, pg_ctl) not found: the PostgreSQL run is skipped (.ci/run installs them)"
 
     struct Failure: Error, CustomStringConvertible {
