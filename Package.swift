@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/swiftcsv/SwiftCSV", from: "0.10.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
     ],
     targets: [
         .target(
@@ -47,6 +49,15 @@ let package = Package(
             ]
         ),
         .target(
+            name: "WalletCrypto",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.copy("AppleRootCA-G3.cer")]
+        ),
+        .target(
             name: "GatewayStore",
             dependencies: [
                 "ProvisioningCore",
@@ -59,6 +70,9 @@ let package = Package(
         .target(
             name: "Sandbox",
             dependencies: [
+                "WalletCrypto",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -117,6 +131,12 @@ let package = Package(
             name: "GatewayTestSupport",
             dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
             path: "Tests/GatewayTestSupport"
+        ),
+        .testTarget(
+            name: "WalletCryptoTests",
+            dependencies: ["WalletCrypto", "Sandbox", .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1")],
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "GatewayStoreTests",

@@ -1,0 +1,84 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// Checks the certificate chain PassKit hands the app, as Apple's
+/// SecPolicyCreateApplePayIssuerEncryption does: it ends at a trusted root (Apple Root CA - G3 in
+/// production), signatures and validity dates verify, and the leaf carries the Apple Pay marker
+/// extension and a P-256 key. Answers the leaf's key for ECC_V2.
+public struct ApplePayChainValidator: Sendable {
+    /// 1.2.840.113635.100.6.39: the leaf's Apple Pay in-app provisioning marker.
+    public static let markerExtension: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 39]
+
+    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    public let trustAnchors: [Certificate]
+
+    public init(trustAnchors: [Certificate]) {
+        self.trustAnchors = trustAnchors
+    }
+
+    /// The bundled Apple Root CA - G3, the production trust anchor.
+    public static func appleRootCAG3() throws -> Certificate {
+        guard let url = Bundle.module.url(forResource: "AppleRootCA-G3", withExtension: "cer") else {
+            throw Failure(reason: "the bundled Apple Root CA - G3 is missing")
+        }
+        return try Certificate(derEncoded: Array(Data(contentsOf: url)))
+    }
+
+    /// Production trust: Apple's root only.
+    public static func production() throws -> ApplePayChainValidator {
+        ApplePayChainValidator(trustAnchors: [try appleRootCAG3()])
+    }
+
+    public func validate(leaf leafDER: Data, subordinate subordinateDER: Data, at time: Date = Date()) async throws(Failure)
+        -> P256.KeyAgreement.PublicKey
+    {
+        let leaf: Certificate
+        let subordinate: Certificate
+        do {
+            leaf = try Certificate(derEncoded: Array(leafDER))
+        } catch {
+            throw Failure(reason: "certificates[0]: not a valid X.509 certificate")
+        }
+        do {
+            subordinate = try Certificate(derEncoded: Array(subordinateDER))
+        } catch {
+            throw Failure(reason: "certificates[1]: not a valid X.509 certificate")
+        }
+        guard let leafKey = P256.Signing.PublicKey(leaf.publicKey) else {
+            throw Failure(reason: "the leaf certificate's key is not a P-256 key")
+        }
+        guard leaf.extensions[oid: Self.markerExtension] != nil else {
+            throw Failure(reason: "the leaf certificate lacks the Apple Pay marker extension 1.2.840.113635.100.6.39")
+        }
+        for (index, certificate) in [leaf, subordinate].enumerated() where time < certificate.notValidBefore || time > certificate.notValidAfter {
+            throw Failure(reason: "certificates[\(index)] is expired or not yet valid")
+        }
+
+        var verifier = Verifier(rootCertificates: CertificateStore(trustAnchors)) {
+            RFC5280Policy(validationTime: time)
+            MarkerExtensionPolicy()
+        }
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([subordinate]))
+        switch result {
+        case .validCertificate:
+            return try! P256.KeyAgreement.PublicKey(rawRepresentation: leafKey.rawRepresentation)
+        case .couldNotValidate(let failures):
+            if failures.isEmpty {
+                throw Failure(reason: "the chain does not lead to a trusted root (or a signature does not verify)")
+            }
+            throw Failure(reason: "the chain fails validation: \(failures.map { $0.policyFailureReason.description }.joined(separator: "; "))")
+        }
+    }
+}
+
+/// Lets the verifier accept the marker extension if an issuer marks it critical.
+struct MarkerExtensionPolicy: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = [ApplePayChainValidator.markerExtension]
+    func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult { .meetsPolicy }
+}
