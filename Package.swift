@@ -156,6 +156,8 @@ let package = Package(
                 "GatewayServer",
                 "GatewayStore",
                 "GatewayTestSupport",
+                "Sandbox",
+                "WalletCrypto",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),

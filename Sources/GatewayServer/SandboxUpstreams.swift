@@ -24,23 +24,35 @@ public struct SandboxUpstreams: Sendable {
         self.secrets = secrets
 
         let routing = config.routing.table
-        func references(_ kind: IssuerKind) -> [[String: String]] {
-            config.sandbox.cards.compactMap { card in
-                let issuer = routing.issuer(for: card.record, wallet: .applePay)
-                return issuer.flatMap { config.issuers[$0.rawValue] }?.kind == kind ? card.issuerReference : nil
+        func cards(_ kind: IssuerKind) -> [SandboxCardConfig] {
+            config.sandbox.cards.filter { card in
+                routing.issuer(for: card.record, wallet: .applePay).flatMap { config.issuers[$0.rawValue] }?.kind == kind
             }
+        }
+        func references(_ kind: IssuerKind) -> [[String: String]] { cards(kind).map(\.issuerReference) }
+        /// Card data by the issuer's own id for the card.
+        func demoCards(_ kind: IssuerKind, idField: String) -> [String: DemoCard] {
+            var result: [String: DemoCard] = [:]
+            for card in cards(kind) {
+                guard let id = card.issuerReference[idField], let data = card.card, let expiry = data.expiryParts else { continue }
+                result[id] = DemoCard(number: data.number, name: data.name, expiryMonth: expiry.month, expiryYear: expiry.year)
+            }
+            return result
         }
         bridge = BridgeSimulator(
             apiKey: secrets[.bridge]!,
             accounts: Set(references(.bridge).map {
                 BridgeSimulator.Account(customerID: $0["customer_id"] ?? "", cardAccountID: $0["card_account_id"] ?? "")
-            }))
+            }),
+            cards: demoCards(.bridge, idField: "card_account_id"))
         let tmpAuth = config.issuers.values.first { $0.kind == .tmp }?.wire.auth
         tmp = TMPSimulator(
             token: secrets[.tmp]!,
             auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
-            cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }))
-        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }))
+            cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }),
+            cards: demoCards(.tmp, idField: "issuer_card_id"))
+        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }),
+                                       cards: demoCards(.crossmint, idField: "issuer_card_id"))
         servers = [
             .bridge: bridge.server(logger: logger),
             .tmp: tmp.server(logger: logger),

@@ -25,13 +25,16 @@ public struct BridgeSimulator: Sendable {
 
     public let apiKey: String
     public let accounts: Set<Account>
+    /// Card data by card account id; others get `DemoCard.testVisa`.
+    public let cards: [String: DemoCard]
     public let responseStyle: ResponseStyle
     public let log = SimulatorLog()
     private let replays = IdempotencyReplays()
 
-    public init(apiKey: String, accounts: Set<Account>, responseStyle: ResponseStyle = .guideExample) {
+    public init(apiKey: String, accounts: Set<Account>, cards: [String: DemoCard] = [:], responseStyle: ResponseStyle = .guideExample) {
         self.apiKey = apiKey
         self.accounts = accounts
+        self.cards = cards
         self.responseStyle = responseStyle
     }
 
@@ -71,6 +74,7 @@ public struct BridgeSimulator: Sendable {
         guard encoding == "hex" || encoding == "base64" else {
             return error(.badRequest, "invalid_parameter", "encoding must be hex or base64", location: "body", key: "encoding")
         }
+        var decoded: [String: Data] = [:]
         for key in ["leaf_cert", "subordinate_cert", "nonce", "nonce_signature"] {
             guard let text = applePay[key] as? String, !text.isEmpty else {
                 return error(.badRequest, "missing_parameter", "\(key) is required", location: "body", key: key)
@@ -82,12 +86,16 @@ public struct BridgeSimulator: Sendable {
             if key.hasSuffix("_cert"), !SimulatorHTTP.looksLikeDER(bytes) {
                 return error(.badRequest, "invalid_parameter", "\(key) is not a DER certificate", location: "body", key: key)
             }
+            decoded[key] = bytes
         }
         guard accounts.contains(Account(customerID: customerID, cardAccountID: cardAccountID)) else {
             return error(.notFound, "not_found", "Card account not found", location: "path", key: "cardAccountID")
         }
         let fingerprint = "\(customerID)/\(cardAccountID)/" + SHA256.hash(data: SimulatorHTTP.canonicalJSON(body)).description
-        let fields = payloadFields()
+        guard let fields = payloadFields(leaf: decoded["leaf_cert"]!, nonce: decoded["nonce"]!, nonceSignature: decoded["nonce_signature"]!,
+                                         card: cards[cardAccountID] ?? .testVisa) else {
+            return error(.badRequest, "invalid_parameter", "leaf_cert does not carry a P-256 key", location: "body", key: "leaf_cert")
+        }
         guard let answer = await replays.answer(key: idempotencyKey, fingerprint: fingerprint, fresh: fields) else {
             return error(.unprocessableContent, "idempotency_key_reused", "Idempotency-Key was used with another request",
                          location: "header", key: "Idempotency-Key")
@@ -95,8 +103,10 @@ public struct BridgeSimulator: Sendable {
         return SimulatorHTTP.json(.ok, ["wallet_provider": "apple_pay", "apple_pay": answer])
     }
 
-    private func payloadFields() -> [String: String] {
-        let payload = SandboxPayload.make()
+    private func payloadFields(leaf: Data, nonce: Data, nonceSignature: Data, card: DemoCard) -> [String: String]? {
+        guard let payload = try? SandboxPayload.make(leafDER: leaf, nonce: nonce, nonceSignature: nonceSignature, card: card) else {
+            return nil
+        }
         switch responseStyle {
         case .guideExample:
             return ["activation_data": String(decoding: payload.activationData, as: UTF8.self),

@@ -7,11 +7,14 @@ import Logging
 public struct CrossmintSimulator: Sendable {
     public let apiKey: String
     public let cardIDs: Set<String>
+    /// Card data by Crossmint card id; others get `DemoCard.testVisa`.
+    public let cards: [String: DemoCard]
     public let log = SimulatorLog()
 
-    public init(apiKey: String, cardIDs: Set<String>) {
+    public init(apiKey: String, cardIDs: Set<String>, cards: [String: DemoCard] = [:]) {
         self.apiKey = apiKey
         self.cardIDs = cardIDs
+        self.cards = cards
     }
 
     public func server(logger: Logger = Logger(label: "sandbox.crossmint")) -> SimulatorServer {
@@ -27,6 +30,7 @@ public struct CrossmintSimulator: Sendable {
     private func payload(_ request: Request, cardID: String) -> Response {
         guard SimulatorHTTP.header(request, "X-API-KEY") == apiKey else { return error(.unauthorized, "Unauthorized") }
         let query = request.uri.queryParameters
+        var decoded: [String: Data] = [:]
         for name in ["certificate", "nonce", "nonceSignature"] {
             guard let text = query.get(name), !text.isEmpty else { return error(.badRequest, "\(name) is required") }
             guard let bytes = SimulatorHTTP.base64URLBytes(text) else {
@@ -35,9 +39,13 @@ public struct CrossmintSimulator: Sendable {
             if name == "certificate", !SimulatorHTTP.looksLikeDER(bytes) {
                 return error(.badRequest, "certificate is not a DER certificate")
             }
+            decoded[name] = bytes
         }
         guard cardIDs.contains(cardID) else { return error(.notFound, "Card not found") }
-        let payload = SandboxPayload.make()
+        guard let payload = try? SandboxPayload.make(
+            leafDER: decoded["certificate"]!, nonce: decoded["nonce"]!, nonceSignature: decoded["nonceSignature"]!,
+            card: cards[cardID] ?? .testVisa)
+        else { return error(.badRequest, "certificate does not carry a P-256 key") }
         return SimulatorHTTP.json(.ok, [
             "encryptedPassData": payload.encryptedPassData.base64EncodedString(),
             "activationData": payload.activationData.base64EncodedString(),

@@ -15,12 +15,15 @@ public struct TMPSimulator: Sendable {
     public let token: String
     public let auth: Auth
     public let cardIDs: Set<String>
+    /// Card data by TMP card id; others get `DemoCard.testVisa`.
+    public let cards: [String: DemoCard]
     public let log = SimulatorLog()
 
-    public init(token: String, auth: Auth = .bearer, cardIDs: Set<String>) {
+    public init(token: String, auth: Auth = .bearer, cardIDs: Set<String>, cards: [String: DemoCard] = [:]) {
         self.token = token
         self.auth = auth
         self.cardIDs = cardIDs
+        self.cards = cards
     }
 
     public func server(logger: Logger = Logger(label: "sandbox.tmp")) -> SimulatorServer {
@@ -45,6 +48,7 @@ public struct TMPSimulator: Sendable {
         guard let body = SimulatorHTTP.jsonObject(await SimulatorHTTP.body(request)) else {
             return error(.badRequest, "INVALID_REQUEST", "Body must be a JSON object")
         }
+        var decoded: [String: Data] = [:]
         for field in ["cardId", "certificate", "nonce", "nonceSignature"] {
             guard let text = body[field] as? String, !text.isEmpty else {
                 return error(.badRequest, "MISSING_FIELD", "\(field) is required")
@@ -56,11 +60,15 @@ public struct TMPSimulator: Sendable {
             if field == "certificate", !SimulatorHTTP.looksLikeDER(bytes) {
                 return error(.badRequest, "INVALID_FIELD", "certificate is not a DER certificate")
             }
+            decoded[field] = bytes
         }
         guard let cardID = body["cardId"] as? String, cardIDs.contains(cardID) else {
             return error(.notFound, "CARD_NOT_FOUND", "Unknown cardId")
         }
-        let payload = SandboxPayload.make()
+        guard let payload = try? SandboxPayload.make(
+            leafDER: decoded["certificate"]!, nonce: decoded["nonce"]!, nonceSignature: decoded["nonceSignature"]!,
+            card: cards[cardID] ?? .testVisa)
+        else { return error(.badRequest, "INVALID_FIELD", "certificate does not carry a P-256 key") }
         return SimulatorHTTP.json(.ok, [
             "activationData": payload.activationData.base64EncodedString(),
             "ephemeralPublicKey": payload.ephemeralPublicKey.base64EncodedString(),

@@ -19,6 +19,11 @@ public enum ECCV2 {
         public let encryptedPassData: Data
         /// 65 bytes, 04 || X || Y
         public let ephemeralPublicKey: Data
+
+        public init(encryptedPassData: Data, ephemeralPublicKey: Data) {
+            self.encryptedPassData = encryptedPassData
+            self.ephemeralPublicKey = ephemeralPublicKey
+        }
     }
 
     public enum Failure: Error, Equatable, CustomStringConvertible {

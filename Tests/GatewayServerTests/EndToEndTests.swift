@@ -3,7 +3,9 @@ import Gateway
 import GatewayServer
 import HummingbirdTesting
 import ProvisioningCore
+import Sandbox
 import Testing
+import WalletCrypto
 
 @Suite struct EndToEndTests {
     @Test(arguments: [("card_bridge_demo", "bridge"), ("card_tmp_demo", "tmp"), ("card_crossmint_demo", "crossmint")])
@@ -96,6 +98,36 @@ import Testing
                 headers: [.init("X-Request-Id")!: "support-ticket-42"])
             #expect(response.headers[.init("X-Request-Id")!] == "support-ticket-42")
             #expect(response.json["request_id"] as? String == "support-ticket-42")
+        }
+    }
+}
+
+/// As a wallet would: a fresh sandbox device, the gateway, each simulated issuer, and the device's
+/// own key opening what came back.
+@Suite struct WalletEndToEndTests {
+    @Test(arguments: [
+        ("card_bridge_demo", "4111111111111111"), ("card_tmp_demo", "5555555555554444"), ("card_crossmint_demo", "4000056655665556"),
+    ])
+    func theDeviceDecryptsTheCardAndItsNonce(card: String, number: String) async throws {
+        let device = try SandboxDevice.make()
+        let nonce = Data((0..<4).map { _ in UInt8.random(in: 0...255) })
+        let nonceSignature = Data((0..<64).map { _ in UInt8.random(in: 0...255) })
+        let body = try JSONSerialization.data(withJSONObject: [
+            "certificates": [device.leafDER.base64EncodedString(), device.subordinateDER.base64EncodedString()],
+            "nonce": nonce.base64EncodedString(), "nonce_signature": nonceSignature.base64EncodedString(),
+        ])
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: card, body: body)
+            #expect(response.status == .ok)
+            let payload = ECCV2.Payload(
+                encryptedPassData: try #require((response.json["encrypted_pass_data"] as? String).flatMap { Data(base64Encoded: $0) }),
+                ephemeralPublicKey: try #require((response.json["ephemeral_public_key"] as? String).flatMap { Data(base64Encoded: $0) }))
+            let plaintext = try ECCV2.decrypt(payload, with: try #require(device.leafPrivateKey))
+            let pass = try JSONDecoder().decode(PassPlaintext.self, from: plaintext)
+            #expect(pass.primaryAccountNumber == number)
+            #expect(pass.nonce == nonce.map { String(format: "%02x", $0) }.joined())
+            #expect(pass.nonceSignature == nonceSignature.map { String(format: "%02x", $0) }.joined())
+            #expect(pass.expiration.count == 5 && pass.expiration.contains("/"))
         }
     }
 }

@@ -9,7 +9,8 @@ import Testing
 /// The simulators enforce their upstream's contract: raw HTTP requests that break it get that
 /// upstream's own error shape. (The connectors' acceptance is in IssuersTests.)
 @Suite struct SimulatorContractTests {
-    static let der = Data([0x30, 0x82, 0x01, 0x0a] + Array(repeating: 0x11, count: 40))
+    /// A real leaf: the simulators encrypt for its key.
+    static let der = try! SandboxDevice.make().leafDER
 
     struct Answer: Sendable {
         let status: Int

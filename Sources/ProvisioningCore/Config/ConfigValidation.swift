@@ -86,6 +86,12 @@ extension GatewayConfig {
         for (index, card) in sandbox.cards.enumerated() {
             let path = "sandbox.cards[\(index)]"
             if card.cardID.isEmpty { problems.append(.init("\(path).card_id", "must not be empty")) }
+            if let data = card.card {
+                if data.number.count < 12 || data.number.count > 19 || !data.number.allSatisfy(\.isNumber) {
+                    problems.append(.init("\(path).card.number", "must be 12 to 19 digits"))
+                }
+                if data.expiryParts == nil { problems.append(.init("\(path).card.expiry", "must be MM/YY")) }
+            }
             if !seenCards.insert(card.cardID).inserted { problems.append(.init("\(path).card_id", "duplicate card id '\(card.cardID)'")) }
             guard let issuerName = table.issuer(for: card.record, wallet: .applePay)?.rawValue else {
                 problems.append(.init("\(path).issuer", "required: no routing rule matches this card"))

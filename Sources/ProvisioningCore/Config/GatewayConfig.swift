@@ -227,16 +227,34 @@ public struct SandboxConfig: Sendable, Decodable {
     }
 }
 
+/// Card data a simulated issuer holds (sandbox test numbers only).
+public struct SandboxCardData: Sendable, Decodable, Equatable {
+    public var number: String
+    public var name: String
+    /// MM/YY
+    public var expiry: String
+
+    /// (month, four-digit year), or nil when `expiry` is not MM/YY.
+    public var expiryParts: (month: Int, year: Int)? {
+        let parts = expiry.split(separator: "/")
+        guard parts.count == 2, let month = Int(parts[0]), let year = Int(parts[1]), (1...12).contains(month), (0...99).contains(year)
+        else { return nil }
+        return (month, 2000 + year)
+    }
+}
+
 public struct SandboxCardConfig: Sendable, Decodable {
     public var cardID: String
     public var program: String
+    /// What the simulator of this card's issuer encrypts; a test Visa when absent.
+    public var card: SandboxCardData?
     /// Optional: without it the routing rules decide.
     public var issuer: String?
     public var issuerReference: [String: String]
 
     enum CodingKeys: String, CodingKey {
         case cardID = "card_id"
-        case program, issuer
+        case program, issuer, card
         case issuerReference = "issuer_reference"
     }
 
