@@ -43,6 +43,8 @@ let package = Package(
             name: "Issuers",
             dependencies: [
                 "ProvisioningCore",
+                "WalletCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
@@ -86,6 +88,8 @@ let package = Package(
                 "ProvisioningCore",
                 "Issuers",
                 "GatewayStore",
+                "WalletCrypto",
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -6,8 +6,13 @@ import ProvisioningCore
 public struct CardRegistration: Sendable {
     public static let maxIDLength = 128
     let issuers: [String: IssuerConfig]
+    /// Whether `local` (the gateway's own encryptor) is an issuer a card may name.
+    let localEnabled: Bool
 
-    public init(issuers: [String: IssuerConfig]) { self.issuers = issuers }
+    public init(issuers: [String: IssuerConfig], localEnabled: Bool = false) {
+        self.issuers = issuers
+        self.localEnabled = localEnabled
+    }
 
     /// Problems as `field: reason`, empty when the card may be stored.
     public func problems(id: String, program: String, issuer: String, reference: [String: String]) -> [String] {
@@ -16,8 +21,9 @@ public struct CardRegistration: Sendable {
             problems.append("card_id: 1 to \(Self.maxIDLength) characters of A-Z, a-z, 0-9, _ - . :")
         }
         if program.isEmpty || program.count > 64 { problems.append("program: 1 to 64 characters") }
+        if issuer == "local" && localEnabled { return problems }
         guard let kind = issuers[issuer]?.kind else {
-            let known = issuers.keys.sorted().joined(separator: ", ")
+            let known = (issuers.keys.sorted() + (localEnabled ? ["local"] : [])).joined(separator: ", ")
             problems.append("issuer: unknown issuer '\(issuer)' (configured: \(known))")
             return problems
         }

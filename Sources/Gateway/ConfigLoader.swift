@@ -11,7 +11,9 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: path, problems: [.init("", "cannot read the file")])
         }
-        return try parse(yaml: text, source: path)
+        var config = try parse(yaml: text, source: path)
+        config.baseDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        return config
     }
 
     public static func parse(yaml: String, source: String) throws(ConfigError) -> GatewayConfig {

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import Issuers
 import ProvisioningCore
+import WalletCrypto
 
 public struct ApplePayProvisioning: Sendable {
     public let provisioningID: ProvisioningID
@@ -13,16 +15,26 @@ public struct ApplePayProvisioning: Sendable {
 /// happened before answering (never the payload).
 public struct ProvisioningService: Sendable {
     let store: any GatewayStore
-    let upstreams: UpstreamDirectory
+    let connectors: [IssuerID: any IssuerConnector]
     let routing: RoutingTable
     let deadline: Duration
     let logger: Logger
+    /// Issuers whose config asks for the PassKit chain to be validated before they are called.
+    let validatedIssuers: Set<IssuerID>
+    let chainValidator: ApplePayChainValidator?
 
-    public init(store: any GatewayStore, upstreams: UpstreamDirectory, routing: RoutingTable, deadline: Duration, logger: Logger) {
+    public init(
+        store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
+        deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil, logger: Logger
+    ) {
         self.store = store
-        self.upstreams = upstreams
+        var connectors = upstreams.connectors
+        if let local { connectors[local.issuer] = local }
+        self.connectors = connectors
         self.routing = routing
         self.deadline = deadline
+        self.validatedIssuers = validatedIssuers
+        self.chainValidator = chainValidator
         self.logger = logger
     }
 
@@ -46,21 +58,27 @@ public struct ProvisioningService: Sendable {
             guard let issuer = routing.issuer(for: card, wallet: .applePay) else {
                 throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and apple_pay")
             }
-            guard let connector = upstreams.connectors[issuer] else {
-                throw GatewayError(.internal, "issuer \(issuer) of card \(cardID) has no connector")
-            }
             logger[metadataKey: "issuer"] = "\(issuer)"
-            event.issuer = issuer
-            event.endpoint = connector.endpoint
-            event.attempt = 1
             let context = ProvisioningContext(provisioningID: provisioningID, deadline: started.advanced(by: deadline))
-            let payload = try await connector.provisionApplePay(request, card: card, context: context)
-            event.outcome = .succeeded
-            event.upstreamStatus = 200
-            event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
-            try await record(event)
-            logger.info("apple pay provisioned", metadata: ["latency_ms": "\(event.latencyMS)"])
-            return ApplePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
+            do throws(GatewayError) {
+                let payload = try await attempt(issuer, request: request, card: card, context: context, event: &event, started: started)
+                logger.info("apple pay provisioned", metadata: ["latency_ms": "\(event.latencyMS)"])
+                return ApplePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
+            } catch where error.isRetryable && event.outcome != .succeeded {
+                guard let fallback = routing.fallback(for: card, wallet: .applePay), fallback != issuer, connectors[fallback] != nil else {
+                    throw error
+                }
+                // The failed attempt is on record; the fallback is the next attempt of the same provisioning.
+                event.errorCode = error.code
+                event.upstreamStatus = error.upstreamStatus
+                event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+                try await record(event)
+                logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
+                event.errorCode = nil
+                event.upstreamStatus = nil
+                let payload = try await attempt(fallback, request: request, card: card, context: context, event: &event, started: started)
+                return ApplePayProvisioning(provisioningID: provisioningID, issuer: fallback, payload: payload)
+            }
         } catch {
             if event.outcome != .succeeded {
                 event.errorCode = error.code
@@ -71,6 +89,32 @@ public struct ProvisioningService: Sendable {
             logger.notice("apple pay provisioning failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
             throw error.with(provisioningID: provisioningID)
         }
+    }
+
+    /// One attempt at one issuer; on success its audit event is written before returning.
+    private func attempt(
+        _ issuer: IssuerID, request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext,
+        event: inout AuditEvent, started: ContinuousClock.Instant
+    ) async throws(GatewayError) -> ApplePayPayload {
+        guard let connector = connectors[issuer] else {
+            throw GatewayError(.internal, "issuer \(issuer) of card \(card.id) has no connector")
+        }
+        event.issuer = issuer
+        event.endpoint = connector.endpoint
+        event.attempt += 1
+        if validatedIssuers.contains(issuer), let chainValidator {
+            do {
+                _ = try await chainValidator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value)
+            } catch {
+                throw GatewayError(.invalidCertificateChain, error.reason)
+            }
+        }
+        let payload = try await connector.provisionApplePay(request, card: card, context: context)
+        event.outcome = .succeeded
+        event.upstreamStatus = issuer == LocalConnector.issuerID ? nil : 200
+        event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+        try await record(event)
+        return payload
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.

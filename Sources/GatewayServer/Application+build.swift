@@ -11,6 +11,7 @@ public func buildApplication(
     config: GatewayConfig,
     store: any GatewayStore,
     upstreams: UpstreamDirectory,
+    environment: [String: String] = ProcessInfo.processInfo.environment,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
@@ -26,10 +27,13 @@ public func buildApplication(
     }
 
     let deadline = Duration.milliseconds(config.server.deadlineMS)
+    let local = try LocalIssuer.build(config: config, store: store, environment: environment)
     let service = ProvisioningService(
-        store: store, upstreams: upstreams, routing: config.routing.table, deadline: deadline, logger: logger)
+        store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
+        validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
+        chainValidator: local.validator, logger: logger)
     let handler = APIHandler(
-        service: service, store: store, registration: CardRegistration(issuers: config.issuers),
+        service: service, store: store, registration: CardRegistration(issuers: config.issuers, localEnabled: config.local.enabled),
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline))
     try handler.registerHandlers(on: router)
 

@@ -22,6 +22,7 @@ public enum GatewayRunner {
                 var sandboxEndpoints: [IssuerKind: SandboxUpstream] = [:]
                 if config.sandbox.enabled {
                     try await store.importCards(config.sandbox.cards.map(\.record))
+                    try await SandboxSeed.vault(config: config, store: store, environment: environment)
                     let sandbox = SandboxUpstreams(config: config, logger: logger)
                     group.addTask { try await sandbox.run() }
                     sandboxEndpoints = await sandbox.endpoints()
@@ -36,9 +37,10 @@ public enum GatewayRunner {
                 }
                 let upstreams = try await UpstreamDirectory.build(
                     config: config, environment: environment, sandbox: sandboxEndpoints, logger: logger)
-                let app = try buildApplication(
-                    config: config, store: store, upstreams: upstreams, logger: logger, onServerRunning: onServerRunning)
                 do {
+                    let app = try buildApplication(
+                        config: config, store: store, upstreams: upstreams, environment: environment, logger: logger,
+                        onServerRunning: onServerRunning)
                     try await app.runService()
                 } catch {
                     await upstreams.shutdown()

@@ -61,6 +61,9 @@ public final class PostgresGatewayStore: GatewayStore {
             """,
             "CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at)",
         ]),
+        ("002_vault", [
+            "CREATE TABLE vault_entries (card_id TEXT PRIMARY KEY, sealed BYTEA NOT NULL, updated_at BIGINT NOT NULL)",
+        ]),
     ]
 
     /// An advisory lock makes concurrent start-ups of several instances take turns.
@@ -171,6 +174,32 @@ public final class PostgresGatewayStore: GatewayStore {
         try await client.withTransaction(logger: logger) { connection in
             for card in cards { try await connection.query(Self.upsert(card), logger: self.logger) }
         }
+    }
+
+    // MARK: Vault
+
+    public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws {
+        try await client.query("""
+            INSERT INTO vault_entries (card_id, sealed, updated_at)
+            VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
+            ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
+            """, logger: logger)
+    }
+
+    public func vaultEntry(_ cardID: CardID) async throws -> Data? {
+        for try await sealed in try await client.query(
+            "SELECT sealed FROM vault_entries WHERE card_id = \(cardID.rawValue)", logger: logger
+        ).decode(ByteBuffer.self) { return Data(buffer: sealed) }
+        return nil
+    }
+
+    @discardableResult
+    public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool {
+        var deleted = false
+        for try await _ in try await client.query(
+            "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: logger
+        ).decode(String.self) { deleted = true }
+        return deleted
     }
 
     // MARK: Audit

@@ -64,6 +64,15 @@ public final class SQLiteGatewayStore: GatewayStore {
                 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
                 """)
         }
+        migrator.registerMigration("002_vault") { db in
+            try db.execute(sql: """
+                CREATE TABLE vault_entries (
+                    card_id TEXT PRIMARY KEY NOT NULL,
+                    sealed BLOB NOT NULL,
+                    updated_at INTEGER NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
@@ -136,6 +145,33 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private static func card(_ row: Row) throws -> CardRecord {
         try StoreRows.card(id: row["card_id"], program: row["program"], issuer: row["issuer"], referenceJSON: row["issuer_reference"])
+    }
+
+    // MARK: Vault
+
+    public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
+                    """,
+                arguments: [cardID.rawValue, sealed, StoreRows.milliseconds(Date())])
+        }
+    }
+
+    public func vaultEntry(_ cardID: CardID) async throws -> Data? {
+        try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT sealed FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
+        }
+    }
+
+    @discardableResult
+    public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
+            return db.changesCount > 0
+        }
     }
 
     // MARK: Audit

@@ -53,6 +53,11 @@ public protocol GatewayStore: CardRegistry {
     /// All cards or none, in one transaction.
     func importCards(_ cards: [CardRecord]) async throws
 
+    /// Vault entries are opaque sealed bytes here: sealing and opening happen above the store.
+    func putVaultEntry(_ cardID: CardID, sealed: Data) async throws
+    func vaultEntry(_ cardID: CardID) async throws -> Data?
+    @discardableResult func deleteVaultEntry(_ cardID: CardID) async throws -> Bool
+
     func appendAudit(_ event: AuditEvent) async throws
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]
 

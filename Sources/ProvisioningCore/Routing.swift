@@ -9,8 +9,10 @@ public struct RoutingRule: Sendable, Equatable {
     public var cardIDPrefix: String?
     public var wallet: Wallet?
     public var issuer: IssuerID
+    public var fallback: IssuerID?
 
-    public init(program: ProgramID? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil, issuer: IssuerID) {
+    public init(program: ProgramID? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil, issuer: IssuerID, fallback: IssuerID? = nil) {
+        self.fallback = fallback
         self.program = program
         self.cardIDPrefix = cardIDPrefix
         self.wallet = wallet
@@ -36,5 +38,11 @@ public struct RoutingTable: Sendable {
 
     public func issuer(forCard id: CardID, program: ProgramID, wallet: Wallet) -> IssuerID? {
         rules.first { $0.matches(card: id, program: program, wallet: wallet) }?.issuer
+    }
+
+    /// The issuer to try when the card's issuer fails with a retryable error, from the first rule
+    /// matching the card (whether or not that rule chose the issuer).
+    public func fallback(for card: CardRecord, wallet: Wallet) -> IssuerID? {
+        rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.fallback
     }
 }

@@ -34,7 +34,7 @@ struct Cards: AsyncParsableCommand {
                 Serve.fail("\(error)")
             }
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
-            let importer = CardImport(registration: CardRegistration(issuers: gatewayConfig.issuers))
+            let importer = CardImport(registration: CardRegistration(issuers: gatewayConfig.issuers, localEnabled: gatewayConfig.local.enabled))
             let logger = Logger(label: "provisioning-gateway")
             let result: CardImport.Result
             do {

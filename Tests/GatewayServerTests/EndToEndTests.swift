@@ -47,6 +47,7 @@ import WalletCrypto
 
             """
         var config = try ConfigLoader.parse(yaml: yaml, source: "routed.yaml")
+        config.baseDirectory = GatewayHarness.packageRoot.appendingPathComponent("Config")
         config.server.port = 0
         try await GatewayHarness.run(config: config) { client, sandbox in
             let response = try await GatewayHarness.provision(client, card: "card_routed_1", body: try GatewayHarness.requestBody())

@@ -55,13 +55,14 @@ enum GatewayHarness {
         let chosenStore: any GatewayStore
         if let store { chosenStore = store } else { chosenStore = try await temporaryStore() }
         try await chosenStore.importCards(config.sandbox.cards.map(\.record) + extraCards)
+        try await SandboxSeed.vault(config: config, store: chosenStore, environment: environment)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await sandbox.run() }
             defer { group.cancelAll() }
             let upstreams = try await UpstreamDirectory.build(
                 config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
-            let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, logger: logger)
             do {
+                let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, environment: environment, logger: logger)
                 try await app.test(.live) { client in try await body(client, sandbox) }
             } catch {
                 await upstreams.shutdown()

@@ -26,6 +26,7 @@ struct PostgresGatewayStoreTests {
     @Test func paging() async throws { try await withStore(StoreConformance.paging) }
     @Test func importIsIdempotent() async throws { try await withStore(StoreConformance.importIsIdempotent) }
     @Test func auditRoundTrips() async throws { try await withStore(StoreConformance.auditRoundTrips) }
+    @Test func vaultEntriesRoundTrip() async throws { try await withStore(StoreConformance.vaultEntriesRoundTrip) }
     @Test func idempotencyReplaysAndRefusesReuse() async throws { try await withStore(StoreConformance.idempotencyReplaysAndRefusesReuse) }
     @Test func idempotencyExpires() async throws { try await withStore(StoreConformance.idempotencyExpires) }
     @Test func anAbandonedClaimIsTakenOver() async throws { try await withStore(StoreConformance.anAbandonedClaimIsTakenOver) }
@@ -41,7 +42,7 @@ struct PostgresGatewayStoreTests {
                     for store in stores { migrations.addTask { try await store.migrate() } }
                     try await migrations.waitForAll()
                 }
-                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency"])
+                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency", "002_vault"])
             }
         }
     }

@@ -16,6 +16,7 @@ import Testing
     @Test func paging() async throws { try await withStore(StoreConformance.paging) }
     @Test func importIsIdempotent() async throws { try await withStore(StoreConformance.importIsIdempotent) }
     @Test func auditRoundTrips() async throws { try await withStore(StoreConformance.auditRoundTrips) }
+    @Test func vaultEntriesRoundTrip() async throws { try await withStore(StoreConformance.vaultEntriesRoundTrip) }
     @Test func idempotencyReplaysAndRefusesReuse() async throws { try await withStore(StoreConformance.idempotencyReplaysAndRefusesReuse) }
     @Test func idempotencyExpires() async throws { try await withStore(StoreConformance.idempotencyExpires) }
     @Test func anAbandonedClaimIsTakenOver() async throws { try await withStore(StoreConformance.anAbandonedClaimIsTakenOver) }

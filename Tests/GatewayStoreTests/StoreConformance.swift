@@ -16,7 +16,7 @@ enum StoreConformance {
     static func migrationsRunFromEmptyAndAgain(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let versions = try await store.schemaVersions()
-        #expect(versions == ["001_cards_audit_idempotency"])
+        #expect(versions == ["001_cards_audit_idempotency", "002_vault"])
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
         #expect(try await store.card("nothing") == nil)
@@ -72,6 +72,19 @@ enum StoreConformance {
         try await store.importCards(cards)
         try await store.importCards(cards)
         #expect(try await store.cards(CardPageQuery(limit: 10)) == cards)
+    }
+
+    static func vaultEntriesRoundTrip(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let sealed = Data((0..<80).map { UInt8($0) })
+        try await store.putVaultEntry("v1", sealed: sealed)
+        #expect(try await store.vaultEntry("v1") == sealed)
+        try await store.putVaultEntry("v1", sealed: Data([9, 9]))
+        #expect(try await store.vaultEntry("v1") == Data([9, 9]))
+        #expect(try await store.vaultEntry("v2") == nil)
+        #expect(try await store.deleteVaultEntry("v1") == true)
+        #expect(try await store.deleteVaultEntry("v1") == false)
+        #expect(try await store.vaultEntry("v1") == nil)
     }
 
     static func auditRoundTrips(_ store: any GatewayStore) async throws {

@@ -35,7 +35,8 @@ import Testing
         let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
         #expect(config.sandbox.enabled)
         #expect(Set(config.issuers.keys) == ["bridge", "tmp", "crossmint"])
-        #expect(Set(config.sandbox.cards.map(\.cardID)) == ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo"])
+        #expect(Set(config.sandbox.cards.map(\.cardID)) == ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo", "card_local_demo"])
+        #expect(config.local.enabled && config.trust.anchors == ["sandbox/device-root.pem"])
         #expect(config.server.port == 8080)
         #expect(config.server.maxBodyBytes == 65_536)
     }

@@ -66,6 +66,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         // The sandbox config as shipped, but its SQLite file out of the working tree.
         var yaml = try String(contentsOf: Self.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(CommandLineTests.packageRoot.path)/Config/sandbox/")
         yaml += "\nstore:\n  sqlite:\n    path: \(directory.path)/gateway.sqlite\n"
         let config = try Self.writeConfig(yaml)
         defer { try? FileManager.default.removeItem(at: config) }

@@ -16,6 +16,7 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let database = directory.appendingPathComponent("gateway.sqlite").path
         var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(CommandLineTests.packageRoot.path)/Config/sandbox/")
         yaml += "\nstore:\n  sqlite:\n    path: \(database)\n"
         let config = directory.appendingPathComponent("gateway.yaml")
         try yaml.write(to: config, atomically: true, encoding: .utf8)

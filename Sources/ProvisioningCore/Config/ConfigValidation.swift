@@ -62,9 +62,32 @@ extension GatewayConfig {
             }
         }
 
-        for (index, rule) in routing.rules.enumerated() where issuers[rule.issuer] == nil {
-            problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
+        let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
+        for (index, rule) in routing.rules.enumerated() {
+            if !knownIssuers.contains(rule.issuer) {
+                problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
+            }
+            if let fallback = rule.fallback {
+                if fallback != "local" {
+                    problems.append(.init("routing.rules[\(index)].fallback", "only 'local' can be a fallback"))
+                } else if !local.enabled {
+                    problems.append(.init("routing.rules[\(index)].fallback", "needs local.enabled: true"))
+                }
+            }
         }
+        if local.enabled {
+            if vault.key == nil { problems.append(.init("vault.key", "required when local.enabled (env:NAME)")) }
+            if local.activationKey == nil { problems.append(.init("local.activation_key", "required when local.enabled (env:NAME)")) }
+        }
+        for (name, value) in [("vault.key", vault.key), ("local.activation_key", local.activationKey)] {
+            guard let value else { continue }
+            switch SecretReference(parsing: value) {
+            case nil: problems.append(.init(name, "must be env:NAME (secrets are never written in the config file)"))
+            case .sandbox? where !sandbox.enabled: problems.append(.init(name, "'sandbox' needs sandbox.enabled: true"))
+            default: break
+            }
+        }
+        if trust.anchors.isEmpty { problems.append(.init("trust.anchors", "must name at least one anchor ('apple' or a file)")) }
 
         if store.sqlite.path.isEmpty { problems.append(.init("store.sqlite.path", "must not be empty")) }
         if store.idempotencyTTLSeconds < 60 { problems.append(.init("store.idempotency_ttl_seconds", "must be at least 60")) }
@@ -95,6 +118,11 @@ extension GatewayConfig {
             if !seenCards.insert(card.cardID).inserted { problems.append(.init("\(path).card_id", "duplicate card id '\(card.cardID)'")) }
             guard let issuerName = table.issuer(for: card.record, wallet: .applePay)?.rawValue else {
                 problems.append(.init("\(path).issuer", "required: no routing rule matches this card"))
+                continue
+            }
+            if issuerName == "local" {
+                if !local.enabled { problems.append(.init("\(path).issuer", "'local' needs local.enabled: true")) }
+                if card.card == nil { problems.append(.init("\(path).card", "a local card needs its card data")) }
                 continue
             }
             guard let issuer = issuers[issuerName] else {

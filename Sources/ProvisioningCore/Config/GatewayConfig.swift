@@ -8,9 +8,14 @@ public struct GatewayConfig: Sendable, Decodable {
     public var issuers: [String: IssuerConfig]
     public var routing: RoutingConfig
     public var store: StoreConfig
+    public var local: LocalIssuerConfig
+    public var vault: VaultConfig
+    public var trust: TrustConfig
     public var sandbox: SandboxConfig
+    /// The directory of the file this came from: relative paths in it (trust anchors) start here.
+    public var baseDirectory: URL?
 
-    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, sandbox }
+    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, local, vault, trust, sandbox }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -19,6 +24,9 @@ public struct GatewayConfig: Sendable, Decodable {
         issuers = try c.decodeIfPresent([String: IssuerConfig].self, forKey: .issuers) ?? [:]
         routing = try c.decodeIfPresent(RoutingConfig.self, forKey: .routing) ?? RoutingConfig()
         store = try c.decodeIfPresent(StoreConfig.self, forKey: .store) ?? StoreConfig()
+        local = try c.decodeIfPresent(LocalIssuerConfig.self, forKey: .local) ?? LocalIssuerConfig()
+        vault = try c.decodeIfPresent(VaultConfig.self, forKey: .vault) ?? VaultConfig()
+        trust = try c.decodeIfPresent(TrustConfig.self, forKey: .trust) ?? TrustConfig()
         sandbox = try c.decodeIfPresent(SandboxConfig.self, forKey: .sandbox) ?? SandboxConfig()
     }
 }
@@ -91,8 +99,13 @@ public struct IssuerConfig: Sendable, Decodable {
     public var credentials: [String: String]
     public var timeouts: TimeoutConfig
     public var wire: WireOptions
+    /// Validate the PassKit chain before calling this issuer (invalid -> 422, no upstream call).
+    public var validateChain: Bool
 
-    enum CodingKeys: String, CodingKey { case kind, endpoints, credentials, timeouts, wire }
+    enum CodingKeys: String, CodingKey {
+        case kind, endpoints, credentials, timeouts, wire
+        case validateChain = "validate_chain"
+    }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         kind = try c.decode(IssuerKind.self, forKey: .kind)
@@ -100,6 +113,7 @@ public struct IssuerConfig: Sendable, Decodable {
         credentials = try c.decodeIfPresent([String: String].self, forKey: .credentials) ?? [:]
         timeouts = try c.decodeIfPresent(TimeoutConfig.self, forKey: .timeouts) ?? TimeoutConfig()
         wire = try c.decodeIfPresent(WireOptions.self, forKey: .wire) ?? WireOptions()
+        validateChain = try c.decodeIfPresent(Bool.self, forKey: .validateChain) ?? false
     }
 }
 
@@ -133,6 +147,40 @@ public struct WireOptions: Sendable, Decodable {
     public var auth: String?
 
     public init() {}
+}
+
+/// The gateway's own issuer `local`: the ECC_V2 encryptor over card data in the vault.
+public struct LocalIssuerConfig: Sendable, Decodable {
+    public var enabled = false
+    /// Keys the default HMAC activation data: `env:NAME` (32 bytes, base64 or hex) or `sandbox`.
+    public var activationKey: String?
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case enabled
+        case activationKey = "activation_key"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? false
+        activationKey = try c.decodeIfPresent(String.self, forKey: .activationKey)
+    }
+}
+
+public struct VaultConfig: Sendable, Decodable {
+    /// `env:NAME` (32 bytes, base64 or hex) or `sandbox` (a fixed demo key).
+    public var key: String?
+    public init() {}
+}
+
+/// Trust anchors for PassKit certificate chains: `apple` is the bundled Apple Root CA - G3 (the
+/// default); anything else is a PEM or DER file path.
+public struct TrustConfig: Sendable, Decodable {
+    public var anchors: [String] = ["apple"]
+    public init() {}
+    enum CodingKeys: String, CodingKey { case anchors }
+    public init(from decoder: any Decoder) throws {
+        anchors = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent([String].self, forKey: .anchors) ?? ["apple"]
+    }
 }
 
 /// Where state lives: an embedded SQLite file by default, PostgreSQL when `postgres.url` is set.
@@ -193,7 +241,7 @@ public struct RoutingConfig: Sendable, Decodable {
     public var table: RoutingTable {
         RoutingTable(rules: rules.map {
             RoutingRule(program: $0.match.program.map { ProgramID($0) }, cardIDPrefix: $0.match.cardIDPrefix,
-                        wallet: $0.match.wallet, issuer: IssuerID($0.issuer))
+                        wallet: $0.match.wallet, issuer: IssuerID($0.issuer), fallback: $0.fallback.map { IssuerID($0) })
         })
     }
 }
@@ -211,6 +259,8 @@ public struct RoutingRuleConfig: Sendable, Decodable {
     }
     public var match: Match
     public var issuer: String
+    /// `local`: when the issuer fails with a retryable error, encrypt locally from the vault.
+    public var fallback: String?
 }
 
 public struct SandboxConfig: Sendable, Decodable {
