@@ -115,6 +115,10 @@ let package = Package(
             dependencies: [
                 "GatewayServer",
                 "GatewayStore",
+                "Sandbox",
+                "WalletCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
