@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "provisioning-gateway", targets: ["provisioning-gateway"]),
+        .executable(name: "wallet-crypto-bench", targets: ["wallet-crypto-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -121,6 +122,10 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        .executableTarget(
+            name: "wallet-crypto-bench",
+            dependencies: ["WalletCrypto", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "ProvisioningCoreTests",

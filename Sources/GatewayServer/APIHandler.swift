@@ -71,6 +71,10 @@ struct APIHandler: APIProtocol {
 
     /// Text to bytes, naming the field that does not decode (never its value).
     static func decode(_ body: Components.Schemas.ApplePayProvisioningRequest) throws(GatewayError) -> ApplePayProvisioningRequest {
+        if body.encryptionScheme == .rsaV2 {
+            throw GatewayError(.unsupportedEncryptionScheme,
+                "encryption_scheme: RSA_V2 has no public specification; configure PKAddPaymentPassRequestConfiguration with ECC_V2")
+        }
         let encoding: BinaryEncoding = body.encoding == .hex ? .hex : .base64
         func bytes(_ text: String, _ field: String) throws(GatewayError) -> Data {
             guard let data = encoding.decode(text) else {

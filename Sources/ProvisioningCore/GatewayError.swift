@@ -16,6 +16,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case deadlineExceeded = "deadline_exceeded"
         case upstreamProtocolError = "upstream_protocol_error"
         case notFound = "not_found"
+        case unsupportedEncryptionScheme = "unsupported_encryption_scheme"
         case idempotencyKeyReused = "idempotency_key_reused"
         case idempotencyKeyInProgress = "idempotency_key_in_progress"
         case `internal`
@@ -27,7 +28,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .unauthorized: 401
             case .forbidden: 403
             case .cardNotFound, .notFound: 404
-            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused: 422
+            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme: 422
             case .idempotencyKeyInProgress: 409
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable: 503
@@ -61,6 +62,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .upstreamProtocolError: "The issuer answered with a malformed response"
             case .notFound: "No such resource"
             case .idempotencyKeyReused: "The Idempotency-Key was used with another request"
+            case .unsupportedEncryptionScheme: "The encryption scheme is not supported"
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
             case .internal: "Internal error"
             }

@@ -70,6 +70,38 @@ import Testing
         }
     }
 
+    @Test func rsaV2IsAClearUnsupportedScheme() async throws {
+        let body = try modified { $0["encryption_scheme"] = "RSA_V2" }
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            expectProblem(response, status: .unprocessableContent, code: "unsupported_encryption_scheme")
+            #expect(await sandbox.bridge.log.count == 0)
+            let ecc = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try modified { $0["encryption_scheme"] = "ECC_V2" })
+            #expect(ecc.status == .ok)
+        }
+    }
+
+    @Test func anEmptyNonce() async throws {
+        let body = try modified { $0["nonce"] = "" }
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_local_demo", body: body)
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect((response.json["detail"] as? String)?.hasPrefix("nonce") == true)
+        }
+    }
+
+    @Test func aTruncatedCertificateForTheLocalIssuer() async throws {
+        let body = try modified { body in
+            let certificates = body["certificates"] as! [String]
+            body["certificates"] = [Data(base64Encoded: certificates[0])!.prefix(60).base64EncodedString(), certificates[1]]
+        }
+        try await GatewayHarness.run { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_local_demo", body: body)
+            expectProblem(response, status: .unprocessableContent, code: "invalid_certificate_chain")
+            #expect(response.json["detail"] as? String == "certificates[0]: not a valid X.509 certificate")
+        }
+    }
+
     @Test func fewerThanTwoCertificates() async throws {
         let body = try modified { $0["certificates"] = [($0["certificates"] as! [String])[0]] }
         try await GatewayHarness.run { client, sandbox in
