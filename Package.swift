@@ -161,7 +161,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Issuers", "GatewayStore", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "GatewayServerTests",

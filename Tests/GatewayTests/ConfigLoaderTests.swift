@@ -4,6 +4,7 @@ import Issuers
 import Logging
 import ProvisioningCore
 import Testing
+import WalletCrypto
 
 @Suite struct ConfigLoaderTests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -46,6 +47,12 @@ import Testing
         #expect(config.server.deadlineMS == 15_000)
         #expect(config.issuers["bridge"]?.timeouts.connectMS == 2_000)
         #expect(config.issuers["bridge"]?.wire.encoding == nil)
+        #expect(config.issuers["bridge"]?.validateChain == false)
+        // Production trust by default: the bundled Apple Root CA - G3 only.
+        #expect(config.trust.anchors == ["apple"])
+        let validator = try TrustAnchors.validator(config.trust, relativeTo: URL(fileURLWithPath: "/"))
+        #expect(validator.trustAnchors == [try ApplePayChainValidator.appleRootCAG3()])
+        #expect(!config.local.enabled)
     }
 
     @Test func aBadURLNamesItsKeyPath() {
@@ -119,6 +126,15 @@ import Testing
         #expect(config.routing.table.issuer(for: config.sandbox.cards[0].record, wallet: .applePay) == "bridge")
         let unknown = Self.minimal + "\nrouting:\n  rules:\n    - match: { program: acme, wallet: apple_pay }\n      issuer: stripe\n"
         #expect(problems(unknown) == ["routing.rules[0].issuer: unknown issuer 'stripe'"])
+    }
+
+    @Test func aFallbackNeedsTheLocalIssuerAndLocalNeedsItsKeys() {
+        let yaml = Self.minimal + "\nrouting:\n  rules:\n    - match: { program: acme }\n      issuer: bridge\n      fallback: local\n"
+        #expect(problems(yaml) == ["routing.rules[0].fallback: needs local.enabled: true"])
+        #expect(problems(Self.minimal + "\nlocal:\n  enabled: true\n") == [
+            "vault.key: required when local.enabled (env:NAME)", "local.activation_key: required when local.enabled (env:NAME)",
+        ])
+        #expect(problems(Self.minimal + "\nvault:\n  key: c2VjcmV0\n") == ["vault.key: must be env:NAME (secrets are never written in the config file)"])
     }
 
     @Test func notYAMLAtAll() {

@@ -48,6 +48,25 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).map(\.id) == ["moved_1", "moved_2"])
     }
 
+    @Test func vaultPutSealsAndDeleteRemovesAndAWrongKeyIsAClearError() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                  "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault Test"])
+        #expect(put.status == 0, "\(put.stderr)")
+        #expect(put.stdout.contains("number ending 0002") && !put.stdout.contains("4000000000000002"))
+        let store = try SQLiteGatewayStore(path: database)
+        let sealed = try #require(try await store.vaultEntry("card_v"))
+        #expect(!String(decoding: sealed, as: UTF8.self).contains("4000000000000002"))
+
+        let badNumber = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                        "--number", "12ab", "--expiry", "11/29", "--name", "X"])
+        #expect(badNumber.status != 0 && badNumber.stderr.contains("number: 12 to 19 digits"))
+
+        let deleted = try await CommandLineTests.run(["vault", "delete", "--config", config.path, "--card-id", "card_v"])
+        #expect(deleted.status == 0 && deleted.stdout.contains("deleted"))
+        #expect(try await store.vaultEntry("card_v") == nil)
+    }
+
     @Test func anUnreachablePostgresStopsStartUpNamingTheStore() async throws {
         let file = try CommandLineTests.writeConfig("""
             store:
