@@ -76,8 +76,13 @@ public struct ProvisioningService: Sendable {
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
                 event.errorCode = nil
                 event.upstreamStatus = nil
-                let payload = try await attempt(fallback, request: request, card: card, context: context, event: &event, started: started)
-                return ApplePayProvisioning(provisioningID: provisioningID, issuer: fallback, payload: payload)
+                do throws(GatewayError) {
+                    let payload = try await attempt(fallback, request: request, card: card, context: context, event: &event, started: started)
+                    return ApplePayProvisioning(provisioningID: provisioningID, issuer: fallback, payload: payload)
+                } catch let fallbackError where fallbackError.code == .cardNotFound {
+                    // The vault holds nothing for this card: the issuer's own failure is the answer.
+                    throw error
+                }
             }
         } catch {
             if event.outcome != .succeeded {

@@ -120,6 +120,17 @@ import X509
         }
     }
 
+    @Test func aFallbackWithoutVaultDataAnswersTheIssuersOwnFailure() async throws {
+        let card = CardRecord(id: "card_not_vaulted", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_demo_001"]))
+        try await GatewayHarness.run(config: try Self.configWithBridgeDown(fallback: true), extraCards: [card],
+                                     environment: ["TEST_BRIDGE_KEY": "k"]) { client, _ in
+            let response = try await GatewayHarness.provision(client, card: "card_not_vaulted", body: try GatewayHarness.requestBody())
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.json["code"] as? String == "upstream_unavailable")
+        }
+    }
+
     @Test func withoutAFallbackADownIssuerIsUpstreamUnavailable() async throws {
         try await GatewayHarness.run(config: try Self.configWithBridgeDown(fallback: false), environment: ["TEST_BRIDGE_KEY": "k"]) { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
