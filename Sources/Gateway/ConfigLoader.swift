@@ -25,7 +25,7 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
         }
-        let problems = config.validate()
+        let problems = ConfigKeys.unknownKeys(in: yaml) + config.validate()
         guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
         return config
     }

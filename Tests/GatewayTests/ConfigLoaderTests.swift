@@ -137,6 +137,20 @@ import WalletCrypto
         #expect(problems(Self.minimal + "\nvault:\n  key: c2VjcmV0\n") == ["vault.key: must be env:NAME (secrets are never written in the config file)"])
     }
 
+    @Test func aMisspeltKeyIsReportedNotIgnored() {
+        let yaml = Self.minimal.replacingOccurrences(of: "    credentials:", with: "    credentails:")
+            + "\nserver:\n  prot: 9000\nsandbox:\n  cards:\n    - { card_id: c, program: p, issuer: bridge, issuer_reference: {}, crad: {} }\n"
+        let found = problems(yaml)
+        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain)"))
+        #expect(found.contains { $0.hasPrefix("server.prot: unknown key") })
+        #expect(found.contains { $0.hasPrefix("sandbox.cards[0].crad: unknown key") })
+    }
+
+    @Test func freeFormMapsTakeAnyNames() throws {
+        // Issuer names, credential names and issuer reference fields are the file's own.
+        _ = try ConfigLoader.parse(yaml: Self.minimal.replacingOccurrences(of: "  bridge:", with: "  bridge_eu:"), source: "t.yaml")
+    }
+
     @Test func notYAMLAtAll() {
         let problems = problems("clients: [unclosed")
         #expect(problems.count == 1)

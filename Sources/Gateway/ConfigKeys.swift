@@ -1,0 +1,60 @@
+import ProvisioningCore
+import Yams
+
+/// The keys each part of the configuration may hold, so a misspelt key is reported with its path
+/// instead of being silently ignored. `*` stands for a name the file chooses (an issuer's), `[]` for
+/// a list's items; maps not listed here (credentials, issuer_reference) hold free-form names.
+enum ConfigKeys {
+    static let known: [String: [String]] = [
+        "": ["server", "clients", "issuers", "routing", "store", "local", "vault", "trust", "sandbox"],
+        "server": ["host", "port", "max_body_bytes", "deadline_ms"],
+        "clients[]": ["id", "api_key_sha256", "programs"],
+        "issuers.*": ["kind", "endpoints", "credentials", "timeouts", "wire", "validate_chain"],
+        "issuers.*.endpoints[]": ["url"],
+        "issuers.*.timeouts": ["connect_ms", "request_ms"],
+        "issuers.*.wire": ["encoding", "auth"],
+        "routing": ["rules"],
+        "routing.rules[]": ["match", "issuer", "fallback"],
+        "routing.rules[].match": ["program", "card_id_prefix", "wallet"],
+        "store": ["sqlite", "postgres", "idempotency_ttl_seconds"],
+        "store.sqlite": ["path"],
+        "store.postgres": ["url", "connect_timeout_ms"],
+        "local": ["enabled", "activation_key"],
+        "vault": ["key"],
+        "trust": ["anchors"],
+        "sandbox": ["enabled", "cards"],
+        "sandbox.cards[]": ["card_id", "program", "issuer", "issuer_reference", "card"],
+        "sandbox.cards[].card": ["number", "name", "expiry"],
+    ]
+
+    static func unknownKeys(in yaml: String) -> [ConfigProblem] {
+        guard let node = try? Yams.compose(yaml: yaml) else { return [] }
+        var problems: [ConfigProblem] = []
+        walk(node, pattern: "", path: "", into: &problems)
+        return problems
+    }
+
+    private static func walk(_ node: Node, pattern: String, path: String, into problems: inout [ConfigProblem]) {
+        switch node {
+        case .mapping(let mapping):
+            let allowed = known[pattern]
+            for (keyNode, value) in mapping {
+                guard let key = keyNode.string else { continue }
+                let childPath = path.isEmpty ? key : "\(path).\(key)"
+                if let allowed, !allowed.contains(key) {
+                    problems.append(.init(childPath, "unknown key (expected one of: \(allowed.joined(separator: ", ")))"))
+                    continue
+                }
+                // Issuer names are the file's own: their contents follow the `issuers.*` pattern.
+                let childPattern = pattern == "issuers" ? "issuers.*" : (pattern.isEmpty ? key : "\(pattern).\(key)")
+                walk(value, pattern: childPattern, path: childPath, into: &problems)
+            }
+        case .sequence(let sequence):
+            for (index, item) in sequence.enumerated() {
+                walk(item, pattern: "\(pattern)[]", path: "\(path)[\(index)]", into: &problems)
+            }
+        default:
+            break
+        }
+    }
+}
