@@ -49,6 +49,7 @@ public struct ProvisioningService: Sendable {
         var event = AuditEvent(
             provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, wallet: .applePay, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
+        var failureRecorded = false
 
         do throws(GatewayError) {
             let card = try await card(cardID)
@@ -69,9 +70,7 @@ public struct ProvisioningService: Sendable {
                     throw error
                 }
                 // The failed attempt is on record; the fallback is the next attempt of the same provisioning.
-                event.errorCode = error.code
-                event.upstreamStatus = error.upstreamStatus
-                event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+                event.fail(with: error, since: started)
                 try await record(event)
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
                 event.errorCode = nil
@@ -80,15 +79,17 @@ public struct ProvisioningService: Sendable {
                     let payload = try await attempt(fallback, request: request, card: card, context: context, event: &event, started: started)
                     return ApplePayProvisioning(provisioningID: provisioningID, issuer: fallback, payload: payload)
                 } catch let fallbackError where fallbackError.code == .cardNotFound {
-                    // The vault holds nothing for this card: the issuer's own failure is the answer.
+                    // The vault holds nothing for this card: its own attempt is audited as such, and
+                    // the issuer's failure is the answer.
+                    event.fail(with: fallbackError, since: started)
+                    try? await record(event)
+                    failureRecorded = true
                     throw error
                 }
             }
         } catch {
-            if event.outcome != .succeeded {
-                event.errorCode = error.code
-                event.upstreamStatus = error.upstreamStatus
-                event.latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+            if event.outcome != .succeeded && !failureRecorded {
+                event.fail(with: error, since: started)
                 try? await record(event)
             }
             logger.notice("apple pay provisioning failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])

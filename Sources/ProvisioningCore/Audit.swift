@@ -23,6 +23,14 @@ public struct AuditEvent: Sendable, Equatable {
     public var upstreamStatus: Int?
     public var latencyMS: Int
 
+    /// Marks this attempt as failed with `error`, its latency counted from `started`.
+    public mutating func fail(with error: GatewayError, since started: ContinuousClock.Instant) {
+        outcome = .failed
+        errorCode = error.code
+        upstreamStatus = error.upstreamStatus
+        latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+    }
+
     public init(
         provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, wallet: Wallet, issuer: IssuerID?,
         endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?, upstreamStatus: Int?, latencyMS: Int

@@ -30,15 +30,7 @@ public struct CardRecord: Sendable, Equatable {
     }
 }
 
-/// Card id -> record. The seeded in-memory registry serves until the persistent store replaces it.
+/// Card id -> record; the store is the registry.
 public protocol CardRegistry: Sendable {
     func card(_ id: CardID) async throws -> CardRecord?
-}
-
-public struct InMemoryCardRegistry: CardRegistry {
-    private let cards: [CardID: CardRecord]
-    public init(_ cards: [CardRecord]) {
-        self.cards = Dictionary(cards.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
-    }
-    public func card(_ id: CardID) async throws -> CardRecord? { cards[id] }
 }

@@ -128,6 +128,11 @@ import X509
             let response = try await GatewayHarness.provision(client, card: "card_not_vaulted", body: try GatewayHarness.requestBody())
             #expect(response.status == .serviceUnavailable)
             #expect(response.json["code"] as? String == "upstream_unavailable")
+            let id = try #require(response.json["provisioning_id"] as? String)
+            let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
+            let events = try #require(audit.json["events"] as? [[String: Any]])
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
+            #expect(events.map { $0["error_code"] as? String } == ["upstream_unavailable", "card_not_found"])
         }
     }
 

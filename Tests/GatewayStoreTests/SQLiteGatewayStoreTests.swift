@@ -11,16 +11,8 @@ import Testing
         try await body(try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path))
     }
 
-    @Test func migrationsRunFromEmptyAndAgain() async throws { try await withStore(StoreConformance.migrationsRunFromEmptyAndAgain) }
-    @Test func registryCRUD() async throws { try await withStore(StoreConformance.registryCRUD) }
-    @Test func paging() async throws { try await withStore(StoreConformance.paging) }
-    @Test func importIsIdempotent() async throws { try await withStore(StoreConformance.importIsIdempotent) }
-    @Test func auditRoundTrips() async throws { try await withStore(StoreConformance.auditRoundTrips) }
-    @Test func vaultEntriesRoundTrip() async throws { try await withStore(StoreConformance.vaultEntriesRoundTrip) }
-    @Test func idempotencyReplaysAndRefusesReuse() async throws { try await withStore(StoreConformance.idempotencyReplaysAndRefusesReuse) }
-    @Test func idempotencyExpires() async throws { try await withStore(StoreConformance.idempotencyExpires) }
-    @Test func anAbandonedClaimIsTakenOver() async throws { try await withStore(StoreConformance.anAbandonedClaimIsTakenOver) }
-    @Test func concurrentClaimsAcquireOnce() async throws { try await withStore(StoreConformance.concurrentClaimsAcquireOnce) }
+    @Test(arguments: StoreConformance.all)
+    func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
     @Test func theFileIsInWALModeAndSurvivesReopening() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")

@@ -3,8 +3,28 @@ import GatewayStore
 import ProvisioningCore
 import Testing
 
+/// One conformance scenario, named for the test report.
+struct StoreScenario: Sendable, CustomTestStringConvertible {
+    let name: String
+    let run: @Sendable (any GatewayStore) async throws -> Void
+    var testDescription: String { name }
+}
+
 /// The scenarios every `GatewayStore` must pass, unchanged; each store's suite only supplies a store.
 enum StoreConformance {
+    static let all: [StoreScenario] = [
+        .init(name: "migrations from empty and again", run: migrationsRunFromEmptyAndAgain),
+        .init(name: "registry CRUD", run: registryCRUD),
+        .init(name: "paging", run: paging),
+        .init(name: "import is idempotent", run: importIsIdempotent),
+        .init(name: "vault entries round trip", run: vaultEntriesRoundTrip),
+        .init(name: "audit round trips", run: auditRoundTrips),
+        .init(name: "idempotency replays and refuses reuse", run: idempotencyReplaysAndRefusesReuse),
+        .init(name: "idempotency expires", run: idempotencyExpires),
+        .init(name: "an abandoned claim is taken over", run: anAbandonedClaimIsTakenOver),
+        .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
+    ]
+
     static func card(_ id: String, program: String = "p1", issuer: String? = "bridge", ref: String = "x") -> CardRecord {
         CardRecord(id: CardID(id), program: ProgramID(program), issuer: issuer.map { IssuerID($0) },
                    issuerReference: IssuerReference(["customer_id": "cust_\(ref)", "card_account_id": "ca_\(ref)"]))
