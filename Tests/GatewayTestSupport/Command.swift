@@ -1,5 +1,6 @@
 import Foundation
 import Subprocess
+import Synchronization
 #if canImport(System)
 import System
 #else
@@ -7,7 +8,8 @@ import SystemPackage
 #endif
 
 /// Child processes for tests, through swift-subprocess: awaited, never blocking a thread of the
-/// concurrency pool, and always reaped.
+/// concurrency pool, always reaped, and never waited for without a limit. A child that outlives
+/// its limit is killed and the test fails naming it, instead of hanging the whole run.
 public enum Command {
     public struct Result: Sendable {
         /// The exit code, or the negated signal number when a signal ended it.
@@ -16,23 +18,49 @@ public enum Command {
         public let stderr: String
     }
 
+    public struct TimedOut: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    static let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/setpriv"
+
+    /// How long a short-lived child (initdb, a CLI subcommand) may take.
+    public static let defaultLimit: Duration = .seconds(120)
+
     public static func run(
-        _ executable: String, _ arguments: [String], workingDirectory: String? = nil, asUser user: String? = nil
+        _ executable: String, _ arguments: [String], workingDirectory: String? = nil, asUser user: String? = nil,
+        limit: Duration = defaultLimit
     ) async throws -> Result {
-        var options = PlatformOptions()
-        if let user, let entry = getpwnam(user) {
-            options.userID = entry.pointee.pw_uid
-            options.groupID = entry.pointee.pw_gid
+        // Not swift-subprocess's userID/groupID: its fork path calls glibc's setgid() in the
+        // child of a multithreaded parent, which can wait forever on the parent's threads (seen
+        // here: a CI run hung 90 minutes in __nptl_setxid). setpriv switches user after exec.
+        let what = "\(URL(fileURLWithPath: executable).lastPathComponent) \(arguments.first ?? "")"
+        var executable = executable
+        var arguments = arguments
+        if let user {
+            arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", "--", executable] + arguments
+            executable = setpriv
         }
-        let result = try await Subprocess.run(
-            .path(FilePath(executable)), arguments: Arguments(arguments),
-            workingDirectory: workingDirectory.map { FilePath($0) }, platformOptions: options,
-            output: .string(limit: 1 << 20), error: .string(limit: 1 << 20))
-        return Result(status: code(result.terminationStatus), stdout: result.standardOutput ?? "", stderr: result.standardError ?? "")
+        let pid = ChildPID()
+        let (executablePath, argumentList) = (executable, arguments)
+        return try await withLimit(limit, what, onExpiry: { pid.kill(SIGKILL) }) {
+            let result = try await Subprocess.run(
+                .path(FilePath(executablePath)), arguments: Arguments(argumentList),
+                workingDirectory: workingDirectory.map { FilePath($0) },
+                input: .none, output: .sequence, error: .sequence
+            ) { execution in
+                pid.set(execution.processIdentifier.value)
+                async let out = collect(execution.standardOutput)
+                async let err = collect(execution.standardError)
+                return try await (out, err)
+            }
+            return Result(status: code(result.terminationStatus), stdout: result.closureResult.0, stderr: result.closureResult.1)
+        }
     }
 
     /// A long-running child whose first stdout line `body` reads; `body` may signal it. When
-    /// `body` returns the child is sent SIGTERM (if it still runs) and awaited.
+    /// `body` returns (or throws) the child is sent SIGTERM if it still runs, and SIGKILL if it has
+    /// not exited `stopLimit` later.
     public struct Running: Sendable {
         public let firstLine: String
         public let signal: @Sendable (Int32) -> Void
@@ -40,22 +68,68 @@ public enum Command {
 
     public static func withRunning<T: Sendable>(
         _ executable: String, _ arguments: [String], workingDirectory: String? = nil,
+        limit: Duration = .seconds(300), stopLimit: Duration = .seconds(30),
         _ body: @escaping @Sendable (Running) async throws -> T
     ) async throws -> (value: T, status: Int32) {
-        let result = try await Subprocess.run(
-            .path(FilePath(executable)), arguments: Arguments(arguments),
-            workingDirectory: workingDirectory.map { FilePath($0) },
-            input: .none, output: .sequence, error: .discarded
-        ) { execution in
-            var lines = execution.standardOutput.strings().makeAsyncIterator()
-            let first = try await lines.next() ?? ""
-            let pid = execution.processIdentifier.value
-            let value = try await body(Running(firstLine: first, signal: { kill(pid, $0) }))
-            kill(pid, SIGTERM)
-            while try await lines.next() != nil {}
-            return value
+        let pid = ChildPID()
+        let name = URL(fileURLWithPath: executable).lastPathComponent
+        let result = try await withLimit(limit, name, onExpiry: { pid.kill(SIGKILL) }) {
+            try await Subprocess.run(
+                .path(FilePath(executable)), arguments: Arguments(arguments),
+                workingDirectory: workingDirectory.map { FilePath($0) },
+                input: .none, output: .sequence, error: .discarded
+            ) { execution in
+                let id = execution.processIdentifier.value
+                pid.set(id)
+                var lines = execution.standardOutput.strings().makeAsyncIterator()
+                let outcome: Swift.Result<T, any Error>
+                do {
+                    let first = try await lines.next() ?? ""
+                    outcome = .success(try await body(Running(firstLine: first, signal: { kill(id, $0) })))
+                } catch {
+                    outcome = .failure(error)
+                }
+                kill(id, SIGTERM)
+                // A child that ignores SIGTERM is killed; its output is drained either way.
+                let killer = Task {
+                    try await Task.sleep(for: stopLimit)
+                    kill(id, SIGKILL)
+                }
+                while (try? await lines.next()) ?? nil != nil {}
+                killer.cancel()
+                return try outcome.get()
+            }
         }
         return (result.closureResult, code(result.terminationStatus))
+    }
+
+    /// Runs `operation`, or gives up after `limit`: `onExpiry` runs (to kill a child) and the
+    /// caller gets `TimedOut`, even if the operation itself never returns.
+    public static func withLimit<T: Sendable>(
+        _ limit: Duration, _ what: String, onExpiry: @escaping @Sendable () -> Void,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let settled = Once()
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let timer = Task {
+                try await Task.sleep(for: limit)
+                guard settled.claim() else { return }
+                onExpiry()
+                continuation.resume(throwing: TimedOut(description: "\(what) did not finish within \(limit)"))
+            }
+            Task {
+                let result = await Swift.Result { try await operation() }
+                timer.cancel()
+                guard settled.claim() else { return }
+                continuation.resume(with: result)
+            }
+        }
+    }
+
+    static func collect(_ sequence: SubprocessOutputSequence) async throws -> String {
+        var lines: [String] = []
+        for try await line in sequence.strings() { lines.append(line) }
+        return lines.joined(separator: "\n")
     }
 
     static func code(_ status: TerminationStatus) -> Int32 {
@@ -63,5 +137,24 @@ public enum Command {
         case .exited(let code): code
         case .signaled(let signal): -signal
         }
+    }
+}
+
+/// A child's pid, once known, for a watchdog to kill.
+final class ChildPID: Sendable {
+    private let pid = Mutex<pid_t?>(nil)
+    func set(_ value: pid_t) { pid.withLock { $0 = value } }
+    func kill(_ signal: Int32) { if let value = pid.withLock({ $0 }) { _ = Glibc.kill(value, signal) } }
+}
+
+/// True for the first caller only.
+final class Once: Sendable {
+    private let claimed = Mutex(false)
+    func claim() -> Bool { claimed.withLock { let first = !$0; $0 = true; return first } }
+}
+
+extension Swift.Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
