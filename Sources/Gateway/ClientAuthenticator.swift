@@ -6,6 +6,14 @@ import ProvisioningCore
 public struct Client: Sendable, Equatable {
     public let id: ClientID
     public let programs: Set<ProgramID>
+    /// May read `/v1/admin/...`.
+    public var admin: Bool = false
+
+    public init(id: ClientID, programs: Set<ProgramID>, admin: Bool = false) {
+        self.id = id
+        self.programs = programs
+        self.admin = admin
+    }
 
     public func mayUse(_ card: CardRecord) -> Bool { programs.contains(card.program) }
 }
@@ -18,7 +26,7 @@ public struct ClientAuthenticator: Sendable {
     public init(clients: [ClientConfig]) {
         entries = clients.compactMap { config in
             guard let hash = Data(hex: config.apiKeySHA256) else { return nil }
-            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) })))
+            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin))
         }
     }
 

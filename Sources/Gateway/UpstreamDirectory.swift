@@ -3,24 +3,40 @@ import Issuers
 import Logging
 import ProvisioningCore
 
-/// Where `sandbox://<kind>` endpoints and `sandbox` credentials point: the in-process simulators.
-public struct SandboxUpstream: Sendable {
-    public let baseURL: URL
-    public let secret: String
-    public init(baseURL: URL, secret: String) {
-        self.baseURL = baseURL
-        self.secret = secret
+/// Where `sandbox://<kind>[/<instance>]` endpoints and `sandbox` credentials point: the
+/// in-process simulators, one per distinct sandbox URL, and one key per upstream kind.
+public struct SandboxEndpoints: Sendable {
+    public var baseURLs: [String: URL]
+    public var secrets: [IssuerKind: String]
+    public init(baseURLs: [String: URL] = [:], secrets: [IssuerKind: String] = [:]) {
+        self.baseURLs = baseURLs
+        self.secrets = secrets
     }
 }
 
-/// Every configured issuer's connector, built once at start-up with its secrets resolved.
+/// One configured issuer: a connector per endpoint (failover order), and how it is retried.
+public struct UpstreamIssuer: Sendable {
+    public let issuer: IssuerID
+    public let kind: IssuerKind
+    public let endpoints: [any IssuerConnector]
+    public let retry: RetryPolicy
+    public let decisions: RetryDecisionTable
+    public let breaker: CircuitBreaker.Policy
+}
+
+/// Every configured issuer, built once at start-up with its secrets resolved.
 public final class UpstreamDirectory: Sendable {
-    public let connectors: [IssuerID: any IssuerConnector]
+    public let issuers: [IssuerID: UpstreamIssuer]
     private let clients: [UpstreamHTTP]
 
-    public init(connectors: [IssuerID: any IssuerConnector], clients: [UpstreamHTTP] = []) {
-        self.connectors = connectors
+    public init(issuers: [IssuerID: UpstreamIssuer], clients: [UpstreamHTTP] = []) {
+        self.issuers = issuers
         self.clients = clients
+    }
+
+    /// Each issuer's first endpoint's connector (what a single call without failover uses).
+    public var connectors: [IssuerID: any IssuerConnector] {
+        issuers.compactMapValues(\.endpoints.first)
     }
 
     public func shutdown() async {
@@ -30,10 +46,10 @@ public final class UpstreamDirectory: Sendable {
     /// Resolves `env:NAME` from `environment` and `sandbox` references from `sandbox`; a missing
     /// variable is a config problem naming the key path.
     public static func build(
-        config: GatewayConfig, environment: [String: String], sandbox: [IssuerKind: SandboxUpstream], logger: Logger
+        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger
     ) async throws(ConfigError) -> UpstreamDirectory {
         var problems: [ConfigProblem] = []
-        var connectors: [IssuerID: any IssuerConnector] = [:]
+        var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
 
         for name in config.issuers.keys.sorted() {
@@ -51,51 +67,55 @@ public final class UpstreamDirectory: Sendable {
                     }
                     return Sensitive(value)
                 case .sandbox?:
-                    guard let upstream = sandbox[issuerConfig.kind] else {
+                    guard let secret = sandbox.secrets[issuerConfig.kind] else {
                         problems.append(.init(keyPath, "no \(issuerConfig.kind.rawValue) simulator is running"))
                         return nil
                     }
-                    return Sensitive(upstream.secret)
+                    return Sensitive(secret)
                 case nil:
                     problems.append(.init(keyPath, "required"))
                     return nil
                 }
             }
 
-            // Failover across endpoints is the resilience issue's; the first endpoint serves.
-            let endpointText = issuerConfig.endpoints[0].url
-            let baseURL: URL
-            if endpointText.hasPrefix("sandbox://") {
-                guard let upstream = sandbox[issuerConfig.kind] else {
-                    problems.append(.init("\(path).endpoints[0].url", "no \(issuerConfig.kind.rawValue) simulator is running"))
-                    continue
+            var baseURLs: [URL] = []
+            for (index, endpoint) in issuerConfig.endpoints.enumerated() {
+                if endpoint.url.hasPrefix("sandbox://") {
+                    guard let url = sandbox.baseURLs[endpoint.url] else {
+                        problems.append(.init("\(path).endpoints[\(index)].url", "no simulator runs for \(endpoint.url)"))
+                        continue
+                    }
+                    baseURLs.append(url)
+                } else {
+                    baseURLs.append(URL(string: endpoint.url)!)
                 }
-                baseURL = upstream.baseURL
-            } else {
-                baseURL = URL(string: endpointText)!
             }
 
+            // One HTTP client (connection pool) per issuer, shared by its endpoints.
             let http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, logger: logger)
-            let connector: (any IssuerConnector)?
-            switch issuerConfig.kind {
-            case .bridge:
-                connector = secret("api_key").map {
-                    BridgeConnector(issuer: issuer, baseURL: baseURL, apiKey: $0, encoding: issuerConfig.wire.encoding ?? .hex, http: http)
-                }
-            case .tmp:
-                connector = secret("token").map {
-                    TMPConnector(issuer: issuer, baseURL: baseURL, token: $0, authOption: issuerConfig.wire.auth, http: http)
-                }
-            case .crossmint:
-                connector = secret("api_key").map { CrossmintConnector(issuer: issuer, baseURL: baseURL, apiKey: $0, http: http) }
-            }
             clients.append(http)
-            connectors[issuer] = connector
+            let credential: Sensitive<String>? = secret(issuerConfig.kind == .tmp ? "token" : "api_key")
+            guard let credential, baseURLs.count == issuerConfig.endpoints.count else { continue }
+            let endpoints: [any IssuerConnector] = baseURLs.map { baseURL in
+                switch issuerConfig.kind {
+                case .bridge:
+                    BridgeConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, encoding: issuerConfig.wire.encoding ?? .hex, http: http)
+                case .tmp:
+                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, authOption: issuerConfig.wire.auth, http: http)
+                case .crossmint:
+                    CrossmintConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, http: http)
+                }
+            }
+            let defaults = RetryDecisionTable.defaults(resendSafe: issuerConfig.kind.resendSafe)
+            issuers[issuer] = UpstreamIssuer(
+                issuer: issuer, kind: issuerConfig.kind, endpoints: endpoints, retry: issuerConfig.retry.policy,
+                decisions: defaults.overridden(by: issuerConfig.retry.decisions.compactMap { $0.rule(defaults: defaults) }),
+                breaker: issuerConfig.circuitBreaker.policy)
         }
         guard problems.isEmpty else {
-            await UpstreamDirectory(connectors: [:], clients: clients).shutdown()
+            await UpstreamDirectory(issuers: [:], clients: clients).shutdown()
             throw ConfigError(source: "environment", problems: problems)
         }
-        return UpstreamDirectory(connectors: connectors, clients: clients)
+        return UpstreamDirectory(issuers: issuers, clients: clients)
     }
 }

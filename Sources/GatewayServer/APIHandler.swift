@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Gateway
 import OpenAPIRuntime
+import Sandbox
 import ProvisioningAPI
 import ProvisioningCore
 
@@ -12,6 +13,12 @@ struct APIHandler: APIProtocol {
     let store: any GatewayStore
     let registration: CardRegistration
     let idempotency: IdempotencyGuard
+    let upstreams: UpstreamDirectory
+    let health: UpstreamHealth
+    let metrics: GatewayMetrics
+    /// The simulators, when the gateway runs the sandbox (fault injection exists only then).
+    let sandbox: SandboxUpstreams?
+    let configuredIssuers: [String: IssuerConfig]
 
     static func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
@@ -184,5 +191,82 @@ struct APIHandler: APIProtocol {
             throw GatewayError(.upstreamUnavailable, "the store is not reachable")
         }
         return .ok(.init(body: .json(.init(status: "ready"))))
+    }
+}
+
+// MARK: Resilience: metrics, upstream health, sandbox faults
+
+extension APIHandler {
+    func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
+        .ok(.init(body: .plainText(.init(metrics.exposition()))))
+    }
+
+    func listIssuerHealth(_ input: Operations.ListIssuerHealth.Input) async throws -> Operations.ListIssuerHealth.Output {
+        let client = try Self.client()
+        guard client.admin else { throw GatewayError(.forbidden, "only admin clients may read upstream health") }
+        let snapshot = health.snapshot()
+        let issuers = upstreams.issuers.values.sorted { $0.issuer.rawValue < $1.issuer.rawValue }.map { upstream in
+            Components.Schemas.IssuerHealth(
+                issuer: upstream.issuer.rawValue, kind: upstream.kind.rawValue,
+                retry: .init(
+                    maxAttempts: upstream.retry.maxAttempts, baseBackoffMs: Int(upstream.retry.baseBackoff.wholeMilliseconds),
+                    maxBackoffMs: Int(upstream.retry.maxBackoff.wholeMilliseconds),
+                    decisions: upstream.decisions.rules.map {
+                        .init(on: $0.match.description, code: $0.code.rawValue, action: .init(rawValue: $0.action.rawValue) ?? .fail)
+                    }),
+                endpoints: snapshot.filter { $0.issuer == upstream.issuer }.map { endpoint in
+                    .init(index: endpoint.index, url: endpoint.url, breaker: .init(rawValue: endpoint.state) ?? .closed,
+                          openUntil: endpoint.openUntil, calls: endpoint.calls, failures: endpoint.failures,
+                          consecutiveFailures: endpoint.consecutiveFailures, lastErrorCode: endpoint.recentFailures.last?.code.rawValue,
+                          lastErrorAt: endpoint.recentFailures.last?.at,
+                          recentFailures: endpoint.recentFailures.map { .init(at: $0.at, code: $0.code.rawValue, condition: $0.condition) })
+                })
+        }
+        return .ok(.init(body: .json(.init(issuers: issuers))))
+    }
+
+    /// The sandbox's simulators, or 404 outside the sandbox (the path does not exist there).
+    private func sandboxUpstreams() throws(GatewayError) -> SandboxUpstreams {
+        _ = try Self.client()
+        guard let sandbox else { throw GatewayError(.notFound, "fault injection exists only in the sandbox") }
+        return sandbox
+    }
+
+    func addSandboxFault(_ input: Operations.AddSandboxFault.Input) async throws -> Operations.AddSandboxFault.Output {
+        let sandbox = try sandboxUpstreams()
+        guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
+        let config = SandboxFaultConfig(issuer: body.issuer, mode: body.mode.rawValue, count: body.count ?? 1, endpoint: body.endpoint ?? 0,
+                                        delayMS: body.delayMs, retryAfterSeconds: body.retryAfterSeconds)
+        if let problem = config.problems(path: "", issuers: configuredIssuers).first {
+            throw GatewayError(.invalidRequest, "\(problem.path.drop { $0 == "." }): \(problem.reason)")
+        }
+        guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode) else {
+            throw GatewayError(.invalidRequest, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
+        }
+        await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
+                               retryAfterSeconds: config.retryAfterSeconds))
+        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+    }
+
+    func listSandboxFaults(_ input: Operations.ListSandboxFaults.Input) async throws -> Operations.ListSandboxFaults.Output {
+        let sandbox = try sandboxUpstreams()
+        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+    }
+
+    func clearSandboxFaults(_ input: Operations.ClearSandboxFaults.Input) async throws -> Operations.ClearSandboxFaults.Output {
+        let sandbox = try sandboxUpstreams()
+        await sandbox.clearFaults()
+        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+    }
+
+    private func queuedFaults(_ sandbox: SandboxUpstreams) async -> Components.Schemas.SandboxFaults {
+        var faults: [Components.Schemas.SandboxFaults.FaultsPayloadPayload] = []
+        for url in sandbox.instances.keys.sorted() {
+            for fault in await sandbox.instances[url]!.faults.pending {
+                faults.append(.init(simulator: url, mode: fault.mode.rawValue, remaining: fault.count,
+                                    delayMs: fault.delay.map { Int($0.wholeMilliseconds) }, retryAfterSeconds: fault.retryAfterSeconds))
+            }
+        }
+        return .init(faults: faults)
     }
 }

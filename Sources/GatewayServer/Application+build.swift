@@ -13,8 +13,17 @@ public func buildApplication(
     upstreams: UpstreamDirectory,
     environment: [String: String] = ProcessInfo.processInfo.environment,
     logger: Logger,
+    sandbox: SandboxUpstreams? = nil,
+    health: UpstreamHealth? = nil,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
+    let metrics = GatewayMetrics()
+    let health = health ?? UpstreamHealth(metrics: metrics)
+    for upstream in upstreams.issuers.values {
+        for (index, endpoint) in upstream.endpoints.enumerated() {
+            health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
+        }
+    }
     let router = Router()
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: ProblemMiddleware(logger: logger))
@@ -31,10 +40,12 @@ public func buildApplication(
     let service = ProvisioningService(
         store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
         validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
-        chainValidator: local.validator, logger: logger)
+        chainValidator: local.validator, health: health, metrics: metrics, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(issuers: config.issuers, localEnabled: config.local.enabled),
-        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline))
+        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline),
+        upstreams: upstreams, health: health, metrics: metrics, sandbox: config.sandbox.enabled ? sandbox : nil,
+        configuredIssuers: config.issuers)
     try handler.registerHandlers(on: router)
 
     // The server's own start/stop chatter stays below the gateway's banner and request logs.

@@ -19,13 +19,15 @@ public enum GatewayRunner {
         try await StoreBootstrap.withStore(config.store, environment: environment, logger: logger) { opened in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 let store = opened.store
-                var sandboxEndpoints: [IssuerKind: SandboxUpstream] = [:]
+                var sandboxEndpoints = SandboxEndpoints()
+                var sandboxUpstreams: SandboxUpstreams?
                 if config.sandbox.enabled {
                     try await store.importCards(config.sandbox.cards.map(\.record))
                     try await SandboxSeed.vault(config: config, store: store, environment: environment)
                     let sandbox = SandboxUpstreams(config: config, logger: logger)
                     group.addTask { try await sandbox.run() }
                     sandboxEndpoints = await sandbox.endpoints()
+                    sandboxUpstreams = sandbox
                 }
                 group.addTask {
                     while !Task.isCancelled {
@@ -40,7 +42,7 @@ public enum GatewayRunner {
                 do {
                     let app = try buildApplication(
                         config: config, store: store, upstreams: upstreams, environment: environment, logger: logger,
-                        onServerRunning: onServerRunning)
+                        sandbox: sandboxUpstreams, onServerRunning: onServerRunning)
                     try await app.runService()
                 } catch {
                     await upstreams.shutdown()

@@ -5,18 +5,32 @@ import Logging
 import ProvisioningCore
 import Sandbox
 
-/// The three simulators the sandbox config asks for, each on its own ephemeral loopback port,
-/// knowing the demo cards and holding a key made up at start-up (never written anywhere).
+/// The simulators the sandbox config asks for: one per distinct `sandbox://<kind>[/<name>]`
+/// endpoint, each on its own ephemeral loopback port, knowing the demo cards, with one key per
+/// upstream kind made up at start-up (never written anywhere). `bridge`, `tmp` and `crossmint` are
+/// the simulators behind `sandbox://bridge`, `sandbox://tmp` and `sandbox://crossmint`.
 public struct SandboxUpstreams: Sendable {
+    /// One running simulator: where it is configured, what it saw, and its fault queue.
+    public struct Instance: Sendable {
+        public let url: String
+        public let kind: IssuerKind
+        public let log: SimulatorLog
+        public let faults: SimulatorFaults
+        let server: SimulatorServer
+    }
+
     public let bridge: BridgeSimulator
     public let tmp: TMPSimulator
     public let crossmint: CrossmintSimulator
-    let servers: [IssuerKind: SimulatorServer]
+    /// By sandbox URL.
+    public let instances: [String: Instance]
     let secrets: [IssuerKind: String]
+    let config: GatewayConfig
 
     public init(config: GatewayConfig, logger: Logger) {
         var logger = logger
         logger.logLevel = max(logger.logLevel, .notice)
+        self.config = config
         var secrets: [IssuerKind: String] = [:]
         for kind in IssuerKind.allCases {
             secrets[kind] = "sk_sim_" + Data((0..<16).map { _ in UInt8.random(in: .min ... .max) }).lowercaseHex
@@ -39,41 +53,91 @@ public struct SandboxUpstreams: Sendable {
             }
             return result
         }
-        bridge = BridgeSimulator(
-            apiKey: secrets[.bridge]!,
-            accounts: Set(references(.bridge).map {
-                BridgeSimulator.Account(customerID: $0["customer_id"] ?? "", cardAccountID: $0["card_account_id"] ?? "")
-            }),
-            cards: demoCards(.bridge, idField: "card_account_id"))
+        func makeBridge() -> BridgeSimulator {
+            BridgeSimulator(
+                apiKey: secrets[.bridge]!,
+                accounts: Set(references(.bridge).map {
+                    BridgeSimulator.Account(customerID: $0["customer_id"] ?? "", cardAccountID: $0["card_account_id"] ?? "")
+                }),
+                cards: demoCards(.bridge, idField: "card_account_id"))
+        }
         let tmpAuth = config.issuers.values.first { $0.kind == .tmp }?.wire.auth
-        tmp = TMPSimulator(
-            token: secrets[.tmp]!,
-            auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
-            cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }),
-            cards: demoCards(.tmp, idField: "issuer_card_id"))
-        crossmint = CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }),
-                                       cards: demoCards(.crossmint, idField: "issuer_card_id"))
-        servers = [
-            .bridge: bridge.server(logger: logger),
-            .tmp: tmp.server(logger: logger),
-            .crossmint: crossmint.server(logger: logger),
-        ]
+        func makeTMP() -> TMPSimulator {
+            TMPSimulator(
+                token: secrets[.tmp]!,
+                auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
+                cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }),
+                cards: demoCards(.tmp, idField: "issuer_card_id"))
+        }
+        func makeCrossmint() -> CrossmintSimulator {
+            CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }),
+                               cards: demoCards(.crossmint, idField: "issuer_card_id"))
+        }
+        let primaryBridge = makeBridge(), primaryTMP = makeTMP(), primaryCrossmint = makeCrossmint()
+        bridge = primaryBridge
+        tmp = primaryTMP
+        crossmint = primaryCrossmint
+        func makeInstance(_ url: String, _ kind: IssuerKind, primary: Bool) -> Instance {
+            switch kind {
+            case .bridge:
+                let simulator = primary ? primaryBridge : makeBridge()
+                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
+            case .tmp:
+                let simulator = primary ? primaryTMP : makeTMP()
+                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
+            case .crossmint:
+                let simulator = primary ? primaryCrossmint : makeCrossmint()
+                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
+            }
+        }
+        var all: [String: Instance] = [:]
+        for kind in IssuerKind.allCases {
+            let url = "sandbox://\(kind.rawValue)"
+            all[url] = makeInstance(url, kind, primary: true)
+        }
+        for issuer in config.issuers.values {
+            for endpoint in issuer.endpoints where endpoint.url.hasPrefix("sandbox://") && all[endpoint.url] == nil {
+                all[endpoint.url] = makeInstance(endpoint.url, issuer.kind, primary: false)
+            }
+        }
+        instances = all
     }
 
-    /// Serves all three until the calling task is cancelled.
+    /// Serves every simulator until the calling task is cancelled.
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for server in servers.values { group.addTask { try await server.run() } }
+            for instance in instances.values { group.addTask { try await instance.server.run() } }
             try await group.waitForAll()
         }
     }
 
-    /// Each simulator's base URL and key, once all listen.
-    public func endpoints() async -> [IssuerKind: SandboxUpstream] {
-        var endpoints: [IssuerKind: SandboxUpstream] = [:]
-        for (kind, server) in servers {
-            endpoints[kind] = SandboxUpstream(baseURL: await server.baseURL(), secret: secrets[kind]!)
+    /// Each simulator's base URL and the keys, once all listen; the config's `sandbox.faults`
+    /// are queued before anyone can call.
+    public func endpoints() async -> SandboxEndpoints {
+        var endpoints = SandboxEndpoints(secrets: secrets)
+        for (url, instance) in instances {
+            endpoints.baseURLs[url] = await instance.server.baseURL()
+        }
+        for fault in config.sandbox.faults {
+            guard let faults = faults(issuer: fault.issuer, endpoint: fault.endpoint), let mode = FaultMode(rawValue: fault.mode) else { continue }
+            await faults.add(Fault(mode: mode, count: fault.count, delay: fault.delayMS.map { .milliseconds($0) },
+                                   retryAfterSeconds: fault.retryAfterSeconds))
         }
         return endpoints
+    }
+
+    /// The simulator behind an issuer's endpoint (0 the first), if it is a sandbox one.
+    public func instance(issuer: String, endpoint: Int = 0) -> Instance? {
+        guard let issuerConfig = config.issuers[issuer], issuerConfig.endpoints.indices.contains(endpoint) else { return nil }
+        return instances[issuerConfig.endpoints[endpoint].url]
+    }
+
+    public func faults(issuer: String, endpoint: Int = 0) -> SimulatorFaults? {
+        instance(issuer: issuer, endpoint: endpoint)?.faults
+    }
+
+    /// Clears every simulator's fault queue.
+    public func clearFaults() async {
+        for instance in instances.values { await instance.faults.clear() }
     }
 }

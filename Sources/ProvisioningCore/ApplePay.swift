@@ -73,13 +73,13 @@ public struct ApplePayPayload: Sendable {
     public init(activationData: Data, encryptedPassData: Data, ephemeralPublicKey: Data) throws(GatewayError) {
         guard ephemeralPublicKey.count == Self.uncompressedP256KeyLength, ephemeralPublicKey.first == 0x04 else {
             throw GatewayError(.upstreamProtocolError,
-                "ephemeral public key is not a 65-byte uncompressed P-256 point (got \(ephemeralPublicKey.count) bytes)")
+                "ephemeral public key is not a 65-byte uncompressed P-256 point (got \(ephemeralPublicKey.count) bytes)", condition: .malformed)
         }
         guard !encryptedPassData.isEmpty else {
-            throw GatewayError(.upstreamProtocolError, "encrypted pass data is empty")
+            throw GatewayError(.upstreamProtocolError, "encrypted pass data is empty", condition: .malformed)
         }
         guard !activationData.isEmpty else {
-            throw GatewayError(.upstreamProtocolError, "activation data is empty")
+            throw GatewayError(.upstreamProtocolError, "activation data is empty", condition: .malformed)
         }
         self.activationData = Sensitive(activationData)
         self.encryptedPassData = Sensitive(encryptedPassData)

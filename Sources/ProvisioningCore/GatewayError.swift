@@ -77,10 +77,26 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The provisioning it ended, whose audit trail says more.
     public private(set) var provisioningID: ProvisioningID?
 
-    public init(_ code: Code, _ detail: String, upstreamStatus: Int? = nil) {
+    /// What went wrong at the upstream, for the retry decision table; nil when no upstream was
+    /// involved. An upstream HTTP status implies `.status(status)`.
+    public let condition: UpstreamCondition?
+    /// The upstream's `Retry-After`, when it sent one.
+    public let retryAfter: Duration?
+
+    public init(_ code: Code, _ detail: String, upstreamStatus: Int? = nil, condition: UpstreamCondition? = nil, retryAfter: Duration? = nil) {
         self.code = code
         self.detail = detail
         self.upstreamStatus = upstreamStatus
+        self.condition = condition ?? upstreamStatus.map { .status($0) }
+        self.retryAfter = retryAfter
+    }
+
+    /// The same failure under the code an issuer's retry table gives it.
+    public func recoded(_ newCode: Code) -> GatewayError {
+        guard newCode != code else { return self }
+        var copy = GatewayError(newCode, detail, upstreamStatus: upstreamStatus, condition: condition, retryAfter: retryAfter)
+        copy.provisioningID = provisioningID
+        return copy
     }
 
     public func with(provisioningID: ProvisioningID) -> GatewayError {

@@ -10,9 +10,15 @@ public struct RoutingRule: Sendable, Equatable {
     public var wallet: Wallet?
     public var issuer: IssuerID
     public var fallback: IssuerID?
+    /// The whole request's deadline on this route, all attempts included; the server's when nil.
+    public var deadline: Duration?
 
-    public init(program: ProgramID? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil, issuer: IssuerID, fallback: IssuerID? = nil) {
+    public init(
+        program: ProgramID? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil, issuer: IssuerID, fallback: IssuerID? = nil,
+        deadline: Duration? = nil
+    ) {
         self.fallback = fallback
+        self.deadline = deadline
         self.program = program
         self.cardIDPrefix = cardIDPrefix
         self.wallet = wallet
@@ -44,5 +50,10 @@ public struct RoutingTable: Sendable {
     /// matching the card (whether or not that rule chose the issuer).
     public func fallback(for card: CardRecord, wallet: Wallet) -> IssuerID? {
         rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.fallback
+    }
+
+    /// The deadline of the first rule matching the card that sets one.
+    public func deadline(for card: CardRecord, wallet: Wallet) -> Duration? {
+        rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.deadline
     }
 }

@@ -29,6 +29,7 @@ public struct BridgeSimulator: Sendable {
     public let cards: [String: DemoCard]
     public let responseStyle: ResponseStyle
     public let log = SimulatorLog()
+    public let faults = SimulatorFaults()
     private let replays = IdempotencyReplays()
 
     public init(apiKey: String, accounts: Set<Account>, cards: [String: DemoCard] = [:], responseStyle: ResponseStyle = .guideExample) {
@@ -39,14 +40,12 @@ public struct BridgeSimulator: Sendable {
     }
 
     public func server(logger: Logger = Logger(label: "sandbox.bridge")) -> SimulatorServer {
-        SimulatorServer(name: "bridge-simulator", basePath: "/v0", logger: logger) { router in
+        SimulatorServer(name: "bridge-simulator", basePath: "/v0", logger: logger, log: log, faults: faults,
+                        errorResponse: { error($0, $1, $2, location: "body", key: nil) }) { router in
         router.post("/v0/customers/{customerID}/card_accounts/{cardAccountID}/create_mobile_wallet_provisioning_request") {
             request, context in
-            let response = await handle(request, customerID: SimulatorHTTP.parameter(context, "customerID"),
-                                        cardAccountID: SimulatorHTTP.parameter(context, "cardAccountID"))
-            await log.record(.init(method: "POST", path: request.uri.path, status: Int(response.status.code),
-                                   idempotencyKey: SimulatorHTTP.header(request, "Idempotency-Key")))
-            return response
+            await handle(request, customerID: SimulatorHTTP.parameter(context, "customerID"),
+                         cardAccountID: SimulatorHTTP.parameter(context, "cardAccountID"))
         }
         }
     }

@@ -10,6 +10,7 @@ public struct CrossmintSimulator: Sendable {
     /// Card data by Crossmint card id; others get `DemoCard.testVisa`.
     public let cards: [String: DemoCard]
     public let log = SimulatorLog()
+    public let faults = SimulatorFaults()
 
     public init(apiKey: String, cardIDs: Set<String>, cards: [String: DemoCard] = [:]) {
         self.apiKey = apiKey
@@ -18,11 +19,10 @@ public struct CrossmintSimulator: Sendable {
     }
 
     public func server(logger: Logger = Logger(label: "sandbox.crossmint")) -> SimulatorServer {
-        SimulatorServer(name: "crossmint-simulator", basePath: "/api/v1", logger: logger) { router in
+        SimulatorServer(name: "crossmint-simulator", basePath: "/api/v1", logger: logger, log: log, faults: faults,
+                        errorResponse: { status, _, message in error(status, message) }) { router in
         router.get("/api/v1/cards/{cardId}/apple-pay-payload") { request, context in
-            let response = payload(request, cardID: SimulatorHTTP.parameter(context, "cardId"))
-            await log.record(.init(method: "GET", path: request.uri.path, status: Int(response.status.code), idempotencyKey: nil))
-            return response
+            payload(request, cardID: SimulatorHTTP.parameter(context, "cardId"))
         }
         }
     }

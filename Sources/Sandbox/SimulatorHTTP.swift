@@ -17,7 +17,7 @@ enum SimulatorHTTP {
     }
 
     /// A path parameter, percent-decoded (ids may hold any character).
-    static func parameter(_ context: BasicRequestContext, _ name: String) -> String {
+    static func parameter(_ context: SimulatorContext, _ name: String) -> String {
         let raw = context.parameters.get(name) ?? ""
         return raw.removingPercentEncoding ?? raw
     }

@@ -8,21 +8,28 @@ public final class SimulatorServer: Sendable {
     public let name: String
     /// Where the upstream's API lives on the server, e.g. Bridge's `/v0`.
     public let basePath: String
-    private let routes: @Sendable (Router<BasicRequestContext>) -> Void
+    private let routes: @Sendable (Router<SimulatorContext>) -> Void
+    private let middleware: SimulatorMiddleware
     private let listening = ListeningPort()
     private let logger: Logger
 
-    init(name: String, basePath: String, logger: Logger, routes: @escaping @Sendable (Router<BasicRequestContext>) -> Void) {
+    init(
+        name: String, basePath: String, logger: Logger, log: SimulatorLog, faults: SimulatorFaults,
+        errorResponse: @escaping @Sendable (HTTPResponse.Status, String, String) -> Response,
+        routes: @escaping @Sendable (Router<SimulatorContext>) -> Void
+    ) {
         self.name = name
         self.basePath = basePath
         self.routes = routes
+        self.middleware = SimulatorMiddleware(log: log, faults: faults, errorResponse: errorResponse)
         self.logger = logger
     }
 
     /// Serves until the calling task is cancelled.
     public func run() async throws {
         let listening = self.listening
-        let router = Router()
+        let router = Router(context: SimulatorContext.self)
+        router.add(middleware: middleware)
         routes(router)
         let app = Application(
             router: router,
@@ -62,9 +69,15 @@ public struct RecordedRequest: Sendable, Equatable {
     public let idempotencyKey: String?
 }
 
+/// Keeps the most recent `limit` requests (a sandbox may run for days) and counts them all.
 public actor SimulatorLog {
+    public static let limit = 10_000
     public private(set) var requests: [RecordedRequest] = []
+    public private(set) var count = 0
     public init() {}
-    func record(_ request: RecordedRequest) { requests.append(request) }
-    public var count: Int { requests.count }
+    func record(_ request: RecordedRequest) {
+        count += 1
+        requests.append(request)
+        if requests.count > Self.limit { requests.removeFirst(requests.count - Self.limit / 2) }
+    }
 }

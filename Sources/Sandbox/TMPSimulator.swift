@@ -18,6 +18,7 @@ public struct TMPSimulator: Sendable {
     /// Card data by TMP card id; others get `DemoCard.testVisa`.
     public let cards: [String: DemoCard]
     public let log = SimulatorLog()
+    public let faults = SimulatorFaults()
 
     public init(token: String, auth: Auth = .bearer, cardIDs: Set<String>, cards: [String: DemoCard] = [:]) {
         self.token = token
@@ -27,11 +28,10 @@ public struct TMPSimulator: Sendable {
     }
 
     public func server(logger: Logger = Logger(label: "sandbox.tmp")) -> SimulatorServer {
-        SimulatorServer(name: "tmp-simulator", basePath: "", logger: logger) { router in
+        SimulatorServer(name: "tmp-simulator", basePath: "", logger: logger, log: log, faults: faults,
+                        errorResponse: { error($0, $1, $2) }) { router in
         router.post("/issuer/push-provisioning/signed-cards") { request, _ in
-            let response = await signCard(request)
-            await log.record(.init(method: "POST", path: request.uri.path, status: Int(response.status.code), idempotencyKey: nil))
-            return response
+            await signCard(request)
         }
         }
     }

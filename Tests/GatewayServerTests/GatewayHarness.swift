@@ -47,7 +47,7 @@ enum GatewayHarness {
     /// SQLite file unless one is given.
     static func run(
         config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
-        logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil,
+        logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil, health: UpstreamHealth? = nil,
         _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
@@ -62,7 +62,8 @@ enum GatewayHarness {
             let upstreams = try await UpstreamDirectory.build(
                 config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
             do {
-                let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, environment: environment, logger: logger)
+                let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, environment: environment, logger: logger,
+                                               sandbox: sandbox, health: health)
                 try await app.test(.live) { client in try await body(client, sandbox) }
             } catch {
                 await upstreams.shutdown()

@@ -113,9 +113,10 @@ import X509
             let id = try #require(response.json["provisioning_id"] as? String)
             let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
             let events = try #require(audit.json["events"] as? [[String: Any]])
-            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
-            #expect(events.map { $0["attempt"] as? Int } == [1, 2])
-            #expect(events.map { $0["outcome"] as? String } == ["failed", "succeeded"])
+            // Bridge's retry policy (3 attempts, its one endpoint refusing connections), then local.
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "bridge", "bridge", "local"])
+            #expect(events.map { $0["attempt"] as? Int } == [1, 2, 3, 4])
+            #expect(events.map { $0["outcome"] as? String } == ["failed", "failed", "failed", "succeeded"])
             #expect(events.first?["error_code"] as? String == "upstream_unavailable")
         }
     }
@@ -131,8 +132,11 @@ import X509
             let id = try #require(response.json["provisioning_id"] as? String)
             let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
             let events = try #require(audit.json["events"] as? [[String: Any]])
-            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
-            #expect(events.map { $0["error_code"] as? String } == ["upstream_unavailable", "card_not_found"])
+            // Three attempts at Bridge, local's, then the request's own answer (attempt 0): Bridge's failure.
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "bridge", "bridge", "local", "bridge"])
+            #expect(events.map { $0["error_code"] as? String }
+                == ["upstream_unavailable", "upstream_unavailable", "upstream_unavailable", "card_not_found", "upstream_unavailable"])
+            #expect(events.map { $0["attempt"] as? Int } == [1, 2, 3, 4, 0])
         }
     }
 

@@ -141,7 +141,7 @@ import WalletCrypto
         let yaml = Self.minimal.replacingOccurrences(of: "    credentials:", with: "    credentails:")
             + "\nserver:\n  prot: 9000\nsandbox:\n  cards:\n    - { card_id: c, program: p, issuer: bridge, issuer_reference: {}, crad: {} }\n"
         let found = problems(yaml)
-        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain)"))
+        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain, retry, circuit_breaker)"))
         #expect(found.contains { $0.hasPrefix("server.prot: unknown key") })
         #expect(found.contains { $0.hasPrefix("sandbox.cards[0].crad: unknown key") })
     }
@@ -160,7 +160,7 @@ import WalletCrypto
     @Test func aMissingEnvironmentVariableNamesItsKeyPath() async throws {
         let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
         do throws(ConfigError) {
-            let upstreams = try await UpstreamDirectory.build(config: config, environment: [:], sandbox: [:], logger: Logger(label: "test"))
+            let upstreams = try await UpstreamDirectory.build(config: config, environment: [:], logger: Logger(label: "test"))
             await upstreams.shutdown()
             Issue.record("built without the API key")
         } catch {
@@ -171,7 +171,7 @@ import WalletCrypto
     @Test func theEnvironmentSuppliesTheSecret() async throws {
         let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
         let upstreams = try await UpstreamDirectory.build(
-            config: config, environment: ["BRIDGE_API_KEY": "sk_live_x"], sandbox: [:], logger: Logger(label: "test"))
+            config: config, environment: ["BRIDGE_API_KEY": "sk_live_x"], logger: Logger(label: "test"))
         #expect(upstreams.connectors["bridge"] is BridgeConnector)
         await upstreams.shutdown()
     }

@@ -40,7 +40,7 @@ public struct BridgeConnector: IssuerConnector {
 
         guard response.status == 200 else {
             let error = WireJSON.decodeError(BridgeWire.ErrorBody.self, from: response.body)
-            throw UpstreamStatus.error(issuer: issuer, status: response.status, upstreamCode: error?.summary)
+            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.summary)
         }
         let answer = try WireJSON.decode(BridgeWire.ProvisioningResponse.self, from: response.body, issuer: issuer).applePay
         return try ApplePayPayload(

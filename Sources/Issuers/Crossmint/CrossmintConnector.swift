@@ -27,7 +27,7 @@ public struct CrossmintConnector: IssuerConnector {
             method: .GET, url: url, headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
 
         guard response.status == 200 else {
-            throw UpstreamStatus.error(issuer: issuer, status: response.status, upstreamCode: nil)
+            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
         }
         let answer = try WireJSON.decode(CrossmintWire.PayloadResponse.self, from: response.body, issuer: issuer)
         return try ApplePayPayload(

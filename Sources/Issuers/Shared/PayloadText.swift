@@ -25,7 +25,7 @@ enum PayloadText {
 
     static func require(_ value: Data?, field: String, issuer: IssuerID) throws(GatewayError) -> Data {
         guard let value else {
-            throw GatewayError(.upstreamProtocolError, "\(issuer) sent \(field) in an encoding the gateway does not read")
+            throw GatewayError(.upstreamProtocolError, "\(issuer) sent \(field) in an encoding the gateway does not read", condition: .malformed)
         }
         return value
     }

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOPosix
 import ProvisioningCore
 
 /// One issuer's HTTP client: pooled connections, the issuer's connect timeout, and every transport
@@ -29,6 +30,10 @@ public final class UpstreamHTTP: Sendable {
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .milliseconds(Int64(timeouts.connectMS)))
         configuration.redirectConfiguration = .disallow
+        // A refused connection fails at once: the gateway's own retry policy, circuit breakers
+        // and endpoint failover decide what happens next, instead of AsyncHTTPClient retrying
+        // the connection until the connect timeout.
+        configuration.connectionPool.retryConnectionEstablishment = false
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         self.logger = logger
     }
@@ -82,18 +87,25 @@ public final class UpstreamHTTP: Sendable {
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .writeTimeout:
-                return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms")
+                return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms", condition: .timedOut)
             case .connectTimeout:
-                return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time")
+                return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
             case .remoteConnectionClosed:
-                return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection")
+                return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
             default:
-                return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(error))")
+                return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(error))", condition: .connectionReset)
             }
         }
-        if error is NIOTooManyBytesError {
-            return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body")
+        // Connection refused, no route, unknown host: nothing was sent.
+        if error is NIOConnectionError || (error as? IOError)?.errnoCode == ECONNREFUSED {
+            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
         }
-        return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))")
+        if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
+            return GatewayError(.upstreamUnavailable, "\(issuer) reset the connection", condition: .connectionReset)
+        }
+        if error is NIOTooManyBytesError {
+            return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body", condition: .malformed)
+        }
+        return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))", condition: .connectionReset)
     }
 }

@@ -14,7 +14,7 @@ enum WireJSON {
         do {
             return try JSONDecoder().decode(type, from: body)
         } catch {
-            throw GatewayError(.upstreamProtocolError, "\(issuer) answered 200 with a body that is not its documented shape")
+            throw GatewayError(.upstreamProtocolError, "\(issuer) answered 200 with a body that is not its documented shape", condition: .malformed)
         }
     }
 

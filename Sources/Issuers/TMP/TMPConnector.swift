@@ -36,7 +36,7 @@ public struct TMPConnector: IssuerConnector {
 
         guard response.status == 200 else {
             let error = WireJSON.decodeError(TMPWire.ErrorBody.self, from: response.body)
-            throw UpstreamStatus.error(issuer: issuer, status: response.status, upstreamCode: error?.errorCode)
+            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
         }
         let answer = try WireJSON.decode(TMPWire.SignCardResponse.self, from: response.body, issuer: issuer)
         return try ApplePayPayload(

@@ -20,7 +20,9 @@ extension GatewayConfig {
             if client.apiKeySHA256.count != 64 || Data(hex: client.apiKeySHA256) == nil {
                 problems.append(.init("\(path).api_key_sha256", "must be 64 hex characters (the SHA-256 of the key, not the key)"))
             }
-            if client.programs.isEmpty { problems.append(.init("\(path).programs", "must name at least one program")) }
+            if client.programs.isEmpty && !client.admin {
+                problems.append(.init("\(path).programs", "must name at least one program (or the client is admin: true)"))
+            }
         }
 
         for name in issuers.keys.sorted() {
@@ -53,6 +55,28 @@ extension GatewayConfig {
             if let encoding = issuer.wire.encoding, encoding == .base64URL {
                 problems.append(.init("\(path).wire.encoding", "must be hex or base64"))
             }
+            let retry = issuer.retry
+            if !(1...10).contains(retry.maxAttempts) { problems.append(.init("\(path).retry.max_attempts", "must be 1 to 10")) }
+            if retry.baseBackoffMS < 1 { problems.append(.init("\(path).retry.base_backoff_ms", "must be positive")) }
+            if retry.maxBackoffMS < retry.baseBackoffMS {
+                problems.append(.init("\(path).retry.max_backoff_ms", "must be at least base_backoff_ms (\(retry.baseBackoffMS))"))
+            }
+            if retry.minAttemptMS < 0 { problems.append(.init("\(path).retry.min_attempt_ms", "must not be negative")) }
+            for (row, decision) in retry.decisions.enumerated() {
+                let rowPath = "\(path).retry.decisions[\(row)]"
+                if RetryRule.Match(parsing: decision.on) == nil {
+                    problems.append(.init("\(rowPath).on", "must be connect_failed, timeout, reset, malformed, an HTTP status, 4xx or 5xx"))
+                }
+                if RetryAction(rawValue: decision.action) == nil { problems.append(.init("\(rowPath).action", "must be retry, failover or fail")) }
+                if let refusal = decision.refusal(kind: issuer.kind) { problems.append(.init("\(rowPath).action", refusal)) }
+                if let code = decision.code, GatewayError.Code(rawValue: code) == nil {
+                    problems.append(.init("\(rowPath).code", "unknown error code '\(code)'"))
+                }
+            }
+            let breaker = issuer.circuitBreaker
+            if breaker.failureThreshold < 1 { problems.append(.init("\(path).circuit_breaker.failure_threshold", "must be at least 1")) }
+            if breaker.openMS < 1 { problems.append(.init("\(path).circuit_breaker.open_ms", "must be positive")) }
+            if breaker.halfOpenProbes < 1 { problems.append(.init("\(path).circuit_breaker.half_open_probes", "must be at least 1")) }
             if let auth = issuer.wire.auth {
                 if issuer.kind != .tmp {
                     problems.append(.init("\(path).wire.auth", "only TMP issuers take an auth option"))
@@ -66,6 +90,9 @@ extension GatewayConfig {
         for (index, rule) in routing.rules.enumerated() {
             if !knownIssuers.contains(rule.issuer) {
                 problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
+            }
+            if let deadline = rule.deadlineMS, !(100...60_000).contains(deadline) {
+                problems.append(.init("routing.rules[\(index)].deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
             }
             if let fallback = rule.fallback {
                 if fallback != "local" {
@@ -103,6 +130,11 @@ extension GatewayConfig {
             }
             if postgres.connectTimeoutMS <= 0 { problems.append(.init("store.postgres.connect_timeout_ms", "must be positive")) }
         }
+
+        for (index, fault) in sandbox.faults.enumerated() {
+            problems += fault.problems(path: "sandbox.faults[\(index)]", issuers: issuers)
+        }
+        if !sandbox.faults.isEmpty && !sandbox.enabled { problems.append(.init("sandbox.faults", "need sandbox.enabled: true")) }
 
         let table = routing.table
         var seenCards = Set<String>()

@@ -58,17 +58,27 @@ public struct ClientConfig: Sendable, Decodable {
     /// Lowercase hex SHA-256 of the API key; the key itself is never in the file.
     public var apiKeySHA256: String
     public var programs: [String]
+    /// Ops clients: may read `/v1/admin/...` (upstream health). Need no programs.
+    public var admin: Bool
 
-    public init(id: String, apiKeySHA256: String, programs: [String]) {
+    public init(id: String, apiKeySHA256: String, programs: [String], admin: Bool = false) {
         self.id = id
         self.apiKeySHA256 = apiKeySHA256
         self.programs = programs
+        self.admin = admin
     }
 
     enum CodingKeys: String, CodingKey {
         case id
         case apiKeySHA256 = "api_key_sha256"
-        case programs
+        case programs, admin
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        apiKeySHA256 = try c.decode(String.self, forKey: .apiKeySHA256)
+        programs = try c.decodeIfPresent([String].self, forKey: .programs) ?? []
+        admin = try c.decodeIfPresent(Bool.self, forKey: .admin) ?? false
     }
 }
 
@@ -81,6 +91,16 @@ public enum IssuerKind: String, Sendable, Decodable, CaseIterable {
         switch self {
         case .bridge, .crossmint: ["api_key"]
         case .tmp: ["token"]
+        }
+    }
+
+    /// Whether sending the same provisioning request twice is harmless: Bridge honours an
+    /// Idempotency-Key that the gateway keeps the same across attempts; Crossmint's call is a GET.
+    /// TMP's signed-cards POST has no idempotency key in its contract.
+    public var resendSafe: Bool {
+        switch self {
+        case .bridge, .crossmint: true
+        case .tmp: false
         }
     }
 
@@ -101,10 +121,13 @@ public struct IssuerConfig: Sendable, Decodable {
     public var wire: WireOptions
     /// Validate the PassKit chain before calling this issuer (invalid -> 422, no upstream call).
     public var validateChain: Bool
+    public var retry: RetryConfig
+    public var circuitBreaker: CircuitBreakerConfig
 
     enum CodingKeys: String, CodingKey {
-        case kind, endpoints, credentials, timeouts, wire
+        case kind, endpoints, credentials, timeouts, wire, retry
         case validateChain = "validate_chain"
+        case circuitBreaker = "circuit_breaker"
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -114,6 +137,102 @@ public struct IssuerConfig: Sendable, Decodable {
         timeouts = try c.decodeIfPresent(TimeoutConfig.self, forKey: .timeouts) ?? TimeoutConfig()
         wire = try c.decodeIfPresent(WireOptions.self, forKey: .wire) ?? WireOptions()
         validateChain = try c.decodeIfPresent(Bool.self, forKey: .validateChain) ?? false
+        retry = try c.decodeIfPresent(RetryConfig.self, forKey: .retry) ?? RetryConfig()
+        circuitBreaker = try c.decodeIfPresent(CircuitBreakerConfig.self, forKey: .circuitBreaker) ?? CircuitBreakerConfig()
+    }
+}
+
+/// `issuers.<name>.retry`. Defaults: `RetryPolicy.default` (reasons there and in the README).
+public struct RetryConfig: Sendable, Decodable {
+    public var maxAttempts = RetryPolicy.default.maxAttempts
+    public var baseBackoffMS = Int(RetryPolicy.default.baseBackoff.wholeMilliseconds)
+    public var maxBackoffMS = Int(RetryPolicy.default.maxBackoff.wholeMilliseconds)
+    public var minAttemptMS = Int(RetryPolicy.default.minAttemptTime.wholeMilliseconds)
+    /// Rows tried before the issuer's default decision table: `{on: "500", action: fail, code: ...}`.
+    public var decisions: [RetryDecisionConfig] = []
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case maxAttempts = "max_attempts"
+        case baseBackoffMS = "base_backoff_ms"
+        case maxBackoffMS = "max_backoff_ms"
+        case minAttemptMS = "min_attempt_ms"
+        case decisions
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        maxAttempts = try c.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? maxAttempts
+        baseBackoffMS = try c.decodeIfPresent(Int.self, forKey: .baseBackoffMS) ?? baseBackoffMS
+        maxBackoffMS = try c.decodeIfPresent(Int.self, forKey: .maxBackoffMS) ?? maxBackoffMS
+        minAttemptMS = try c.decodeIfPresent(Int.self, forKey: .minAttemptMS) ?? minAttemptMS
+        decisions = try c.decodeIfPresent([RetryDecisionConfig].self, forKey: .decisions) ?? []
+    }
+
+    public var policy: RetryPolicy {
+        RetryPolicy(maxAttempts: maxAttempts, baseBackoff: .milliseconds(baseBackoffMS), maxBackoff: .milliseconds(maxBackoffMS),
+                    minAttemptTime: .milliseconds(minAttemptMS))
+    }
+}
+
+public struct RetryDecisionConfig: Sendable, Decodable {
+    /// `connect_failed`, `timeout`, `reset`, `malformed`, an HTTP status, `4xx` or `5xx`.
+    public var on: String
+    public var action: String
+    /// The unified code the caller sees; the default row's code for that failure when absent.
+    public var code: String?
+
+    /// Why this row may not be used for an issuer of `kind`, or nil when it may.
+    public func refusal(kind: IssuerKind) -> String? {
+        guard let match = RetryRule.Match(parsing: on), let action = RetryAction(rawValue: action), action != .fail else { return nil }
+        switch match {
+        case .condition(.status(let status)) where (400..<500).contains(status) && status != 429:
+            return "a 4xx is never sent again (only 429 is)"
+        case .statusClass(4):
+            return "a 4xx is never sent again (only 429 is)"
+        case .condition(.connectFailed), .condition(.status(429)), .condition(.status(503)):
+            return nil
+        default:
+            return kind.resendSafe ? nil
+                : "\(kind.rawValue) has no idempotency key: a request that may have reached it is never sent again"
+        }
+    }
+
+    /// The row, or nil when a field does not parse (validation names it).
+    public func rule(defaults: RetryDecisionTable) -> RetryRule? {
+        guard let match = RetryRule.Match(parsing: on), let action = RetryAction(rawValue: action) else { return nil }
+        let resolved: GatewayError.Code?
+        if let code {
+            resolved = GatewayError.Code(rawValue: code)
+        } else if case .condition(let condition) = match {
+            resolved = defaults.decide(condition)?.code ?? .upstreamUnavailable
+        } else {
+            resolved = match == .statusClass(4) ? .upstreamRejected : .upstreamUnavailable
+        }
+        return resolved.map { RetryRule(match, $0, action) }
+    }
+}
+
+/// `issuers.<name>.circuit_breaker`, one breaker per endpoint. Defaults: `CircuitBreaker.Policy.default`.
+public struct CircuitBreakerConfig: Sendable, Decodable {
+    public var failureThreshold = CircuitBreaker.Policy.default.failureThreshold
+    public var openMS = Int(CircuitBreaker.Policy.default.openDuration.wholeMilliseconds)
+    public var halfOpenProbes = CircuitBreaker.Policy.default.halfOpenProbes
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case failureThreshold = "failure_threshold"
+        case openMS = "open_ms"
+        case halfOpenProbes = "half_open_probes"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        failureThreshold = try c.decodeIfPresent(Int.self, forKey: .failureThreshold) ?? failureThreshold
+        openMS = try c.decodeIfPresent(Int.self, forKey: .openMS) ?? openMS
+        halfOpenProbes = try c.decodeIfPresent(Int.self, forKey: .halfOpenProbes) ?? halfOpenProbes
+    }
+
+    public var policy: CircuitBreaker.Policy {
+        CircuitBreaker.Policy(failureThreshold: failureThreshold, openDuration: .milliseconds(openMS), halfOpenProbes: halfOpenProbes)
     }
 }
 
@@ -124,8 +243,12 @@ public struct EndpointConfig: Sendable, Decodable {
 }
 
 public struct TimeoutConfig: Sendable, Decodable {
+    /// Envoy's default connect timeout is 5 s; an issuer's API on the internet connects in well
+    /// under 1 s, so 2 s leaves room for a second endpoint.
     public var connectMS: Int = 2_000
-    public var requestMS: Int = 8_000
+    /// Per try: three tries of 5 s fit the 15 s deadline (Envoy has no per-try default; its
+    /// route timeout is 15 s).
+    public var requestMS: Int = 5_000
 
     public init() {}
     enum CodingKeys: String, CodingKey {
@@ -241,7 +364,8 @@ public struct RoutingConfig: Sendable, Decodable {
     public var table: RoutingTable {
         RoutingTable(rules: rules.map {
             RoutingRule(program: $0.match.program.map { ProgramID($0) }, cardIDPrefix: $0.match.cardIDPrefix,
-                        wallet: $0.match.wallet, issuer: IssuerID($0.issuer), fallback: $0.fallback.map { IssuerID($0) })
+                        wallet: $0.match.wallet, issuer: IssuerID($0.issuer), fallback: $0.fallback.map { IssuerID($0) },
+                        deadline: $0.deadlineMS.map { .milliseconds($0) })
         })
     }
 }
@@ -261,19 +385,90 @@ public struct RoutingRuleConfig: Sendable, Decodable {
     public var issuer: String
     /// `local`: when the issuer fails with a retryable error, encrypt locally from the vault.
     public var fallback: String?
+    /// This route's deadline; `server.deadline_ms` when absent.
+    public var deadlineMS: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case match, issuer, fallback
+        case deadlineMS = "deadline_ms"
+    }
 }
 
 public struct SandboxConfig: Sendable, Decodable {
     public var enabled: Bool = false
     /// Demo cards: seeded into the registry and known to the simulators.
     public var cards: [SandboxCardConfig] = []
+    /// Faults the simulators start with, as `POST /v1/sandbox/faults` would set them.
+    public var faults: [SandboxFaultConfig] = []
 
     public init() {}
-    enum CodingKeys: String, CodingKey { case enabled, cards }
+    enum CodingKeys: String, CodingKey { case enabled, cards, faults }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? false
         cards = try c.decodeIfPresent([SandboxCardConfig].self, forKey: .cards) ?? []
+        faults = try c.decodeIfPresent([SandboxFaultConfig].self, forKey: .faults) ?? []
+    }
+}
+
+/// One injected fault: the next `count` requests to `issuer`'s simulator (its endpoint number
+/// `endpoint`, 0 the first) get `mode`.
+public struct SandboxFaultConfig: Sendable, Codable, Equatable {
+    public var issuer: String
+    public var mode: String
+    public var count: Int
+    public var endpoint: Int
+    /// `slow`: the delay before answering; `timeout`: how long to hold the request unanswered.
+    public var delayMS: Int?
+    /// `throttled`: the Retry-After seconds sent (default 1).
+    public var retryAfterSeconds: Int?
+
+    public init(issuer: String, mode: String, count: Int = 1, endpoint: Int = 0, delayMS: Int? = nil, retryAfterSeconds: Int? = nil) {
+        self.issuer = issuer
+        self.mode = mode
+        self.count = count
+        self.endpoint = endpoint
+        self.delayMS = delayMS
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case issuer, mode, count, endpoint
+        case delayMS = "delay_ms"
+        case retryAfterSeconds = "retry_after_seconds"
+    }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        issuer = try c.decode(String.self, forKey: .issuer)
+        mode = try c.decode(String.self, forKey: .mode)
+        count = try c.decodeIfPresent(Int.self, forKey: .count) ?? 1
+        endpoint = try c.decodeIfPresent(Int.self, forKey: .endpoint) ?? 0
+        delayMS = try c.decodeIfPresent(Int.self, forKey: .delayMS)
+        retryAfterSeconds = try c.decodeIfPresent(Int.self, forKey: .retryAfterSeconds)
+    }
+
+    public static let modes = ["unavailable", "throttled", "timeout", "reset", "slow", "garbage", "rejected"]
+
+    /// Problems with this fault against the configured issuers, each with `path` prefixed.
+    public func problems(path: String, issuers: [String: IssuerConfig]) -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        if let config = issuers[issuer] {
+            if !(0..<config.endpoints.count).contains(endpoint) {
+                problems.append(.init("\(path).endpoint", "issuer \(issuer) has \(config.endpoints.count) endpoint(s)"))
+            } else if !config.endpoints[endpoint].url.hasPrefix("sandbox://") {
+                problems.append(.init("\(path).endpoint", "only sandbox:// endpoints take faults"))
+            }
+        } else {
+            problems.append(.init("\(path).issuer", "unknown issuer '\(issuer)' (faults go to simulated issuers)"))
+        }
+        if !Self.modes.contains(mode) { problems.append(.init("\(path).mode", "must be one of: \(Self.modes.joined(separator: ", "))")) }
+        if !(1...10_000).contains(count) { problems.append(.init("\(path).count", "must be 1 to 10000")) }
+        if let delayMS, !(0...120_000).contains(delayMS) { problems.append(.init("\(path).delay_ms", "must be 0 to 120000")) }
+        if mode == "slow", delayMS == nil { problems.append(.init("\(path).delay_ms", "required for mode slow")) }
+        if let retryAfterSeconds, !(0...3_600).contains(retryAfterSeconds) {
+            problems.append(.init("\(path).retry_after_seconds", "must be 0 to 3600"))
+        }
+        return problems
     }
 }
 

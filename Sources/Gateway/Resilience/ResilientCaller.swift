@@ -1,0 +1,145 @@
+import Foundation
+import Issuers
+import ProvisioningCore
+
+/// What one call to one upstream endpoint did, for the audit trail.
+public struct AttemptReport: Sendable {
+    public let issuer: IssuerID
+    public let endpoint: String
+    /// Nil on success; otherwise the failure under the code the issuer's retry table gives it.
+    public let error: GatewayError?
+    public let latency: Duration
+}
+
+/// Runs one request against one issuer under its retry policy, decision table and per-endpoint
+/// circuit breakers, within the request's deadline:
+///
+/// 1. Before each attempt: if less than `minAttemptTime` is left, stop (`deadline_exceeded`, or
+///    the last `upstream_timeout`). No attempt starts that could not finish.
+/// 2. The endpoint is the preferred one if its breaker allows, else the next in failover order;
+///    if every breaker is open, stop with `upstream_unavailable` (a route's local fallback may
+///    still serve).
+/// 3. After a failure the decision table gives the code and the action: `fail` stops, `retry`
+///    stays on the endpoint after a full-jitter backoff (at least the upstream's Retry-After),
+///    `failover` moves to the next endpoint at once. A wait that would not leave time for an
+///    attempt is not started.
+///
+/// The connector keeps the same `ProvisioningContext` (and so the same idempotency key) for every
+/// attempt.
+public struct ResilientCaller: Sendable {
+    let health: UpstreamHealth
+    let metrics: GatewayMetrics?
+    /// Draws the jitter, uniform in 0...1; injectable for tests.
+    let unit: @Sendable () -> Double
+
+    public init(health: UpstreamHealth, metrics: GatewayMetrics?, unit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+        self.health = health
+        self.metrics = metrics
+        self.unit = unit
+    }
+
+    public func call<T: Sendable>(
+        _ upstream: UpstreamIssuer, context: ProvisioningContext,
+        onAttempt: (AttemptReport) async throws(GatewayError) -> Void,
+        _ operation: (any IssuerConnector) async throws(GatewayError) -> T
+    ) async throws(GatewayError) -> T {
+        let policy = upstream.retry
+        let count = upstream.endpoints.count
+        var preferred = 0
+        var attempts = 0
+        var lastError: GatewayError?
+
+        while true {
+            let remaining = health.now().duration(to: context.deadline)
+            guard remaining >= policy.minAttemptTime else {
+                throw Self.expired(upstream.issuer, lastError: lastError)
+            }
+            guard let index = choose(upstream, from: preferred) else {
+                throw GatewayError(.upstreamUnavailable, "every \(upstream.issuer) endpoint's circuit breaker is open")
+            }
+            attempts += 1
+            if attempts > 1 { metrics?.retry(issuer: upstream.issuer, reason: lastError?.condition?.description ?? "other") }
+            let connector = upstream.endpoints[index]
+            let started = ContinuousClock.now
+            let outcome: Result<T, GatewayError>
+            do throws(GatewayError) {
+                outcome = .success(try await operation(connector))
+            } catch {
+                outcome = .failure(error)
+            }
+            let latency = started.duration(to: .now)
+
+            let error: GatewayError
+            switch outcome {
+            case .success(let value):
+                health.record(issuer: upstream.issuer, index: index, error: nil)
+                metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: "succeeded", latency: latency)
+                try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: nil, latency: latency))
+                return value
+            case .failure(let failure):
+                error = failure
+            }
+
+            // A failure that is not the upstream's (the deadline passed before the call, a card
+            // the connector cannot address) ends the request as it is.
+            guard let condition = error.condition else {
+                health.release(issuer: upstream.issuer, index: index)
+                try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency))
+                throw error
+            }
+            let rule = upstream.decisions.decide(condition)
+            let failure = rule.map { error.recoded($0.code) } ?? error
+            health.record(issuer: upstream.issuer, index: index, error: failure)
+            metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: failure.code.rawValue, latency: latency)
+            try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: failure, latency: latency))
+            lastError = failure
+
+            var wait: Duration
+            switch rule?.action ?? .fail {
+            case .fail:
+                throw failure
+            case .retry:
+                preferred = index
+                wait = policy.backoff(afterAttempt: attempts, unit: unit)
+            case .failover where count > 1:
+                preferred = (index + 1) % count
+                wait = .zero
+            case .failover:
+                preferred = index
+                wait = policy.backoff(afterAttempt: attempts, unit: unit)
+            }
+            guard attempts < policy.maxAttempts else { throw failure }
+            if let retryAfter = failure.retryAfter { wait = max(wait, retryAfter) }
+            // A wait after which no attempt could finish is not started.
+            guard health.now().advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
+                throw Self.expired(upstream.issuer, lastError: failure)
+            }
+            if wait > .zero {
+                do {
+                    try await Task.sleep(for: wait)
+                } catch {
+                    throw failure  // the caller went away
+                }
+            }
+        }
+    }
+
+    /// The first endpoint from `preferred` on, in failover order (wrapping), whose breaker allows a call.
+    private func choose(_ upstream: UpstreamIssuer, from preferred: Int) -> Int? {
+        let count = upstream.endpoints.count
+        for offset in 0..<count {
+            let index = (preferred + offset) % count
+            if health.acquire(issuer: upstream.issuer, index: index) == .allowed { return index }
+        }
+        return nil
+    }
+
+    /// The answer when time runs out: the last try's own timeout if that is what happened,
+    /// otherwise `deadline_exceeded` saying what the last try got.
+    static func expired(_ issuer: IssuerID, lastError: GatewayError?) -> GatewayError {
+        if let lastError, lastError.code == .upstreamTimeout { return lastError }
+        let after = lastError.map { " after \($0.code.rawValue) (\($0.detail))" } ?? ""
+        return GatewayError(.deadlineExceeded, "the deadline left no time for another \(issuer) attempt\(after)",
+                            upstreamStatus: lastError?.upstreamStatus, condition: nil)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import ProvisioningCore
+import Synchronization
+
+/// Every issuer endpoint's circuit breaker and recent failures, shared by all requests of one
+/// gateway. The breakers themselves are pure state machines; this holds them under a lock, reads
+/// the injected clock, and reports transitions to the metrics.
+public final class UpstreamHealth: Sendable {
+    public struct EndpointKey: Hashable, Sendable {
+        public let issuer: IssuerID
+        public let index: Int
+    }
+
+    /// One failure, for the admin view (no request data).
+    public struct Failure: Sendable {
+        public let at: Date
+        public let code: GatewayError.Code
+        public let condition: String
+    }
+
+    struct Endpoint {
+        var url: String
+        var breaker: CircuitBreaker
+        var recentFailures: [Failure] = []
+        var calls = 0
+        var failures = 0
+    }
+
+    /// How many failures per endpoint the admin view keeps.
+    static let recentFailureLimit = 20
+
+    public let now: @Sendable () -> ContinuousClock.Instant
+    private let wallClock: @Sendable () -> Date
+    private let metrics: GatewayMetrics?
+    private let endpoints: Mutex<[EndpointKey: Endpoint]>
+
+    public init(
+        metrics: GatewayMetrics? = nil, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        wallClock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.metrics = metrics
+        self.now = now
+        self.wallClock = wallClock
+        self.endpoints = Mutex([:])
+    }
+
+    /// Registers an endpoint; called once per endpoint at start-up.
+    public func register(issuer: IssuerID, index: Int, url: String, policy: CircuitBreaker.Policy) {
+        endpoints.withLock { $0[EndpointKey(issuer: issuer, index: index)] = Endpoint(url: url, breaker: CircuitBreaker(policy: policy)) }
+    }
+
+    /// May a call go to this endpoint now? Unknown endpoints are always allowed.
+    public func acquire(issuer: IssuerID, index: Int) -> CircuitBreaker.Permission {
+        let now = now()
+        let (permission, transition, url) = endpoints.withLock { all -> (CircuitBreaker.Permission, CircuitBreaker.Transition?, String) in
+            guard var endpoint = all[EndpointKey(issuer: issuer, index: index)] else { return (.allowed, nil, "") }
+            let (permission, transition) = endpoint.breaker.acquire(at: now)
+            if permission == .allowed { endpoint.calls += 1 }
+            all[EndpointKey(issuer: issuer, index: index)] = endpoint
+            return (permission, transition, endpoint.url)
+        }
+        if let transition { metrics?.breakerTransition(issuer: issuer, endpoint: url, transition) }
+        return permission
+    }
+
+    /// The end of an allowed call: nil error for a success.
+    public func record(issuer: IssuerID, index: Int, error: GatewayError?) {
+        let now = now()
+        let wall = wallClock()
+        let (transition, url) = endpoints.withLock { all -> (CircuitBreaker.Transition?, String) in
+            let key = EndpointKey(issuer: issuer, index: index)
+            guard var endpoint = all[key] else { return (nil, "") }
+            var transition: CircuitBreaker.Transition?
+            if let error {
+                endpoint.failures += 1
+                endpoint.recentFailures.append(Failure(at: wall, code: error.code, condition: error.condition?.description ?? "other"))
+                if endpoint.recentFailures.count > Self.recentFailureLimit { endpoint.recentFailures.removeFirst() }
+                if error.condition?.countsAgainstEndpoint == true {
+                    transition = endpoint.breaker.record(success: false, at: now)
+                } else {
+                    endpoint.breaker.release()
+                }
+            } else {
+                transition = endpoint.breaker.record(success: true, at: now)
+            }
+            all[key] = endpoint
+            return (transition, endpoint.url)
+        }
+        if let transition { metrics?.breakerTransition(issuer: issuer, endpoint: url, transition) }
+    }
+
+    /// A call that was allowed but never made (the deadline came first): its probe slot is freed.
+    public func release(issuer: IssuerID, index: Int) {
+        endpoints.withLock { all in
+            all[EndpointKey(issuer: issuer, index: index)]?.breaker.release()
+        }
+    }
+
+    public struct EndpointSnapshot: Sendable {
+        public let issuer: IssuerID
+        public let index: Int
+        public let url: String
+        public let state: String
+        public let openUntil: Date?
+        public let consecutiveFailures: Int
+        public let calls: Int
+        public let failures: Int
+        public let recentFailures: [Failure]
+    }
+
+    /// Every endpoint's state now, ordered by issuer then failover order.
+    public func snapshot() -> [EndpointSnapshot] {
+        let now = now()
+        let wall = wallClock()
+        return endpoints.withLock { all in
+            all.sorted { ($0.key.issuer.rawValue, $0.key.index) < ($1.key.issuer.rawValue, $1.key.index) }.map { key, endpoint in
+                var state = endpoint.breaker.state.name
+                var openUntil: Date?
+                var consecutive = 0
+                switch endpoint.breaker.state {
+                case .open(let until):
+                    if until <= now {
+                        state = "half_open"  // the next call will be a probe
+                    } else {
+                        openUntil = wall.addingTimeInterval(Double(now.duration(to: until).wholeMilliseconds) / 1000)
+                    }
+                case .closed(let failures):
+                    consecutive = failures
+                case .halfOpen:
+                    break
+                }
+                return EndpointSnapshot(issuer: key.issuer, index: key.index, url: endpoint.url, state: state, openUntil: openUntil,
+                                        consecutiveFailures: consecutive, calls: endpoint.calls, failures: endpoint.failures,
+                                        recentFailures: endpoint.recentFailures)
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// A fault a simulator plays instead of its normal answer, to show what the gateway does when an
+/// upstream misbehaves.
+public enum FaultMode: String, Sendable, CaseIterable, Codable {
+    /// 503 in the upstream's own error shape.
+    case unavailable
+    /// 429 with `Retry-After`.
+    case throttled
+    /// No answer: the request is held until the gateway gives up (then the connection is closed).
+    case timeout
+    /// The connection is closed while the request is in flight, without an answer.
+    case reset
+    /// The normal answer, after a delay.
+    case slow
+    /// 200 with a body that is not the upstream's documented answer.
+    case garbage
+    /// The upstream's own 400 for a request it refuses.
+    case rejected
+}
+
+public struct Fault: Sendable, Equatable {
+    public var mode: FaultMode
+    /// How many requests it applies to.
+    public var count: Int
+    /// `slow`: the delay before the normal answer; `timeout`: how long the request is held
+    /// (default 30 s, longer than any per-try timeout worth having).
+    public var delay: Duration?
+    /// `throttled`: the `Retry-After` seconds (default 1).
+    public var retryAfterSeconds: Int?
+
+    public init(mode: FaultMode, count: Int = 1, delay: Duration? = nil, retryAfterSeconds: Int? = nil) {
+        self.mode = mode
+        self.count = count
+        self.delay = delay
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+}
+
+/// The faults queued at one simulator, played in order, each for its count of requests.
+public actor SimulatorFaults {
+    private var queue: [Fault] = []
+
+    public init() {}
+
+    public func add(_ fault: Fault) {
+        guard fault.count > 0 else { return }
+        queue.append(fault)
+    }
+
+    public func clear() { queue.removeAll() }
+
+    /// The faults still to play.
+    public var pending: [Fault] { queue }
+
+    /// The fault for the next request, if any (its count goes down by one).
+    func take() -> Fault? {
+        guard var head = queue.first else { return nil }
+        head.count -= 1
+        if head.count == 0 { queue.removeFirst() } else { queue[0] = head }
+        return head
+    }
+}
+
+/// The request context of every simulator: Hummingbird's basic one plus the connection, so the
+/// `reset` fault can close it.
+public struct SimulatorContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let channel: any Channel
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
+}
+
+/// Records every request a simulator sees and plays queued faults before the route runs.
+struct SimulatorMiddleware: RouterMiddleware {
+    typealias Context = SimulatorContext
+    let log: SimulatorLog
+    let faults: SimulatorFaults
+    /// The upstream's own error body for a status, code and message.
+    let errorResponse: @Sendable (HTTPResponse.Status, String, String) -> Response
+
+    func handle(_ request: Request, context: SimulatorContext, next: (Request, SimulatorContext) async throws -> Response) async throws -> Response {
+        let idempotencyKey = SimulatorHTTP.header(request, "Idempotency-Key")
+        let method = request.method.rawValue
+        let path = request.uri.path
+        guard let fault = await faults.take() else {
+            let response = try await next(request, context)
+            await log.record(.init(method: method, path: path, status: Int(response.status.code), idempotencyKey: idempotencyKey))
+            return response
+        }
+        let status: Int
+        let response: Response
+        switch fault.mode {
+        case .unavailable:
+            response = errorResponse(.serviceUnavailable, "unavailable", "Service temporarily unavailable")
+            status = 503
+        case .throttled:
+            var throttled = errorResponse(.tooManyRequests, "rate_limited", "Too many requests")
+            throttled.headers[.retryAfter] = "\(fault.retryAfterSeconds ?? 1)"
+            response = throttled
+            status = 429
+        case .rejected:
+            response = errorResponse(.badRequest, "invalid_request", "The request was rejected")
+            status = 400
+        case .garbage:
+            response = Response(status: .ok, headers: [.contentType: "application/json"],
+                                body: .init(byteBuffer: ByteBuffer(string: #"{"unexpected": [1, 2"#)))
+            status = 200
+        case .slow:
+            try? await Task.sleep(for: fault.delay ?? .seconds(1))
+            let answer = try await next(request, context)
+            await log.record(.init(method: method, path: path, status: Int(answer.status.code), idempotencyKey: idempotencyKey))
+            return answer
+        case .timeout, .reset:
+            // Recorded before the wait: the request did arrive.
+            await log.record(.init(method: method, path: path, status: 0, idempotencyKey: idempotencyKey))
+            if fault.mode == .timeout { try? await Task.sleep(for: fault.delay ?? .seconds(30)) }
+            try? await context.channel.close()
+            throw CancellationError()
+        }
+        await log.record(.init(method: method, path: path, status: status, idempotencyKey: idempotencyKey))
+        return response
+    }
+}
