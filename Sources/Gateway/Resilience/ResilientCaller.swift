@@ -50,7 +50,7 @@ public struct ResilientCaller: Sendable {
         var lastError: GatewayError?
 
         while true {
-            let remaining = health.now().duration(to: context.deadline)
+            let remaining = ContinuousClock.now.duration(to: context.deadline)
             guard remaining >= policy.minAttemptTime else {
                 throw Self.expired(upstream.issuer, lastError: lastError)
             }
@@ -111,7 +111,7 @@ public struct ResilientCaller: Sendable {
             guard attempts < policy.maxAttempts else { throw failure }
             if let retryAfter = failure.retryAfter { wait = max(wait, retryAfter) }
             // A wait after which no attempt could finish is not started.
-            guard health.now().advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
+            guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
                 throw Self.expired(upstream.issuer, lastError: failure)
             }
             if wait > .zero {

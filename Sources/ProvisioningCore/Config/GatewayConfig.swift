@@ -181,6 +181,12 @@ public struct RetryDecisionConfig: Sendable, Decodable {
     /// The unified code the caller sees; the default row's code for that failure when absent.
     public var code: String?
 
+    public init(on: String, action: String, code: String? = nil) {
+        self.on = on
+        self.action = action
+        self.code = code
+    }
+
     /// Why this row may not be used for an issuer of `kind`, or nil when it may.
     public func refusal(kind: IssuerKind) -> String? {
         guard let match = RetryRule.Match(parsing: on), let action = RetryAction(rawValue: action), action != .fail else { return nil }
@@ -380,7 +386,20 @@ public struct RoutingRuleConfig: Sendable, Decodable {
             case cardIDPrefix = "card_id_prefix"
             case wallet
         }
+        public init(program: String? = nil, cardIDPrefix: String? = nil, wallet: Wallet? = nil) {
+            self.program = program
+            self.cardIDPrefix = cardIDPrefix
+            self.wallet = wallet
+        }
     }
+
+    public init(match: Match, issuer: String, fallback: String? = nil, deadlineMS: Int? = nil) {
+        self.match = match
+        self.issuer = issuer
+        self.fallback = fallback
+        self.deadlineMS = deadlineMS
+    }
+
     public var match: Match
     public var issuer: String
     /// `local`: when the issuer fails with a retryable error, encrypt locally from the vault.

@@ -49,6 +49,10 @@ public struct CircuitBreaker: Sendable, Equatable {
     public struct Transition: Sendable, Equatable {
         public let from: String
         public let to: String
+        public init(from: String, to: String) {
+            self.from = from
+            self.to = to
+        }
     }
 
     public let policy: Policy

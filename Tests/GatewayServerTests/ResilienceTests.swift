@@ -1,0 +1,155 @@
+import Foundation
+import Gateway
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import ProvisioningCore
+import Sandbox
+import Synchronization
+import Testing
+
+/// Faults played by the real simulators over real HTTP, and what the gateway answers: the final
+/// status and code, the attempts the simulator counted, the time taken against the deadline, and
+/// the audit trail. Timeouts and backoffs are milliseconds so the suite stays fast.
+struct ResilienceTests {
+    static let deadlineMS = 2_000
+    static let perTryMS = 400
+
+    /// The sandbox with millisecond-scale timing.
+    static func config(_ mutate: (inout GatewayConfig) -> Void = { _ in }) throws -> GatewayConfig {
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.deadlineMS = deadlineMS
+        for name in config.issuers.keys {
+            config.issuers[name]!.timeouts.requestMS = perTryMS
+            config.issuers[name]!.retry.baseBackoffMS = 10
+            config.issuers[name]!.retry.maxBackoffMS = 40
+            config.issuers[name]!.retry.minAttemptMS = 50
+        }
+        mutate(&config)
+        return config
+    }
+
+    static func addFault(_ client: any TestClientProtocol, _ json: String) async throws {
+        let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
+        #expect(response.status == .ok, "fault \(json) refused: \(String(buffer: response.body))")
+    }
+
+    static func events(_ client: any TestClientProtocol, _ response: TestResponse) async throws -> [[String: Any]] {
+        let id = try #require(response.json["provisioning_id"] as? String)
+        let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
+        return try #require(audit.json["events"] as? [[String: Any]])
+    }
+
+    struct Scenario: Sendable, CustomTestStringConvertible {
+        let issuer: String
+        let fault: String
+        /// nil: 200.
+        let code: String?
+        let status: Int
+        let attempts: Int
+        /// The least the request must take (a Retry-After or slow answer honoured).
+        var atLeastMS = 0
+        var testDescription: String { "\(issuer) \(fault) -> \(code ?? "200") in \(attempts)" }
+    }
+
+    static let scenarios: [Scenario] = [
+        // Bridge honours Idempotency-Key: whatever may have reached it is sent again.
+        Scenario(issuer: "bridge", fault: #""mode":"unavailable","count":2"#, code: nil, status: 200, attempts: 3),
+        Scenario(issuer: "bridge", fault: #""mode":"unavailable","count":5"#, code: "upstream_unavailable", status: 503, attempts: 3),
+        Scenario(issuer: "bridge", fault: #""mode":"throttled","count":1,"retry_after_seconds":1"#, code: nil, status: 200, attempts: 2,
+                 atLeastMS: 1_000),
+        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":1,"delay_ms":3000"#, code: nil, status: 200, attempts: 2,
+                 atLeastMS: perTryMS),
+        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":5,"delay_ms":3000"#, code: "upstream_timeout", status: 504,
+                 attempts: 3, atLeastMS: 2 * perTryMS),
+        Scenario(issuer: "bridge", fault: #""mode":"reset","count":1"#, code: nil, status: 200, attempts: 2),
+        Scenario(issuer: "bridge", fault: #""mode":"slow","count":1,"delay_ms":150"#, code: nil, status: 200, attempts: 1, atLeastMS: 150),
+        Scenario(issuer: "bridge", fault: #""mode":"garbage","count":1"#, code: nil, status: 200, attempts: 2),
+        Scenario(issuer: "bridge", fault: #""mode":"rejected","count":1"#, code: "upstream_rejected", status: 422, attempts: 1),
+        // TMP's POST has no idempotency key: sent again only when TMP said it did not handle it.
+        Scenario(issuer: "tmp", fault: #""mode":"unavailable","count":1"#, code: nil, status: 200, attempts: 2),
+        Scenario(issuer: "tmp", fault: #""mode":"throttled","count":1,"retry_after_seconds":0"#, code: nil, status: 200, attempts: 2),
+        Scenario(issuer: "tmp", fault: #""mode":"timeout","count":1,"delay_ms":3000"#, code: "upstream_timeout", status: 504, attempts: 1,
+                 atLeastMS: perTryMS),
+        Scenario(issuer: "tmp", fault: #""mode":"reset","count":1"#, code: "upstream_unavailable", status: 503, attempts: 1),
+        Scenario(issuer: "tmp", fault: #""mode":"garbage","count":1"#, code: "upstream_protocol_error", status: 502, attempts: 1),
+        Scenario(issuer: "tmp", fault: #""mode":"rejected","count":1"#, code: "upstream_rejected", status: 422, attempts: 1),
+        // Crossmint's call is a GET: safe to send again.
+        Scenario(issuer: "crossmint", fault: #""mode":"reset","count":1"#, code: nil, status: 200, attempts: 2),
+        Scenario(issuer: "crossmint", fault: #""mode":"unavailable","count":3"#, code: "upstream_unavailable", status: 503, attempts: 3),
+    ]
+
+    @Test(arguments: scenarios)
+    func eachFaultEndsInTimeWithTheRightAnswer(_ scenario: Scenario) async throws {
+        try await GatewayHarness.run(config: try Self.config()) { client, sandbox in
+            try await Self.addFault(client, #"{"issuer":"\#(scenario.issuer)",\#(scenario.fault)}"#)
+            let simulator = try #require(sandbox.instance(issuer: scenario.issuer))
+            let before = await simulator.log.count
+            let started = ContinuousClock.now
+            let response = try await GatewayHarness.provision(client, card: "card_\(scenario.issuer)_demo", body: try GatewayHarness.requestBody())
+            let elapsed = started.duration(to: .now)
+
+            #expect(Int(response.status.code) == scenario.status, "\(String(buffer: response.body))")
+            if let code = scenario.code {
+                #expect(response.json["code"] as? String == code)
+                #expect(response.headers[.contentType] == "application/problem+json")
+                #expect(response.json["retryable"] as? Bool == GatewayError.Code(rawValue: code)?.isRetryable)
+            } else {
+                #expect(response.json["issuer"] as? String == scenario.issuer)
+            }
+            #expect(await simulator.log.count - before == scenario.attempts, "attempts counted at the simulator")
+            #expect(elapsed < .milliseconds(Self.deadlineMS + 300), "took \(elapsed), deadline \(Self.deadlineMS) ms")
+            #expect(elapsed >= .milliseconds(scenario.atLeastMS), "took \(elapsed), expected at least \(scenario.atLeastMS) ms")
+
+            let events = try await Self.events(client, response)
+            let attemptEvents = events.filter { ($0["attempt"] as? Int ?? 0) > 0 }
+            #expect(attemptEvents.map { $0["attempt"] as? Int } == Array(1...scenario.attempts).map { $0 })
+            #expect(attemptEvents.allSatisfy { $0["issuer"] as? String == scenario.issuer && $0["endpoint"] is String })
+            #expect(attemptEvents.dropLast().allSatisfy { $0["outcome"] as? String == "failed" && $0["error_code"] is String })
+            #expect(attemptEvents.last?["outcome"] as? String == (scenario.code == nil ? "succeeded" : "failed"))
+            if let code = scenario.code { #expect(events.last?["error_code"] as? String == code) }
+        }
+    }
+
+    @Test func bridgeGetsTheSameIdempotencyKeyOnEveryRetry() async throws {
+        try await GatewayHarness.run(config: try Self.config()) { client, sandbox in
+            try await Self.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":2}"#)
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok)
+            let seen = await sandbox.bridge.log.requests
+            #expect(seen.map(\.status) == [503, 503, 200])
+            let keys = Set(seen.compactMap(\.idempotencyKey))
+            #expect(seen.allSatisfy { $0.idempotencyKey != nil } && keys.count == 1, "keys seen: \(keys)")
+        }
+    }
+
+    @Test func aRetryAfterLongerThanTheDeadlineIsNotWaitedFor() async throws {
+        try await GatewayHarness.run(config: try Self.config()) { client, sandbox in
+            try await Self.addFault(client, #"{"issuer":"bridge","mode":"throttled","count":1,"retry_after_seconds":30}"#)
+            let started = ContinuousClock.now
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(started.duration(to: .now) < .milliseconds(1_000))
+            #expect(response.status == .gatewayTimeout)
+            #expect(response.json["code"] as? String == "deadline_exceeded")
+            #expect(response.json["retryable"] as? Bool == true)
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    @Test func aRouteDeadlineBoundsEveryAttempt() async throws {
+        let config = try Self.config { config in
+            config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 600)]
+        }
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            try await Self.addFault(client, #"{"issuer":"bridge","mode":"timeout","count":5,"delay_ms":3000}"#)
+            let started = ContinuousClock.now
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            let elapsed = started.duration(to: .now)
+            #expect(response.status == .gatewayTimeout)
+            #expect(["upstream_timeout", "deadline_exceeded"].contains(response.json["code"] as? String))
+            // 400 ms per try, then 200 ms left: the second try is cut to the deadline.
+            #expect(elapsed >= .milliseconds(550) && elapsed < .milliseconds(900), "took \(elapsed)")
+            #expect(await sandbox.bridge.log.count == 2)
+        }
+    }
+}

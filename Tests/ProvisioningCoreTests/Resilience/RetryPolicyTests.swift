@@ -1,0 +1,80 @@
+import ProvisioningCore
+import Testing
+
+struct RetryPolicyTests {
+    let policy = RetryPolicy(maxAttempts: 5, baseBackoff: .milliseconds(100), maxBackoff: .seconds(1), minAttemptTime: .milliseconds(50))
+
+    @Test func fullJitterStaysUnderAnExponentialCeilingCappedAtTheMaximum() {
+        // The ceiling doubles per attempt from the base and stops at the cap.
+        let ceilings = (1...6).map { policy.backoff(afterAttempt: $0, unit: { 1 }) }
+        #expect(ceilings == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
+        // The draw scales the ceiling: full jitter goes all the way down to zero.
+        #expect(policy.backoff(afterAttempt: 3, unit: { 0 }) == .zero)
+        #expect(policy.backoff(afterAttempt: 3, unit: { 0.5 }) == .milliseconds(200))
+        // Real draws never leave the range.
+        for attempt in 1...8 {
+            let ceiling = min(Duration.seconds(1), .milliseconds(100) * (1 << (attempt - 1)))
+            for _ in 0..<50 {
+                let wait = policy.backoff(afterAttempt: attempt, unit: { Double.random(in: 0...1) })
+                #expect(wait >= .zero && wait <= ceiling)
+            }
+        }
+    }
+
+    @Test(arguments: [
+        // condition, resend-safe action, not-safe action, code
+        (UpstreamCondition.connectFailed, RetryAction.failover, RetryAction.failover, GatewayError.Code.upstreamUnavailable),
+        (.status(429), .retry, .retry, .upstreamUnavailable),
+        (.status(503), .retry, .retry, .upstreamUnavailable),
+        (.status(500), .retry, .fail, .upstreamUnavailable),
+        (.status(502), .retry, .fail, .upstreamUnavailable),
+        (.status(504), .retry, .fail, .upstreamTimeout),
+        (.timedOut, .retry, .fail, .upstreamTimeout),
+        (.connectionReset, .retry, .fail, .upstreamUnavailable),
+        (.malformed, .retry, .fail, .upstreamProtocolError),
+        (.status(400), .fail, .fail, .upstreamRejected),
+        (.status(404), .fail, .fail, .upstreamRejected),
+        (.status(408), .fail, .fail, .upstreamTimeout),
+        (.status(401), .fail, .fail, .upstreamAuthFailed),
+        (.status(403), .fail, .fail, .upstreamAuthFailed),
+    ])
+    func theDefaultTableSendsAgainOnlyWhatCannotProvisionTwice(
+        condition: UpstreamCondition, safe: RetryAction, unsafe: RetryAction, code: GatewayError.Code
+    ) {
+        let safeRule = RetryDecisionTable.defaults(resendSafe: true).decide(condition)
+        let unsafeRule = RetryDecisionTable.defaults(resendSafe: false).decide(condition)
+        #expect(safeRule?.action == safe)
+        #expect(unsafeRule?.action == unsafe)
+        #expect(safeRule?.code == code && unsafeRule?.code == code)
+    }
+
+    @Test func configRowsGoFirstAndTheRowsParse() throws {
+        let rows = [RetryRule(try #require(RetryRule.Match(parsing: "500")), .upstreamUnavailable, .failover)]
+        let table = RetryDecisionTable.defaults(resendSafe: true).overridden(by: rows)
+        #expect(table.decide(.status(500))?.action == .failover)
+        #expect(table.decide(.status(502))?.action == .retry)  // still the default
+        #expect(RetryRule.Match(parsing: "5xx") == .statusClass(5))
+        #expect(RetryRule.Match(parsing: "timeout") == .condition(.timedOut))
+        #expect(RetryRule.Match(parsing: "700") == nil)
+        #expect(RetryRule.Match(parsing: "sometimes") == nil)
+    }
+
+    @Test func theConfigRefusesRowsThatCouldProvisionTwice() {
+        let rejectedRetry = RetryDecisionConfig(on: "400", action: "retry")
+        #expect(rejectedRetry.refusal(kind: .bridge)?.contains("4xx") == true)
+        #expect(RetryDecisionConfig(on: "4xx", action: "failover").refusal(kind: .bridge) != nil)
+        #expect(RetryDecisionConfig(on: "429", action: "retry").refusal(kind: .tmp) == nil)
+        // TMP has no idempotency key: a timed-out request may have reached it.
+        #expect(RetryDecisionConfig(on: "timeout", action: "retry").refusal(kind: .tmp)?.contains("idempotency") == true)
+        #expect(RetryDecisionConfig(on: "timeout", action: "retry").refusal(kind: .bridge) == nil)
+        #expect(RetryDecisionConfig(on: "500", action: "fail").refusal(kind: .tmp) == nil)
+    }
+
+    @Test func onlyUnhealthyConditionsCountAgainstAnEndpoint() {
+        #expect(UpstreamCondition.status(503).countsAgainstEndpoint)
+        #expect(UpstreamCondition.timedOut.countsAgainstEndpoint)
+        #expect(UpstreamCondition.malformed.countsAgainstEndpoint)
+        #expect(!UpstreamCondition.status(429).countsAgainstEndpoint)
+        #expect(!UpstreamCondition.status(400).countsAgainstEndpoint)
+    }
+}
