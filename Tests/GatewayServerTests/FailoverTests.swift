@@ -1,0 +1,214 @@
+import Foundation
+import Gateway
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import ProvisioningCore
+import Sandbox
+import Synchronization
+import Testing
+
+/// A clock the test moves by hand, for the breakers: open durations pass without sleeping.
+final class ManualTime: Sendable {
+    private let base = ContinuousClock.now
+    private let offset = Mutex<Duration>(.zero)
+    func advance(by duration: Duration) { offset.withLock { $0 += duration } }
+    var now: ContinuousClock.Instant { base.advanced(by: offset.withLock { $0 }) }
+}
+
+/// Endpoints in failover order, circuit breakers per endpoint, the admin view and the metrics.
+struct FailoverTests {
+    static let opsKey = "sk_sandbox_ops"
+
+    /// Bridge with two endpoints: `first` (a URL) then the sandbox simulator.
+    static func twoEndpoints(first: String, threshold: Int = 2) throws -> GatewayConfig {
+        try ResilienceTests.config { config in
+            config.issuers["bridge"]!.endpoints = [EndpointConfig(url: first), EndpointConfig(url: "sandbox://bridge")]
+            config.issuers["bridge"]!.circuitBreaker.failureThreshold = threshold
+            config.issuers["bridge"]!.circuitBreaker.openMS = 30_000
+        }
+    }
+
+    @Test func aDownFirstEndpointFailsOverToTheSecond() async throws {
+        // Nothing listens on port 1: the connection is refused, so the request provably never left.
+        try await GatewayHarness.run(config: try Self.twoEndpoints(first: "http://127.0.0.1:1/v0")) { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok)
+            #expect(await sandbox.bridge.log.count == 1)
+            let events = try await ResilienceTests.events(client, response)
+            #expect(events.map { $0["endpoint"] as? String }.first == "http://127.0.0.1:1/v0")
+            #expect(events.map { $0["error_code"] as? String } == [.some("upstream_unavailable"), nil])
+            #expect(events.map { $0["outcome"] as? String } == ["failed", "succeeded"])
+            #expect((events.last?["endpoint"] as? String)?.hasPrefix("http://127.0.0.1:") == true)
+        }
+    }
+
+    @Test func anOpenBreakerSkipsItsEndpointUntilHalfOpen() async throws {
+        let time = ManualTime()
+        let health = UpstreamHealth(now: { time.now })
+        let config = try Self.twoEndpoints(first: "sandbox://bridge/primary")
+        try await GatewayHarness.run(config: config, health: health) { client, sandbox in
+            let primary = try #require(sandbox.instance(issuer: "bridge", endpoint: 0))
+            #expect(primary.url == "sandbox://bridge/primary")
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","endpoint":0,"mode":"unavailable","count":100}"#)
+            let body = try GatewayHarness.requestBody()
+
+            // Two 503s open the primary's breaker; the third attempt goes to the second endpoint.
+            let first = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            #expect(first.status == .ok)
+            #expect(await primary.log.count == 2)
+            #expect(await sandbox.bridge.log.count == 1)
+
+            // While open: no call to the primary at all.
+            for _ in 0..<3 {
+                #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            }
+            #expect(await primary.log.count == 2)
+            #expect(await sandbox.bridge.log.count == 4)
+
+            let open = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers", key: Self.opsKey)
+            let bridge = try #require((open.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" })
+            let endpoints = try #require(bridge["endpoints"] as? [[String: Any]])
+            #expect(endpoints.map { $0["breaker"] as? String } == ["open", "closed"])
+            #expect(endpoints.first?["last_error_code"] as? String == "upstream_unavailable")
+            #expect((endpoints.first?["recent_failures"] as? [[String: Any]])?.count == 2)
+            #expect(endpoints.first?["open_until"] is String)
+
+            // The open duration passes: one probe goes to the primary, fails, and it opens again.
+            time.advance(by: .seconds(31))
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            #expect(await primary.log.count == 3)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            #expect(await primary.log.count == 3)
+
+            // Healed: the next probe succeeds and closes the breaker; the primary serves again.
+            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            time.advance(by: .seconds(31))
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            #expect(await primary.log.count == 5)
+            let healed = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers", key: Self.opsKey)
+            let states = ((healed.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }?["endpoints"]
+                as? [[String: Any]])?.map { $0["breaker"] as? String }
+            #expect(states == ["closed", "closed"])
+        }
+    }
+
+    @Test func everyBreakerOpenFallsBackToLocalWhenTheRouteAllows() async throws {
+        let config = try ResilienceTests.config { config in
+            config.issuers["bridge"]!.circuitBreaker.failureThreshold = 1
+            config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", fallback: "local")]
+        }
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":100}"#)
+            let body = try GatewayHarness.requestBody()
+            let first = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            #expect(first.json["issuer"] as? String == "local")
+            #expect(await sandbox.bridge.log.count == 1)
+            // Open: Bridge is not called; local serves at once.
+            let second = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            #expect(second.status == .ok && second.json["issuer"] as? String == "local")
+            #expect(await sandbox.bridge.log.count == 1)
+            let events = try await ResilienceTests.events(client, second)
+            #expect(events.map { $0["issuer"] as? String } == ["local"])
+        }
+    }
+
+    @Test func theAdminViewIsForAdminClientsOnly() async throws {
+        try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
+            let refused = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers")
+            #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden")
+            let view = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers", key: Self.opsKey)
+            #expect(view.status == .ok)
+            let issuers = try #require(view.json["issuers"] as? [[String: Any]])
+            #expect(issuers.map { $0["issuer"] as? String } == ["bridge", "crossmint", "tmp"])
+            let tmp = try #require(issuers.last)
+            let decisions = try #require((tmp["retry"] as? [String: Any])?["decisions"] as? [[String: Any]])
+            #expect(decisions.first { $0["on"] as? String == "timeout" }?["action"] as? String == "fail")
+            // The ops client touches no cards.
+            let card = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(), key: Self.opsKey)
+            #expect(card.status == .forbidden)
+        }
+    }
+
+    @Test func metricsCountAttemptsRetriesAndTransitions() async throws {
+        let config = try ResilienceTests.config { $0.issuers["bridge"]!.circuitBreaker.failureThreshold = 2 }
+        try await GatewayHarness.run(config: config) { client, _ in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":2}"#)
+            // Two 503s open Bridge's only breaker: the third attempt is not made.
+            let failed = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(failed.status == .serviceUnavailable)
+            #expect((failed.json["detail"] as? String)?.contains("circuit breaker") == true)
+            _ = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody())
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(metrics.status == .ok)
+            let text = String(buffer: metrics.body)
+            let lines = text.split(separator: "\n")
+            func value(_ prefix: String, _ parts: [String]) -> Double? {
+                lines.first { $0.hasPrefix(prefix) && parts.allSatisfy($0.contains) }.flatMap { Double($0.split(separator: " ").last ?? "") }
+            }
+            #expect(value("gateway_upstream_attempts_total", [#"issuer="bridge""#, #"outcome="upstream_unavailable""#]) == 2)
+            #expect(value("gateway_upstream_attempts_total", [#"issuer="bridge""#, #"outcome="succeeded""#]) == nil)
+            #expect(value("gateway_upstream_attempts_total", [#"issuer="tmp""#, #"outcome="succeeded""#]) == 1)
+            #expect(value("gateway_upstream_retries_total", [#"issuer="bridge""#, #"reason="503""#]) == 1)
+            #expect(value("gateway_circuit_breaker_transitions_total", [#"issuer="bridge""#, #"from="closed""#, #"to="open""#]) == 1)
+            #expect(value("gateway_upstream_latency_seconds_count", [#"issuer="bridge""#]) == 2)
+            #expect(value("gateway_requests_total", [#"operation="apple_pay""#, #"outcome="upstream_unavailable""#]) == 1)
+            #expect(value("gateway_requests_total", [#"operation="apple_pay""#, #"outcome="succeeded""#]) == 1)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"issuer":"bridge","mode":"sometimes"}"#, "mode"),
+        (#"{"issuer":"nobody","mode":"unavailable"}"#, "unknown issuer"),
+        (#"{"issuer":"bridge","mode":"slow"}"#, "delay_ms"),
+        (#"{"issuer":"bridge","mode":"unavailable","count":0}"#, "count"),
+        (#"{"issuer":"bridge","mode":"unavailable","endpoint":3}"#, "endpoint"),
+    ])
+    func badFaultsAreClear400s(json: String, mentions: String) async throws {
+        try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
+            let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
+            #expect(response.status == .badRequest)
+            #expect(response.json["code"] as? String == "invalid_request")
+            #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json)")
+            let queued = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            #expect((queued.json["faults"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test func faultsQueueListAndClear() async throws {
+        try await GatewayHarness.run(config: try ResilienceTests.config()) { client, sandbox in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":2}"#)
+            try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"slow","delay_ms":10}"#)
+            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            let faults = try #require(listed.json["faults"] as? [[String: Any]])
+            #expect(faults.map { $0["simulator"] as? String } == ["sandbox://bridge", "sandbox://tmp"])
+            #expect(faults.map { $0["remaining"] as? Int } == [2, 1])
+            let cleared = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            #expect((cleared.json["faults"] as? [Any])?.isEmpty == true)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    @Test func faultsFromTheConfigArePlayedFromTheStart() async throws {
+        let config = try ResilienceTests.config { $0.sandbox.faults = [SandboxFaultConfig(issuer: "crossmint", mode: "unavailable", count: 1)] }
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_crossmint_demo", body: try GatewayHarness.requestBody())
+            #expect(response.status == .ok)
+            #expect(await sandbox.crossmint.log.requests.map(\.status) == [503, 200])
+        }
+    }
+
+    @Test func withoutTheSandboxTheFaultsPathDoesNotExist() async throws {
+        var config = try LocalIssuerTests.configWithBridgeDown(fallback: false)
+        config.sandbox.enabled = false
+        config.issuers = [:]
+        config.sandbox.cards = []
+        config.local.enabled = false
+        try await GatewayHarness.run(config: config) { client, _ in
+            let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#)
+            #expect(response.status == .notFound)
+        }
+    }
+}
