@@ -1,0 +1,108 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+
+/// Drives a running sandbox gateway with Apple Pay provisionings while queuing random faults at
+/// its simulators, then prints the success rate, latency percentiles and upstream attempts per
+/// request (read back from the audit trail). `scripts/soak.sh` starts a gateway and runs this.
+@main
+struct GatewaySoak: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway-soak", abstract: "Soak a sandbox gateway under random upstream faults.")
+
+    @Option(help: "The gateway's base URL.") var url = "http://127.0.0.1:8080"
+    @Option(help: "Provisionings to send.") var requests = 2_000
+    @Option(help: "Requests in flight at once.") var concurrency = 16
+    @Option(help: "Share of requests preceded by a random fault (0...1).") var faultRate = 0.25
+    @Option(help: "The client API key.") var key = "sk_sandbox_demo"
+    @Option(help: "The request body (a sandbox device's request).") var body = "Config/sandbox/apple-pay-request.json"
+    @Option(help: "Cards to provision, comma-separated.") var cards = "card_bridge_demo,card_tmp_demo,card_crossmint_demo"
+
+    static let faults: [(issuer: [String], fault: String)] = [
+        (["bridge", "tmp", "crossmint"], #""mode":"unavailable","count":2"#),
+        (["bridge", "tmp", "crossmint"], #""mode":"throttled","count":1,"retry_after_seconds":0"#),
+        (["bridge", "tmp", "crossmint"], #""mode":"timeout","count":1,"delay_ms":2000"#),
+        (["bridge", "tmp", "crossmint"], #""mode":"reset","count":1"#),
+        (["bridge", "tmp", "crossmint"], #""mode":"slow","count":3,"delay_ms":200"#),
+        (["bridge", "crossmint"], #""mode":"garbage","count":1"#),
+    ]
+
+    struct Result: Sendable {
+        let status: Int
+        let code: String?
+        let retryable: Bool
+        let provisioningID: String?
+        let latency: Duration
+    }
+
+    func run() async throws {
+        let payload = try Data(contentsOf: URL(fileURLWithPath: body))
+        let cardList = cards.split(separator: ",").map(String.init)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        _ = try await send(client, .DELETE, "/v1/sandbox/faults", body: nil)
+
+        let started = ContinuousClock.now
+        let results = try await withThrowingTaskGroup(of: [Result].self) { group in
+            let perWorker = (requests + concurrency - 1) / concurrency
+            for worker in 0..<concurrency {
+                group.addTask {
+                    var results: [Result] = []
+                    for index in 0..<perWorker where worker * perWorker + index < requests {
+                        if Double.random(in: 0..<1) < faultRate, let (issuers, fault) = Self.faults.randomElement() {
+                            let issuer = issuers.randomElement()!
+                            _ = try? await send(client, .POST, "/v1/sandbox/faults", body: Data(#"{"issuer":"\#(issuer)",\#(fault)}"#.utf8))
+                        }
+                        let card = cardList[(worker + index) % cardList.count]
+                        let begin = ContinuousClock.now
+                        let (status, json) = try await send(client, .POST, "/v1/cards/\(card)/wallet-provisioning/apple-pay", body: payload)
+                        results.append(Result(status: status, code: json["code"] as? String, retryable: json["retryable"] as? Bool ?? false,
+                                              provisioningID: json["provisioning_id"] as? String, latency: begin.duration(to: .now)))
+                    }
+                    return results
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        let wall = started.duration(to: .now)
+        _ = try await send(client, .DELETE, "/v1/sandbox/faults", body: nil)
+
+        var attempts: [Int] = []
+        for result in results {
+            guard let id = result.provisioningID else { continue }
+            let (_, audit) = try await send(client, .GET, "/v1/provisionings/\(id)", body: nil)
+            let events = audit["events"] as? [[String: Any]] ?? []
+            attempts.append(events.filter { ($0["attempt"] as? Int ?? 0) > 0 && $0["issuer"] as? String != "local" }.count)
+        }
+        try await client.shutdown()
+
+        let latencies = results.map { Double($0.latency.components.seconds) * 1000 + Double($0.latency.components.attoseconds) / 1e15 }.sorted()
+        func percentile(_ p: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+        let succeeded = results.filter { $0.status == 200 }.count
+        let retryable = results.filter { $0.status != 200 && $0.retryable }.count
+        var codes: [String: Int] = [:]
+        for result in results where result.status != 200 { codes[result.code ?? "HTTP \(result.status)", default: 0] += 1 }
+
+        print("requests            \(results.count) in \(String(format: "%.1f", Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18)) s, concurrency \(concurrency), fault rate \(faultRate)")
+        print("success rate        \(String(format: "%.2f", 100 * Double(succeeded) / Double(max(results.count, 1)))) %  (\(succeeded) ok, \(retryable) retryable problems, \(results.count - succeeded - retryable) other)")
+        print("latency p50 / p99   \(String(format: "%.0f", percentile(0.5))) ms / \(String(format: "%.0f", percentile(0.99))) ms  (max \(String(format: "%.0f", latencies.last ?? 0)) ms)")
+        print("attempts / request  \(String(format: "%.2f", Double(attempts.reduce(0, +)) / Double(max(attempts.count, 1))))")
+        if !codes.isEmpty { print("problems            " + codes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) }
+    }
+
+    func send(_ client: HTTPClient, _ method: HTTPMethod, _ path: String, body: Data?) async throws -> (Int, [String: Any]) {
+        var request = HTTPClientRequest(url: url + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let buffer = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: buffer))) as? [String: Any] ?? [:]
+        return (Int(response.status.code), json)
+    }
+}
