@@ -20,7 +20,7 @@ done
 
 status=0
 while read -r card pan; do
-  curl -s -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
+  curl -s --max-time 30 -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
     -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
     --data @"$work/device/apple-pay-request.json" >"$work/$card.json"
   python3 scripts/ecc_v2_decrypt.py "$work/device/leaf-key.pem" "$work/$card.json" "$work/device/apple-pay-request.json" "$pan" || status=1

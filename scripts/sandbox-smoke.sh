@@ -21,7 +21,7 @@ head -5 "$log"
 
 status=0
 for card in card_bridge_demo card_tmp_demo card_crossmint_demo; do
-  out=$(curl -s -w '\n%{http_code}' -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
+  out=$(curl -s --max-time 30 -w '\n%{http_code}' -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
     -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
     --data @Config/sandbox/apple-pay-request.json)
   code=$(tail -n1 <<<"$out")

@@ -147,9 +147,11 @@ struct ResilienceTests {
             let elapsed = started.duration(to: .now)
             #expect(response.status == .gatewayTimeout)
             #expect(["upstream_timeout", "deadline_exceeded"].contains(response.json["code"] as? String))
-            // 400 ms per try, then 200 ms left: the second try is cut to the deadline.
+            // 400 ms per try, then about 200 ms left: a second try cut to the deadline (none if a
+            // loaded machine left under 50 ms); never a third.
             #expect(elapsed >= .milliseconds(550) && elapsed < .milliseconds(900), "took \(elapsed)")
-            #expect(await sandbox.bridge.log.count == 2)
+            let calls = await sandbox.bridge.log.count
+            #expect((1...2).contains(calls), "\(calls) calls")
         }
     }
 }
