@@ -157,6 +157,63 @@ import WalletCrypto
         #expect(problems.first?.contains("not valid YAML") == true)
     }
 
+    @Test func resilienceSettingsAreCheckedWithTheirKeyPaths() {
+        let found = problems("""
+            clients:
+              - { id: ops, api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d, admin: true }
+            issuers:
+              tmp:
+                kind: tmp
+                endpoints: [ { url: https://tmp.example/v1 }, { url: https://tmp-dr.example/v1 } ]
+                credentials: { token: env:TMP_TOKEN }
+                retry:
+                  max_attempts: 0
+                  base_backoff_ms: 500
+                  max_backoff_ms: 100
+                  decisions:
+                    - { on: timeout, action: retry }
+                    - { on: "404", action: retry }
+                    - { on: sometimes, action: fail }
+                    - { on: "503", action: hope }
+                    - { on: "500", action: fail, code: nope }
+                circuit_breaker: { failure_threshold: 0, open_ms: 0, half_open_probes: 0 }
+            routing:
+              rules:
+                - { match: { program: acme }, issuer: tmp, deadline_ms: 90000 }
+            """)
+        let expected = [
+            "issuers.tmp.retry.max_attempts: must be 1 to 10",
+            "issuers.tmp.retry.max_backoff_ms: must be at least base_backoff_ms (500)",
+            "issuers.tmp.retry.decisions[0].action: tmp has no idempotency key: a request that may have reached it is never sent again",
+            "issuers.tmp.retry.decisions[1].action: a 4xx is never sent again (only 429 is)",
+            "issuers.tmp.retry.decisions[2].on: must be connect_failed, timeout, reset, malformed, an HTTP status, 4xx or 5xx",
+            "issuers.tmp.retry.decisions[3].action: must be retry, failover or fail",
+            "issuers.tmp.retry.decisions[4].code: unknown error code 'nope'",
+            "issuers.tmp.circuit_breaker.failure_threshold: must be at least 1",
+            "issuers.tmp.circuit_breaker.open_ms: must be positive",
+            "issuers.tmp.circuit_breaker.half_open_probes: must be at least 1",
+            "routing.rules[0].deadline_ms: must be 100 to 60000 (Apple gives the app about 20 s)",
+        ]
+        for problem in expected { #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)") }
+        // An admin client needs no programs.
+        #expect(!found.contains { $0.hasPrefix("clients[0].programs") })
+    }
+
+    @Test func aSandboxFaultNamesAConfiguredSimulator() {
+        let found = problems(Self.minimal + """
+
+            sandbox:
+              enabled: true
+              faults:
+                - { issuer: bridge, mode: unavailable }
+                - { issuer: nobody, mode: flaky, count: 0 }
+            """)
+        #expect(found.contains("sandbox.faults[0].endpoint: only sandbox:// endpoints take faults"))
+        #expect(found.contains("sandbox.faults[1].issuer: unknown issuer 'nobody' (faults go to simulated issuers)"))
+        #expect(found.contains { $0.hasPrefix("sandbox.faults[1].mode: must be one of: unavailable, throttled") })
+        #expect(found.contains("sandbox.faults[1].count: must be 1 to 10000"))
+    }
+
     @Test func aMissingEnvironmentVariableNamesItsKeyPath() async throws {
         let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
         do throws(ConfigError) {
