@@ -3,6 +3,7 @@
 # independent implementation (Python's `cryptography`) decrypts it following WALLET-CRYPTO.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/wait-for-gateway.sh
 
 port=${PORT:-18081}
 swift build --product provisioning-gateway >/dev/null
@@ -12,11 +13,7 @@ work=$(mktemp -d)
 "$bin" --port "$port" >"$work/gateway.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do
-  grep -q "^provisioning-gateway listening on" "$work/gateway.log" && break
-  kill -0 $pid 2>/dev/null || { cat "$work/gateway.log"; exit 1; }
-  sleep 0.1
-done
+wait_for_gateway $pid "$work/gateway.log"
 
 status=0
 while read -r card pan; do

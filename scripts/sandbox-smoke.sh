@@ -3,6 +3,7 @@
 # ready-made Apple Pay request for every demo card; fails unless each answers 200 with a payload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/wait-for-gateway.sh
 
 port=${PORT:-18080}
 log=$(mktemp)
@@ -12,11 +13,7 @@ bin="$(swift build --show-bin-path)/provisioning-gateway"
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
 
-for _ in $(seq 1 100); do
-  grep -q "^provisioning-gateway listening on" "$log" && break
-  kill -0 $pid 2>/dev/null || { cat "$log"; echo "gateway exited early"; exit 1; }
-  sleep 0.1
-done
+wait_for_gateway $pid "$log"
 head -5 "$log"
 
 status=0

@@ -6,6 +6,7 @@
 # resident memory before and after. Arguments go to gateway-soak (e.g. --requests 5000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/wait-for-gateway.sh
 
 port=${PORT:-18090}
 config=${CONFIG:-release}
@@ -19,11 +20,7 @@ printf 'store:\n  sqlite:\n    path: %s/gateway.sqlite\n' "$work" >> "$work/gate
 "$bin/provisioning-gateway" --config "$work/gateway.yaml" --port "$port" --log-level warning >"$work/gateway.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do
-  grep -q "listening on" "$work/gateway.log" && break
-  kill -0 $pid 2>/dev/null || { cat "$work/gateway.log"; exit 1; }
-  sleep 0.1
-done
+wait_for_gateway $pid "$work/gateway.log"
 rss() { awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$pid/status"; }
 echo "gateway ($config build) resident at start: $(rss)"
 "$bin/gateway-soak" --url "http://127.0.0.1:$port" "$@"
