@@ -23,6 +23,12 @@ public struct IdempotencyGuard: Sendable {
     public enum Outcome: Sendable {
         case fresh(StoredResponse)
         case replayed(StoredResponse)
+
+        public var stored: StoredResponse {
+            switch self {
+            case .fresh(let stored), .replayed(let stored): stored
+            }
+        }
     }
 
     public func run(

@@ -10,6 +10,18 @@ public struct ApplePayProvisioning: Sendable {
     public let payload: ApplePayPayload
 }
 
+public struct GooglePayProvisioning: Sendable {
+    public let provisioningID: ProvisioningID
+    public let issuer: IssuerID
+    public let payload: GooglePayPayload
+}
+
+public struct TokenActivation: Sendable {
+    public let provisioningID: ProvisioningID
+    public let issuer: IssuerID
+    public let result: TokenActivationResult
+}
+
 /// One provisioning: resolve the card, check the client may use it, route it to an issuer, run
 /// that issuer's endpoints under its retry policy and circuit breakers within the route's
 /// deadline, fall back to `local` when the route allows, and write an audit event for every
@@ -26,12 +38,15 @@ public struct ProvisioningService: Sendable {
     let chainValidator: ApplePayChainValidator?
     let caller: ResilientCaller
     let metrics: GatewayMetrics?
+    /// Where a token activation without a card goes (`routing.activations.issuer`).
+    let activationIssuer: IssuerID?
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
-        health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, logger: Logger
+        health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil, logger: Logger
     ) {
+        self.activationIssuer = activationIssuer
         self.store = store
         self.upstreams = upstreams.issuers
         self.local = local
@@ -55,42 +70,126 @@ public struct ProvisioningService: Sendable {
     public func provisionApplePay(
         cardID: CardID, request: ApplePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate()
     ) async throws(GatewayError) -> ApplePayProvisioning {
+        let validated = validatedIssuers
+        let chainValidator = chainValidator
+        let (issuer, payload) = try await run(
+            .applePay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: request.device.type,
+            fallbackAllowed: true
+        ) { (issuer) async throws(GatewayError) in
+            guard validated.contains(issuer), let chainValidator else { return }
+            do throws(ApplePayChainValidator.Failure) {
+                _ = try await chainValidator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value)
+            } catch {
+                throw GatewayError(.invalidCertificateChain, error.reason)
+            }
+        } call: { (connector, card, context) async throws(GatewayError) in
+            try await connector.provisionApplePay(request, card: card!, context: context)
+        }
+        return ApplePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
+    }
+
+    public func provisionGooglePay(
+        cardID: CardID, request: GooglePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate()
+    ) async throws(GatewayError) -> GooglePayProvisioning {
+        let (issuer, payload) = try await run(
+            .googlePay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false
+        ) { (connector, card, context) async throws(GatewayError) in
+            try await connector.provisionGooglePay(request, card: card!, context: context)
+        }
+        return GooglePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
+    }
+
+    /// Activates a wallet token at the card's issuer, or, without a card, at `activationIssuer`.
+    public func activateToken(
+        _ request: TokenActivationRequest, cardID: CardID?, client: Client, provisioningID: ProvisioningID = .generate()
+    ) async throws(GatewayError) -> TokenActivation {
+        let (issuer, result) = try await run(
+            .tokenActivation, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false
+        ) { (connector, card, context) async throws(GatewayError) in
+            try await connector.activateToken(request, card: card, context: context)
+        }
+        metrics?.activation(issuer: issuer, result: result.outcome.rawValue)
+        return TokenActivation(provisioningID: provisioningID, issuer: issuer, result: result)
+    }
+
+    /// Which connectors serve an operation, and whether one issuer can.
+    private func serves(_ issuer: IssuerID, _ operation: AuditOperation) -> Bool {
+        guard let connector = upstreams[issuer]?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
+        switch operation {
+        case .applePay: return connector.wallets.contains(.applePay)
+        case .googlePay: return connector.wallets.contains(.googlePay)
+        case .tokenActivation: return connector.activatesTokens
+        }
+    }
+
+    /// One request of any operation: card and client checks, routing, the issuer's attempts under
+    /// its resilience rules, the local fallback where allowed, and the audit trail. `prepare` runs
+    /// once per issuer before its first attempt (chain validation).
+    private func run<T: Sendable>(
+        _ operation: AuditOperation, cardID: CardID?, client: Client, provisioningID: ProvisioningID, deviceType: DeviceType?,
+        fallbackAllowed: Bool,
+        prepare: (IssuerID) async throws(GatewayError) -> Void = { _ in },
+        call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
+    ) async throws(GatewayError) -> (IssuerID, T) {
         let started = ContinuousClock.now
         var logger = logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
-        logger[metadataKey: "card_id"] = "\(cardID)"
+        logger[metadataKey: "operation"] = "\(operation.rawValue)"
+        if let cardID { logger[metadataKey: "card_id"] = "\(cardID)" }
         logger[metadataKey: "client"] = "\(client.id)"
         var trail = Trail(event: AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, wallet: .applePay, issuer: nil,
-            endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil, latencyMS: 0))
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+            deviceType: deviceType, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
+            latencyMS: 0))
 
         do throws(GatewayError) {
-            let card = try await card(cardID)
-            guard client.mayUse(card) else {
-                throw GatewayError(.forbidden, "card \(cardID) belongs to a program this client may not use")
-            }
-            guard let issuer = routing.issuer(for: card, wallet: .applePay) else {
-                throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and apple_pay")
+            var card: CardRecord?
+            let issuer: IssuerID
+            if let cardID {
+                let record = try await self.card(cardID)
+                guard client.mayUse(record) else {
+                    throw GatewayError(.forbidden, "card \(cardID) belongs to a program this client may not use")
+                }
+                card = record
+                let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
+                guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : routing.issuer(for: record, wallet: wallet)
+                else {
+                    throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and \(operation.rawValue)")
+                }
+                issuer = routed
+            } else {
+                guard let routed = activationIssuer else {
+                    throw GatewayError(.invalidRequest, "card_id: required (no routing.activations.issuer is configured)")
+                }
+                issuer = routed
             }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"
-            let deadline = started.advanced(by: routing.deadline(for: card, wallet: .applePay) ?? self.deadline)
+            // An issuer whose contract has no place for this operation is never called.
+            guard serves(issuer, operation) else {
+                throw GatewayError(.walletNotSupported, operation == .tokenActivation
+                    ? "\(issuer) does not activate wallet tokens"
+                    : "\(issuer) does not provision for \(operation.rawValue)")
+            }
+            let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
+            let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
+            let deadline = started.advanced(by: routeDeadline ?? self.deadline)
             let context = ProvisioningContext(provisioningID: provisioningID, deadline: deadline)
             do throws(GatewayError) {
-                let payload = try await serve(issuer, request: request, card: card, context: context, trail: &trail)
-                logger.info("apple pay provisioned", metadata: ["latency_ms": "\(started.duration(to: .now).wholeMilliseconds)"])
-                metrics?.request(operation: "apple_pay", outcome: "succeeded")
-                return ApplePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
-            } catch where error.isRetryable {
-                guard let fallback = routing.fallback(for: card, wallet: .applePay), fallback != issuer, fallback == local?.issuer,
+                let value = try await serve(issuer, card: card, context: context, trail: &trail, prepare: prepare, call: call)
+                logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(started.duration(to: .now).wholeMilliseconds)"])
+                metrics?.request(operation: operation.rawValue, outcome: "succeeded")
+                return (issuer, value)
+            } catch where error.isRetryable && fallbackAllowed {
+                guard let card, let fallback = routing.fallback(for: card, wallet: wallet), fallback != issuer, fallback == local?.issuer,
                       ContinuousClock.now < deadline
                 else { throw error }
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
                 metrics?.fallback(issuer: issuer, to: fallback)
                 do throws(GatewayError) {
-                    let payload = try await serve(fallback, request: request, card: card, context: context, trail: &trail)
-                    metrics?.request(operation: "apple_pay", outcome: "succeeded")
-                    return ApplePayProvisioning(provisioningID: provisioningID, issuer: fallback, payload: payload)
+                    let value = try await serve(fallback, card: card, context: context, trail: &trail, prepare: prepare, call: call)
+                    metrics?.request(operation: operation.rawValue, outcome: "succeeded")
+                    return (fallback, value)
                 } catch let fallbackError where fallbackError.code == .cardNotFound {
                     // The vault holds nothing for this card: its own attempt is on record, and the
                     // issuer's failure is the answer.
@@ -105,40 +204,36 @@ public struct ProvisioningService: Sendable {
                 event.fail(with: error, since: started)
                 try? await record(event)
             }
-            metrics?.request(operation: "apple_pay", outcome: error.code.rawValue)
-            logger.notice("apple pay provisioning failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
+            metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
+            logger.notice("\(operation.rawValue) failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
             throw error.with(provisioningID: provisioningID)
         }
     }
 
     /// Every attempt at one issuer: its upstream endpoints under the resilience rules, or the
     /// local encryptor once. Each attempt's audit event is written before going on.
-    private func serve(
-        _ issuer: IssuerID, request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext, trail: inout Trail
-    ) async throws(GatewayError) -> ApplePayPayload {
-        if validatedIssuers.contains(issuer), let chainValidator {
-            do {
-                _ = try await chainValidator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value)
-            } catch {
-                throw GatewayError(.invalidCertificateChain, error.reason)
-            }
-        }
+    private func serve<T: Sendable>(
+        _ issuer: IssuerID, card: CardRecord?, context: ProvisioningContext, trail: inout Trail,
+        prepare: (IssuerID) async throws(GatewayError) -> Void,
+        call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
+    ) async throws(GatewayError) -> T {
+        try await prepare(issuer)
         if let upstream = upstreams[issuer] {
             return try await caller.call(upstream, context: context, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector) async throws(GatewayError) in
-                try await connector.provisionApplePay(request, card: card, context: context)
+                try await call(connector, card, context)
             }
         }
         guard let local, local.issuer == issuer else {
-            throw GatewayError(.internal, "issuer \(issuer) of card \(card.id) has no connector")
+            throw GatewayError(.internal, "issuer \(issuer) has no connector")
         }
         let started = ContinuousClock.now
         do throws(GatewayError) {
-            let payload = try await local.provisionApplePay(request, card: card, context: context)
+            let value = try await call(local, card, context)
             try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: nil, latency: started.duration(to: .now)),
                             trail: &trail)
-            return payload
+            return value
         } catch {
             try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: error, latency: started.duration(to: .now)),
                             trail: &trail)
@@ -162,9 +257,9 @@ public struct ProvisioningService: Sendable {
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.
-    public func recordReplay(provisioningID: ProvisioningID, cardID: CardID, client: Client, wallet: Wallet) async {
+    public func recordReplay(provisioningID: ProvisioningID, cardID: CardID, client: Client, operation: AuditOperation) async {
         let event = AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, wallet: wallet, issuer: nil,
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, operation: operation, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
         try? await record(event)
     }

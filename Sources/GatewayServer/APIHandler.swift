@@ -49,9 +49,61 @@ struct APIHandler: APIProtocol {
             return .ok(.init(body: .json(try Self.decodeStored(stored))))
         case .replayed(let stored):
             let answer = try Self.decodeStored(stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, wallet: .applePay)
+            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay)
             return .ok(.init(body: .json(answer)))
         }
+    }
+
+    // MARK: Google Pay
+
+    func provisionGooglePay(_ input: Operations.ProvisionGooglePay.Input) async throws -> Operations.ProvisionGooglePay.Output {
+        let client = try Self.client()
+        guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
+        let cardID = CardID(input.path.cardId)
+        let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
+        let outcome = try await idempotency.run(
+            client: client.id, key: input.headers.idempotencyKey,
+            requestHash: Self.requestHash(cardID: CardID("google-pay:" + cardID.rawValue), body: body)
+        ) { () async throws(GatewayError) -> StoredResponse in
+            let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client)
+            let payload = result.payload
+            let answer = Components.Schemas.GooglePayProvisioningResponse(
+                provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue,
+                opaquePaymentCard: payload.opaquePaymentCard.value.base64EncodedString(), displayName: payload.displayName,
+                lastDigits: payload.lastDigits, network: payload.network, tokenServiceProvider: payload.tokenServiceProvider,
+                userAddress: payload.userAddress.map {
+                    .init(name: $0.name, address1: $0.address1, address2: $0.address2, city: $0.city, state: $0.state,
+                          postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
+                })
+            return StoredResponse(status: 200, body: Self.encode(answer))
+        }
+        let answer: Components.Schemas.GooglePayProvisioningResponse
+        do {
+            answer = try JSONDecoder().decode(Components.Schemas.GooglePayProvisioningResponse.self, from: outcome.stored.body)
+        } catch {
+            throw GatewayError(.internal, "a stored answer could not be read")
+        }
+        if case .replayed = outcome {
+            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay)
+        }
+        return .ok(.init(body: .json(answer)))
+    }
+
+    // MARK: Token activation
+
+    func activateToken(_ input: Operations.ActivateToken.Input) async throws -> Operations.ActivateToken.Output {
+        let client = try Self.client()
+        guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
+        let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
+        if let cardID = body.cardId, cardID.isEmpty || cardID.count > 128 {
+            throw GatewayError(.invalidRequest, "card_id: 1 to 128 characters when given")
+        }
+        let activation = try await service.activateToken(request, cardID: body.cardId.map { CardID($0) }, client: client)
+        let result = activation.result
+        return .ok(.init(body: .json(.init(
+            provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,
+            result: .init(rawValue: result.outcome.rawValue)!, tokenUniqueReference: result.tokenUniqueReference,
+            cardLast4: result.cardLast4, comment: result.comment))))
     }
 
     /// The same request, however its JSON is spaced or ordered, hashes the same.
@@ -171,7 +223,7 @@ struct APIHandler: APIProtocol {
             throw GatewayError(.notFound, "no provisioning \(input.path.provisioningId) for this client")
         }
         return .ok(.init(body: .json(.init(provisioningId: input.path.provisioningId, events: events.map { event in
-            .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.wallet.rawValue,
+            .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue, deviceType: event.deviceType?.rawValue,
                   issuer: event.issuer?.rawValue, endpoint: event.endpoint, attempt: event.attempt,
                   outcome: .init(rawValue: event.outcome.rawValue) ?? .failed, errorCode: event.errorCode?.rawValue,
                   upstreamStatus: event.upstreamStatus, latencyMs: event.latencyMS)

@@ -40,7 +40,8 @@ public func buildApplication(
     let service = ProvisioningService(
         store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
         validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
-        chainValidator: local.validator, health: health, metrics: metrics, logger: logger)
+        chainValidator: local.validator, health: health, metrics: metrics,
+        activationIssuer: config.routing.activations.issuer.map { IssuerID($0) }, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(issuers: config.issuers, localEnabled: config.local.enabled),
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline),

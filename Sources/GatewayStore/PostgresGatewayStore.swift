@@ -64,6 +64,9 @@ public final class PostgresGatewayStore: GatewayStore {
         ("002_vault", [
             "CREATE TABLE vault_entries (card_id TEXT PRIMARY KEY, sealed BYTEA NOT NULL, updated_at BIGINT NOT NULL)",
         ]),
+        ("003_audit_device_type", [
+            "ALTER TABLE audit_events ADD COLUMN device_type TEXT",
+        ]),
     ]
 
     /// An advisory lock makes concurrent start-ups of several instances take turns.
@@ -206,10 +209,10 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func appendAudit(_ event: AuditEvent) async throws {
         try await client.query("""
-            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome,
-                error_code, upstream_status, latency_ms)
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
+                outcome, error_code, upstream_status, latency_ms)
             VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
-                \(event.cardID.rawValue), \(event.wallet.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
+                \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
                 \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
             """, logger: logger)
     }
@@ -217,19 +220,19 @@ public final class PostgresGatewayStore: GatewayStore {
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
         let rows = try await client.query("""
             SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
-                upstream_status, latency_ms
+                upstream_status, latency_ms, device_type
             FROM audit_events WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id
             """, logger: logger)
         var events: [AuditEvent] = []
         for try await row in rows {
-            let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency) = try row.decode(
-                (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int).self)
-            guard let wallet = Wallet(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
+            let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device) = try row.decode(
+                (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?).self)
+            guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
                 throw StoreError(store: displayName, reason: "an audit row has an unknown wallet or outcome")
             }
             events.append(AuditEvent(
                 provisioningID: ProvisioningID(id), at: StoreRows.date(at), client: ClientID(client), cardID: CardID(card),
-                wallet: wallet, issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
+                operation: operation, deviceType: device.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
                 errorCode: code.flatMap { GatewayError.Code(rawValue: $0) }, upstreamStatus: status, latencyMS: latency))
         }
         return events

@@ -73,6 +73,9 @@ public final class SQLiteGatewayStore: GatewayStore {
                 );
                 """)
         }
+        migrator.registerMigration("003_audit_device_type") { db in
+            try db.execute(sql: "ALTER TABLE audit_events ADD COLUMN device_type TEXT")
+        }
         return migrator
     }
 
@@ -180,11 +183,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt,
-                        outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint,
+                        attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
-                            event.cardID.rawValue, event.wallet.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
+                            event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
                             event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
         }
     }
@@ -193,12 +196,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id",
                              arguments: [provisioningID.rawValue]).map { row in
-                guard let wallet = Wallet(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
+                guard let operation = AuditOperation(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
                     throw StoreError(store: "sqlite", reason: "an audit row has an unknown wallet or outcome")
                 }
                 return AuditEvent(
                     provisioningID: ProvisioningID(row["provisioning_id"]), at: StoreRows.date(row["at"]),
-                    client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), wallet: wallet,
+                    client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), operation: operation,
+                    deviceType: (row["device_type"] as String?).flatMap(DeviceType.init(rawValue:)),
                     issuer: (row["issuer"] as String?).map { IssuerID($0) }, endpoint: row["endpoint"], attempt: row["attempt"],
                     outcome: outcome, errorCode: (row["error_code"] as String?).flatMap { GatewayError.Code(rawValue: $0) },
                     upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"])

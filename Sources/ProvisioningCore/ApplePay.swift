@@ -5,6 +5,8 @@ public enum DeviceType: String, Sendable, Codable, CaseIterable {
 }
 
 public struct DeviceInfo: Sendable, Equatable {
+    public static let maxPrimaryAccountIdentifierLength = 128
+
     public var type: DeviceType
     /// The phone pass's deviceAccountIdentifier when the target is an Apple Watch.
     public var primaryAccountIdentifier: String?
@@ -12,6 +14,23 @@ public struct DeviceInfo: Sendable, Equatable {
     public init(type: DeviceType = .phone, primaryAccountIdentifier: String? = nil) {
         self.type = type
         self.primaryAccountIdentifier = primaryAccountIdentifier
+    }
+
+    /// PassKit requires `primaryAccountIdentifier` when provisioning to Apple Watch (the phone
+    /// pass's `deviceAccountIdentifier`); when given it is a short printable identifier.
+    public func validate() throws(GatewayError) {
+        if type == .watch, (primaryAccountIdentifier ?? "").isEmpty {
+            throw GatewayError(.invalidRequest,
+                "device.primary_account_identifier: required for a watch (the phone pass's deviceAccountIdentifier)")
+        }
+        if let identifier = primaryAccountIdentifier {
+            guard !identifier.isEmpty, identifier.count <= Self.maxPrimaryAccountIdentifierLength,
+                  identifier.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+            else {
+                throw GatewayError(.invalidRequest,
+                    "device.primary_account_identifier: 1 to \(Self.maxPrimaryAccountIdentifierLength) printable characters")
+            }
+        }
     }
 }
 
@@ -31,6 +50,7 @@ public struct ApplePayProvisioningRequest: Sendable {
 
     /// Checks shapes only (count, sizes, DER framing); chain validation is the crypto layer's job.
     public init(certificates: [Data], nonce: Data, nonceSignature: Data, device: DeviceInfo = DeviceInfo()) throws(GatewayError) {
+        try device.validate()
         guard Self.certificateCountRange.contains(certificates.count) else {
             throw GatewayError(.invalidRequest,
                 "certificates: expected the leaf and the subordinate CA (2 to 4 certificates), got \(certificates.count)")

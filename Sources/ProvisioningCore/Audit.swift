@@ -13,7 +13,10 @@ public struct AuditEvent: Sendable, Equatable {
     public var at: Date
     public var client: ClientID
     public var cardID: CardID
-    public var wallet: Wallet
+    /// What the request asked for (stored in the `wallet` column).
+    public var operation: AuditOperation
+    /// Apple Pay: the device the pass is for (phone, watch, tablet).
+    public var deviceType: DeviceType?
     public var issuer: IssuerID?
     /// The upstream endpoint's base URL (never with credentials or a query).
     public var endpoint: String?
@@ -32,14 +35,15 @@ public struct AuditEvent: Sendable, Equatable {
     }
 
     public init(
-        provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, wallet: Wallet, issuer: IssuerID?,
+        provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, operation: AuditOperation, deviceType: DeviceType? = nil, issuer: IssuerID?,
         endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?, upstreamStatus: Int?, latencyMS: Int
     ) {
         self.provisioningID = provisioningID
         self.at = at
         self.client = client
         self.cardID = cardID
-        self.wallet = wallet
+        self.operation = operation
+        self.deviceType = deviceType
         self.issuer = issuer
         self.endpoint = endpoint
         self.attempt = attempt
@@ -47,5 +51,19 @@ public struct AuditEvent: Sendable, Equatable {
         self.errorCode = errorCode
         self.upstreamStatus = upstreamStatus
         self.latencyMS = latencyMS
+    }
+}
+
+/// The unified API operation an audit event belongs to.
+public enum AuditOperation: String, Sendable, Codable, CaseIterable {
+    case applePay = "apple_pay"
+    case googlePay = "google_pay"
+    case tokenActivation = "token_activation"
+
+    public init(_ wallet: Wallet) {
+        switch wallet {
+        case .applePay: self = .applePay
+        case .googlePay: self = .googlePay
+        }
     }
 }

@@ -22,4 +22,32 @@ public protocol IssuerConnector: Sendable {
     var endpoint: String { get }
     func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
+
+    /// The wallets this upstream's contract serves; a request for another is refused before any call.
+    var wallets: Set<Wallet> { get }
+    func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> GooglePayPayload
+
+    /// Whether the upstream activates wallet tokens from the issuer's app.
+    var activatesTokens: Bool { get }
+    /// `card` is nil when the caller named no card.
+    func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
+        async throws(GatewayError) -> TokenActivationResult
+}
+
+extension IssuerConnector {
+    public var wallets: Set<Wallet> { [.applePay] }
+    public var activatesTokens: Bool { false }
+
+    public func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> GooglePayPayload
+    {
+        throw GatewayError(.walletNotSupported, "\(issuer) does not provision for google_pay")
+    }
+
+    public func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
+        async throws(GatewayError) -> TokenActivationResult
+    {
+        throw GatewayError(.walletNotSupported, "\(issuer) does not activate wallet tokens")
+    }
 }

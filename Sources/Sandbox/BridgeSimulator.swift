@@ -62,6 +62,9 @@ public struct BridgeSimulator: Sendable {
         guard let body = SimulatorHTTP.jsonObject(raw) else {
             return error(.badRequest, "invalid_json", "Request body must be a JSON object", location: "body", key: nil)
         }
+        if body["wallet_provider"] as? String == "google_pay" {
+            return await googlePay(body, customerID: customerID, cardAccountID: cardAccountID, idempotencyKey: idempotencyKey)
+        }
         guard body["wallet_provider"] as? String == "apple_pay" else {
             return error(.badRequest, "invalid_parameter", "wallet_provider must be apple_pay or google_pay",
                          location: "body", key: "wallet_provider")
@@ -101,6 +104,40 @@ public struct BridgeSimulator: Sendable {
         }
         return SimulatorHTTP.json(.ok, ["wallet_provider": "apple_pay", "apple_pay": answer])
     }
+
+    /// Google Pay: `google_pay.client_wallet_account_id` and `client_device_id`, both required;
+    /// answers `opaque_payment_card` (base64url, as Bridge may send it).
+    private func googlePay(_ body: [String: Any], customerID: String, cardAccountID: String, idempotencyKey: String) async -> Response {
+        guard let googlePay = body["google_pay"] as? [String: Any] else {
+            return error(.badRequest, "missing_parameter", "google_pay is required", location: "body", key: "google_pay")
+        }
+        var ids: [String: String] = [:]
+        for key in ["client_wallet_account_id", "client_device_id"] {
+            guard let value = googlePay[key] as? String, !value.isEmpty else {
+                return error(.badRequest, "missing_parameter", "\(key) is required", location: "body", key: key)
+            }
+            guard value.count <= Self.maxGoogleIDLength else {
+                return error(.badRequest, "invalid_parameter", "\(key) is too long", location: "body", key: key)
+            }
+            ids[key] = value
+        }
+        guard accounts.contains(Account(customerID: customerID, cardAccountID: cardAccountID)) else {
+            return error(.notFound, "not_found", "Card account not found", location: "path", key: "cardAccountID")
+        }
+        let opc = SandboxOPC.make(card: cards[cardAccountID] ?? .testVisa, walletAccountID: ids["client_wallet_account_id"]!,
+                                  deviceID: ids["client_device_id"]!)
+        let text = opc.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let fingerprint = "\(customerID)/\(cardAccountID)/" + SHA256.hash(data: SimulatorHTTP.canonicalJSON(body)).description
+        guard let answer = await replays.answer(key: idempotencyKey, fingerprint: fingerprint, fresh: ["opaque_payment_card": text]) else {
+            return error(.unprocessableContent, "idempotency_key_reused", "Idempotency-Key was used with another request",
+                         location: "header", key: "Idempotency-Key")
+        }
+        return SimulatorHTTP.json(.ok, ["wallet_provider": "google_pay", "google_pay": answer])
+    }
+
+    /// Google's ids are short; the simulator refuses longer ones as Bridge's validation would.
+    static let maxGoogleIDLength = 64
 
     private func payloadFields(leaf: Data, nonce: Data, nonceSignature: Data, card: DemoCard) -> [String: String]? {
         guard let payload = try? SandboxPayload.make(leafDER: leaf, nonce: nonce, nonceSignature: nonceSignature, card: card) else {

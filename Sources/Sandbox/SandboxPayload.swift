@@ -45,3 +45,25 @@ struct SandboxPayload {
                               ephemeralPublicKey: encrypted.ephemeralPublicKey)
     }
 }
+
+/// A sandbox opaque payment card for Google Pay: what an issuer would encrypt for Google is opaque to
+/// the gateway and the app, so the simulators answer deterministic bytes bound to the card and the
+/// wallet (never the card number itself).
+enum SandboxOPC {
+    static func make(card: DemoCard, walletAccountID: String, deviceID: String) -> Data {
+        var bytes = Data("OPC1".utf8)
+        for round in 0..<3 {
+            bytes += Data(SHA256.hash(data: Data("\(round)|\(card.number.suffix(4))|\(walletAccountID)|\(deviceID)".utf8)))
+        }
+        return bytes
+    }
+
+    static func network(_ card: DemoCard) -> String {
+        switch card.number.first {
+        case "4": "VISA"
+        case "5", "2": "MASTERCARD"
+        case "3": "AMEX"
+        default: "OTHER"
+        }
+    }
+}

@@ -53,7 +53,7 @@ final class CapturedLog: Sendable {
         }
 
         let text = captured.text
-        #expect(text.contains("apple pay provisioned"), "the provisioning path logs nothing; the test would prove nothing")
+        #expect(text.contains("apple_pay succeeded"), "the provisioning path logs nothing; the test would prove nothing")
         #expect(text.contains("card_not_found"))
         var secrets = (request["certificates"] as! [String]).map { String($0.prefix(24)) }
         secrets += [request["nonce"] as! String, request["nonce_signature"] as! String, GatewayHarness.demoKey]

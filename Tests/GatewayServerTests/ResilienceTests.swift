@@ -12,8 +12,8 @@ import Testing
 /// status and code, the attempts the simulator counted, the time taken against the deadline, and
 /// the audit trail. Timeouts and backoffs are milliseconds so the suite stays fast.
 struct ResilienceTests {
-    static let deadlineMS = 2_000
-    static let perTryMS = 400
+    static let deadlineMS = 3_000
+    static let perTryMS = 800
 
     /// The sandbox with millisecond-scale timing.
     static func config(_ mutate: (inout GatewayConfig) -> Void = { _ in }) throws -> GatewayConfig {
@@ -58,18 +58,18 @@ struct ResilienceTests {
         Scenario(issuer: "bridge", fault: #""mode":"unavailable","count":5"#, code: "upstream_unavailable", status: 503, attempts: 3),
         Scenario(issuer: "bridge", fault: #""mode":"throttled","count":1,"retry_after_seconds":1"#, code: nil, status: 200, attempts: 2,
                  atLeastMS: 1_000),
-        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":1,"delay_ms":3000"#, code: nil, status: 200, attempts: 2,
+        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":1,"delay_ms":6000"#, code: nil, status: 200, attempts: 2,
                  atLeastMS: perTryMS),
-        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":5,"delay_ms":3000"#, code: "upstream_timeout", status: 504,
+        Scenario(issuer: "bridge", fault: #""mode":"timeout","count":5,"delay_ms":6000"#, code: "upstream_timeout", status: 504,
                  attempts: 3, atLeastMS: 2 * perTryMS),
         Scenario(issuer: "bridge", fault: #""mode":"reset","count":1"#, code: nil, status: 200, attempts: 2),
-        Scenario(issuer: "bridge", fault: #""mode":"slow","count":1,"delay_ms":150"#, code: nil, status: 200, attempts: 1, atLeastMS: 150),
+        Scenario(issuer: "bridge", fault: #""mode":"slow","count":1,"delay_ms":100"#, code: nil, status: 200, attempts: 1, atLeastMS: 100),
         Scenario(issuer: "bridge", fault: #""mode":"garbage","count":1"#, code: nil, status: 200, attempts: 2),
         Scenario(issuer: "bridge", fault: #""mode":"rejected","count":1"#, code: "upstream_rejected", status: 422, attempts: 1),
         // TMP's POST has no idempotency key: sent again only when TMP said it did not handle it.
         Scenario(issuer: "tmp", fault: #""mode":"unavailable","count":1"#, code: nil, status: 200, attempts: 2),
         Scenario(issuer: "tmp", fault: #""mode":"throttled","count":1,"retry_after_seconds":0"#, code: nil, status: 200, attempts: 2),
-        Scenario(issuer: "tmp", fault: #""mode":"timeout","count":1,"delay_ms":3000"#, code: "upstream_timeout", status: 504, attempts: 1,
+        Scenario(issuer: "tmp", fault: #""mode":"timeout","count":1,"delay_ms":6000"#, code: "upstream_timeout", status: 504, attempts: 1,
                  atLeastMS: perTryMS),
         Scenario(issuer: "tmp", fault: #""mode":"reset","count":1"#, code: "upstream_unavailable", status: 503, attempts: 1),
         Scenario(issuer: "tmp", fault: #""mode":"garbage","count":1"#, code: "upstream_protocol_error", status: 502, attempts: 1),
@@ -98,7 +98,8 @@ struct ResilienceTests {
                 #expect(response.json["issuer"] as? String == scenario.issuer)
             }
             #expect(await simulator.log.count - before == scenario.attempts, "attempts counted at the simulator")
-            #expect(elapsed < .milliseconds(Self.deadlineMS + 300), "took \(elapsed), deadline \(Self.deadlineMS) ms")
+            // The margin is for a loaded machine's scheduling; the deadline itself is what is honoured.
+            #expect(elapsed < .milliseconds(Self.deadlineMS + 1_000), "took \(elapsed), deadline \(Self.deadlineMS) ms")
             #expect(elapsed >= .milliseconds(scenario.atLeastMS), "took \(elapsed), expected at least \(scenario.atLeastMS) ms")
 
             let events = try await Self.events(client, response)
@@ -128,7 +129,7 @@ struct ResilienceTests {
             try await Self.addFault(client, #"{"issuer":"bridge","mode":"throttled","count":1,"retry_after_seconds":30}"#)
             let started = ContinuousClock.now
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
-            #expect(started.duration(to: .now) < .milliseconds(1_000))
+            #expect(started.duration(to: .now) < .milliseconds(2_000))
             #expect(response.status == .gatewayTimeout)
             #expect(response.json["code"] as? String == "deadline_exceeded")
             #expect(response.json["retryable"] as? Bool == true)
@@ -138,18 +139,18 @@ struct ResilienceTests {
 
     @Test func aRouteDeadlineBoundsEveryAttempt() async throws {
         let config = try Self.config { config in
-            config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 600)]
+            config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 1_200)]
         }
         try await GatewayHarness.run(config: config) { client, sandbox in
-            try await Self.addFault(client, #"{"issuer":"bridge","mode":"timeout","count":5,"delay_ms":3000}"#)
+            try await Self.addFault(client, #"{"issuer":"bridge","mode":"timeout","count":5,"delay_ms":6000}"#)
             let started = ContinuousClock.now
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
             let elapsed = started.duration(to: .now)
             #expect(response.status == .gatewayTimeout)
             #expect(["upstream_timeout", "deadline_exceeded"].contains(response.json["code"] as? String))
-            // 400 ms per try, then about 200 ms left: a second try cut to the deadline (none if a
+            // 800 ms per try, then about 400 ms left: a second try cut to the deadline (none if a
             // loaded machine left under 50 ms); never a third.
-            #expect(elapsed >= .milliseconds(550) && elapsed < .milliseconds(900), "took \(elapsed)")
+            #expect(elapsed >= .milliseconds(1_150) && elapsed < .milliseconds(2_200), "took \(elapsed)")
             let calls = await sandbox.bridge.log.count
             #expect((1...2).contains(calls), "\(calls) calls")
         }

@@ -24,7 +24,7 @@ struct SoakTests {
 
     static let faults = [
         #""mode":"unavailable","count":2"#, #""mode":"throttled","count":1,"retry_after_seconds":0"#,
-        #""mode":"timeout","count":1,"delay_ms":1500"#, #""mode":"reset","count":1"#, #""mode":"slow","count":2,"delay_ms":50"#,
+        #""mode":"timeout","count":1,"delay_ms":4000"#, #""mode":"reset","count":1"#, #""mode":"slow","count":2,"delay_ms":50"#,
     ]
 
     struct Outcome: Sendable {
@@ -87,7 +87,8 @@ struct SoakTests {
 
             let all = outcomes.withLock { $0 }
             #expect(all.count == Self.requests)
-            let deadline = Duration.milliseconds(ResilienceTests.deadlineMS + 500)
+            // The margin is for a loaded machine's scheduling.
+            let deadline = Duration.milliseconds(ResilienceTests.deadlineMS + 1_000)
             for outcome in all {
                 #expect(outcome.elapsed < deadline, "\(outcome.card) took \(outcome.elapsed)")
                 if outcome.status != 200 {

@@ -36,7 +36,7 @@ enum StoreConformance {
     static func migrationsRunFromEmptyAndAgain(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let versions = try await store.schemaVersions()
-        #expect(versions == ["001_cards_audit_idempotency", "002_vault"])
+        #expect(versions == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type"])
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
         #expect(try await store.card("nothing") == nil)
@@ -110,7 +110,7 @@ enum StoreConformance {
     static func auditRoundTrips(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let first = AuditEvent(
-            provisioningID: "prv_1", at: instant(1), client: ClientID("acme"), cardID: "c1", wallet: .applePay, issuer: "bridge",
+            provisioningID: "prv_1", at: instant(1), client: ClientID("acme"), cardID: "c1", operation: .applePay, deviceType: .watch, issuer: "bridge",
             endpoint: "https://api.bridge.xyz/v0", attempt: 1, outcome: .failed, errorCode: .upstreamUnavailable, upstreamStatus: 503,
             latencyMS: 120)
         var second = first
@@ -121,8 +121,10 @@ enum StoreConformance {
         second.upstreamStatus = 200
         var unrelated = first
         unrelated.provisioningID = "prv_2"
+        unrelated.operation = .tokenActivation
+        unrelated.deviceType = nil
         let replay = AuditEvent(
-            provisioningID: "prv_1", at: instant(3), client: ClientID("acme"), cardID: "c1", wallet: .applePay, issuer: nil,
+            provisioningID: "prv_1", at: instant(3), client: ClientID("acme"), cardID: "c1", operation: .applePay, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
         for event in [first, unrelated, second, replay] { try await store.appendAudit(event) }
         #expect(try await store.auditEvents("prv_1") == [first, second, replay])

@@ -52,6 +52,12 @@ public final class GatewayMetrics: Sendable {
         Counter(label: "gateway_requests_total", dimensions: [("operation", operation), ("outcome", outcome)], factory: factory).increment()
     }
 
+    /// A token activation's answer from the issuer (`approved`, `declined`, `failed`).
+    public func activation(issuer: IssuerID, result: String) {
+        Counter(label: "gateway_token_activations_total", dimensions: [("issuer", issuer.rawValue), ("result", result)], factory: factory)
+            .increment()
+    }
+
     /// The Prometheus text exposition of everything recorded so far.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -59,6 +59,42 @@ enum BridgeWire {
         }
     }
 
+    /// Google Pay: `{"wallet_provider":"google_pay","google_pay":{"client_wallet_account_id","client_device_id"}}`,
+    /// both required ("value returned by Google Pay for use with Visa"), same path as Apple Pay.
+    struct GooglePayProvisioningRequest: Encodable {
+        let walletProvider = "google_pay"
+        let googlePay: GooglePayRequest
+        enum CodingKeys: String, CodingKey {
+            case walletProvider = "wallet_provider"
+            case googlePay = "google_pay"
+        }
+    }
+
+    struct GooglePayRequest: Encodable {
+        let clientWalletAccountID: String
+        let clientDeviceID: String
+        enum CodingKeys: String, CodingKey {
+            case clientWalletAccountID = "client_wallet_account_id"
+            case clientDeviceID = "client_device_id"
+        }
+    }
+
+    /// UNCERTAIN: Bridge documents no length for the Google ids; Google's wallet account and
+    /// stable hardware ids are well under 64 characters, so longer ones are refused before calling.
+    static let maxGoogleIDLength = 64
+
+    /// `{"wallet_provider":"google_pay","google_pay":{"opaque_payment_card":"<base64 or base64url>"}}`;
+    /// Bridge gives no display fields.
+    struct GooglePayProvisioningResponse: Decodable {
+        let googlePay: GooglePayResponse
+        enum CodingKeys: String, CodingKey { case googlePay = "google_pay" }
+    }
+
+    struct GooglePayResponse: Decodable {
+        let opaquePaymentCard: String
+        enum CodingKeys: String, CodingKey { case opaquePaymentCard = "opaque_payment_card" }
+    }
+
     /// 400/401: `{"code","message","source":{"location","key"}}`; 500: `{"errors":[{"code","message"}]}`.
     struct ErrorBody: Decodable {
         struct Source: Decodable {

@@ -30,18 +30,74 @@ public struct TMPConnector: IssuerConnector {
             certificate: request.leafCertificate.value.base64EncodedString(),
             nonce: request.nonce.value.base64EncodedString(),
             nonceSignature: request.nonceSignature.value.base64EncodedString())
-        let response = try await http.send(
-            method: .POST, url: baseURL.appending(segments: TMPWire.signedCardsPath),
-            headers: [auth.header(token: token.value)], body: WireJSON.encode(body), context: context)
-
-        guard response.status == 200 else {
-            let error = WireJSON.decodeError(TMPWire.ErrorBody.self, from: response.body)
-            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
-        }
+        let response = try await post(body, to: TMPWire.signedCardsPath, context: context)
         let answer = try WireJSON.decode(TMPWire.SignCardResponse.self, from: response.body, issuer: issuer)
         return try ApplePayPayload(
             activationData: PayloadText.require(PayloadText.lenientBase64(answer.activationData), field: "activationData", issuer: issuer),
             encryptedPassData: PayloadText.require(PayloadText.lenientBase64(answer.encryptedData), field: "encryptedData", issuer: issuer),
             ephemeralPublicKey: PayloadText.require(PayloadText.ephemeralPublicKey(answer.ephemeralPublicKey), field: "ephemeralPublicKey", issuer: issuer))
+    }
+
+    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
+    public var activatesTokens: Bool { true }
+
+    public func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> GooglePayPayload
+    {
+        guard let cardID = card.issuerReference["issuer_card_id"] else {
+            throw GatewayError(.internal, "card \(card.id) lacks the TMP issuer_card_id")
+        }
+        try request.check(maxIDLength: TMPWire.maxIDLength, issuer: issuer)
+        let body = TMPWire.SignCardGoogleRequest(cardId: cardID, clientWalletAccountId: request.walletAccountID,
+                                                 clientDeviceId: request.deviceID)
+        let response = try await post(body, to: TMPWire.signedCardsPath, context: context)
+        let answer = try WireJSON.decode(TMPWire.SignCardGoogleResponse.self, from: response.body, issuer: issuer)
+        let address = answer.userAddress.map {
+            UserAddress(name: $0.name, address1: $0.address1, address2: $0.address2, city: $0.city, state: $0.state,
+                        postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
+        }
+        return try GooglePayPayload(
+            opaquePaymentCard: PayloadText.require(PayloadText.lenientBase64(answer.opaquePaymentCard), field: "opaquePaymentCard", issuer: issuer),
+            displayName: answer.displayName, lastDigits: answer.lastDigits, network: answer.network,
+            tokenServiceProvider: answer.tokenServiceProvider, userAddress: address)
+    }
+
+    /// Only HTTP 200 with `APPROVED`, `DECLINED` or `FAILED` is an answer; any other status value
+    /// is a protocol error, never read as an approval.
+    public func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
+        async throws(GatewayError) -> TokenActivationResult
+    {
+        guard request.tokenUniqueReference.count <= TMPWire.maxIDLength else {
+            throw GatewayError(.invalidRequest, "token_unique_reference: \(issuer) accepts at most \(TMPWire.maxIDLength) characters")
+        }
+        let response = try await post(TMPWire.ActivationRequest(tokenUniqueReference: request.tokenUniqueReference),
+                                      to: TMPWire.activationsPath, context: context)
+        let answer = try WireJSON.decode(TMPWire.ActivationResponse.self, from: response.body, issuer: issuer)
+        let outcome: TokenActivationResult.Outcome
+        switch answer.issuerMobileAppAuthResponse {
+        case "APPROVED": outcome = .approved
+        case "DECLINED": outcome = .declined
+        case "FAILED": outcome = .failed
+        default:
+            throw GatewayError(.upstreamProtocolError,
+                "\(issuer) answered the activation with an undocumented status (not APPROVED, DECLINED or FAILED)", condition: .malformed)
+        }
+        if let echoed = answer.tokenUniqueReference, echoed != request.tokenUniqueReference {
+            throw GatewayError(.upstreamProtocolError, "\(issuer) answered for another token", condition: .malformed)
+        }
+        let last4 = answer.cardLast4Digits.flatMap { $0.count == 4 && $0.allSatisfy(\.isNumber) ? $0 : nil }
+        return TokenActivationResult(outcome: outcome, tokenUniqueReference: request.tokenUniqueReference, cardLast4: last4,
+                                     comment: answer.comment)
+    }
+
+    private func post(_ body: some Encodable, to path: [String], context: ProvisioningContext) async throws(GatewayError) -> UpstreamHTTP.Response {
+        let response = try await http.send(
+            method: .POST, url: baseURL.appending(segments: path),
+            headers: [auth.header(token: token.value)], body: WireJSON.encode(body), context: context)
+        guard response.status == 200 else {
+            let error = WireJSON.decodeError(TMPWire.ErrorBody.self, from: response.body)
+            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
+        }
+        return response
     }
 }

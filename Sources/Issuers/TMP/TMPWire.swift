@@ -5,6 +5,7 @@ import ProvisioningCore
 /// Sources: shared/UPSTREAMS.md, seeds 001/003.
 enum TMPWire {
     static let signedCardsPath = ["issuer", "push-provisioning", "signed-cards"]
+    static let activationsPath = ["issuer", "push-provisioning", "tokens", "activations"]
 
     /// UNCERTAIN: the seeds do not say how TMP authenticates; the config chooses.
     enum Auth: Sendable, Equatable {
@@ -42,6 +43,52 @@ enum TMPWire {
         let activationData: String
         let ephemeralPublicKey: String
         let encryptedData: String
+    }
+
+    /// UNCERTAIN: the seeds show signed-cards for Apple Pay only. Google Pay is taken to use the
+    /// same endpoint with `walletProvider: GOOGLE_PAY` and Google's two ids, answering the fields
+    /// of Android's push tokenize request (base64 `opaquePaymentCard`, display fields optional).
+    struct SignCardGoogleRequest: Encodable {
+        let cardId: String
+        let walletProvider = "GOOGLE_PAY"
+        let clientWalletAccountId: String
+        let clientDeviceId: String
+    }
+
+    struct SignCardGoogleResponse: Decodable {
+        struct Address: Decodable {
+            let name: String?
+            let address1: String?
+            let address2: String?
+            let city: String?
+            let state: String?
+            let postalCode: String?
+            let country: String?
+            let phone: String?
+        }
+        let opaquePaymentCard: String
+        let displayName: String?
+        let lastDigits: String?
+        let network: String?
+        let tokenServiceProvider: String?
+        let userAddress: Address?
+    }
+
+    /// UNCERTAIN: no documented limit; MDES ids and Google's ids fit in 64 characters.
+    static let maxIDLength = 64
+
+    /// `{"tokenUniqueReference":"..."}`.
+    struct ActivationRequest: Encodable {
+        let tokenUniqueReference: String
+    }
+
+    /// `issuerMobileAppAuthResponse` is APPROVED, DECLINED or FAILED; only APPROVED means the token
+    /// is active. Anything else is not a documented answer (read as a string, refused by the connector).
+    struct ActivationResponse: Decodable {
+        let tokenUniqueReference: String?
+        let cardLast4Digits: String?
+        let issuerMobileAppAuthResponse: String
+        let comment: String?
     }
 
     /// UNCERTAIN: TMP's error body is not documented; these are the fields read when present.

@@ -102,6 +102,13 @@ extension GatewayConfig {
                 }
             }
         }
+        if let issuer = routing.activations.issuer {
+            if let config = issuers[issuer] {
+                if config.kind != .tmp { problems.append(.init("routing.activations.issuer", "\(issuer) is a \(config.kind.rawValue) issuer: only TMP activates tokens")) }
+            } else {
+                problems.append(.init("routing.activations.issuer", "unknown issuer '\(issuer)'"))
+            }
+        }
         if local.enabled {
             if vault.key == nil { problems.append(.init("vault.key", "required when local.enabled (env:NAME)")) }
             if local.activationKey == nil { problems.append(.init("local.activation_key", "required when local.enabled (env:NAME)")) }

@@ -358,13 +358,21 @@ public struct StoreConfig: Sendable, Decodable {
 }
 
 public struct RoutingConfig: Sendable, Decodable {
+    public struct Activations: Sendable, Decodable {
+        /// The issuer that activates tokens when the request names no card.
+        public var issuer: String?
+        public init(issuer: String? = nil) { self.issuer = issuer }
+    }
+
     public var rules: [RoutingRuleConfig] = []
+    public var activations = Activations()
 
     public init() {}
-    enum CodingKeys: String, CodingKey { case rules }
+    enum CodingKeys: String, CodingKey { case rules, activations }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         rules = try c.decodeIfPresent([RoutingRuleConfig].self, forKey: .rules) ?? []
+        activations = try c.decodeIfPresent(Activations.self, forKey: .activations) ?? Activations()
     }
 
     public var table: RoutingTable {
