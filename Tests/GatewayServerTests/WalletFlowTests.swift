@@ -1,0 +1,193 @@
+import Foundation
+import HTTPTypes
+import Gateway
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Testing
+
+/// Google Pay push provisioning, token activation and Apple Watch through the unified API, end to
+/// end against the sandbox simulators.
+struct WalletFlowTests {
+    static func googlePay(_ client: any TestClientProtocol, card: String, json: String, key: String = GatewayHarness.demoKey,
+                          idempotencyKey: String? = nil) async throws -> TestResponse {
+        var headers: HTTPFields = [.authorization: "Bearer \(key)", .contentType: "application/json"]
+        if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
+        return try await client.execute(uri: "/v1/cards/\(card)/wallet-provisioning/google-pay", method: .post, headers: headers,
+                                        body: ByteBuffer(string: json))
+    }
+
+    static func activate(_ client: any TestClientProtocol, _ json: String) async throws -> TestResponse {
+        try await CardRegistryAPITests.send(client, .post, "/v1/token-activations", json: json)
+    }
+
+    static let ids = #"{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}"#
+
+    @Test(arguments: [("card_bridge_demo", "bridge"), ("card_tmp_demo", "tmp")])
+    func googlePayProvisionsThroughTheCardsIssuer(card: String, issuer: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.googlePay(client, card: card, json: Self.ids)
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let json = response.json
+            #expect(json["issuer"] as? String == issuer)
+            let opc = try #require((json["opaque_payment_card"] as? String).flatMap { Data(base64Encoded: $0) })
+            #expect(opc.count > 16)
+            if issuer == "tmp" {
+                // TMP gives the display fields Android's PushTokenizeRequest takes.
+                #expect(json["last_digits"] as? String == "4444")
+                #expect(json["network"] as? String == "MASTERCARD" && json["token_service_provider"] as? String == "MASTERCARD")
+                #expect((json["user_address"] as? [String: Any])?["country"] as? String == "US")
+            } else {
+                #expect(json["last_digits"] == nil)
+            }
+            let instance = try #require(sandbox.instance(issuer: issuer))
+            #expect(await instance.log.count == 1)
+            let events = try await ResilienceTests.events(client, response)
+            #expect(events.map { $0["wallet"] as? String } == ["google_pay"])
+            #expect(events.first?["outcome"] as? String == "succeeded")
+        }
+    }
+
+    @Test(arguments: ["card_crossmint_demo", "card_local_demo"])
+    func anIssuerWithoutGooglePayIsRefusedWithoutBeingCalled(card: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.googlePay(client, card: card, json: Self.ids)
+            #expect(response.status == .unprocessableContent)
+            #expect(response.json["code"] as? String == "wallet_not_supported")
+            #expect(await sandbox.crossmint.log.count == 0)
+            let events = try await ResilienceTests.events(client, response)
+            #expect(events.map { $0["attempt"] as? Int } == [0])
+            #expect(events.first?["error_code"] as? String == "wallet_not_supported")
+        }
+    }
+
+    @Test func aGooglePayRetryWithTheSameKeyIsReplayed() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let first = try await Self.googlePay(client, card: "card_bridge_demo", json: Self.ids, idempotencyKey: "gp-1")
+            let second = try await Self.googlePay(client, card: "card_bridge_demo", json: Self.ids, idempotencyKey: "gp-1")
+            #expect(first.status == .ok && second.status == .ok)
+            #expect(first.json["provisioning_id"] as? String == second.json["provisioning_id"] as? String)
+            #expect(first.json["opaque_payment_card"] as? String == second.json["opaque_payment_card"] as? String)
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"device_id":"d1"}"#, "wallet_account_id"),
+        (#"{"wallet_account_id":"w1"}"#, "device_id"),
+        (#"{"wallet_account_id":"","device_id":"d1"}"#, "wallet_account_id"),
+        (#"{"wallet_account_id":"\#(String(repeating: "w", count: 129))","device_id":"d1"}"#, "128"),
+        (#"{"wallet_account_id":"w 1","device_id":"d1"}"#, "printable"),
+        // Within the API's 128 but over the 64 Bridge accepts: refused before calling Bridge.
+        (#"{"wallet_account_id":"\#(String(repeating: "w", count: 65))","device_id":"d1"}"#, "bridge accepts at most 64"),
+    ])
+    func badGooglePayRequestsAreClear400s(json: String, mentions: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.googlePay(client, card: "card_bridge_demo", json: json)
+            #expect(response.status == .badRequest, "\(String(buffer: response.body))")
+            #expect(response.json["code"] as? String == "invalid_request")
+            #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json)")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    @Test func anUnknownWalletIsNotFound() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await CardRegistryAPITests.send(
+                client, .post, "/v1/cards/card_bridge_demo/wallet-provisioning/samsung-pay", json: Self.ids)
+            #expect(response.status == .notFound)
+            #expect(response.json["code"] as? String == "not_found")
+            #expect(response.headers[.contentType] == "application/problem+json")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"token_unique_reference":"DWSPMC000000000132d72d4fcb2f4136a0532d3093ff1a45","card_id":"card_tmp_demo"}"#, "approved"),
+        (#"{"token_unique_reference":"DECLINE-000132d72d4fcb2f","card_id":"card_tmp_demo"}"#, "declined"),
+        (#"{"token_unique_reference":"FAIL-000132d72d4fcb2f","card_id":"card_tmp_demo"}"#, "failed"),
+        // Without a card: routing.activations.issuer (tmp in the sandbox) decides.
+        (#"{"token_unique_reference":"DWSPMC0000000002"}"#, "approved"),
+    ])
+    func eachActivationOutcome(json: String, result: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.activate(client, json)
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            #expect(response.json["result"] as? String == result)
+            #expect(response.json["issuer"] as? String == "tmp")
+            let sent = try #require((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: String])?["token_unique_reference"])
+            #expect(response.json["token_unique_reference"] as? String == sent)
+            #expect(response.json["card_last4"] as? String == "4444")
+            #expect(await sandbox.tmp.log.requests.map(\.path) == ["/issuer/push-provisioning/tokens/activations"])
+            let events = try await ResilienceTests.events(client, response)
+            #expect(events.map { $0["wallet"] as? String } == ["token_activation"])
+        }
+    }
+
+    @Test func anUndocumentedActivationStatusIsAnErrorNotAnApproval() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await Self.activate(client, #"{"token_unique_reference":"UNDOCUMENTED-1","card_id":"card_tmp_demo"}"#)
+            #expect(response.status == .badGateway)
+            #expect(response.json["code"] as? String == "upstream_protocol_error")
+            #expect(response.json["result"] == nil)
+        }
+    }
+
+    @Test func aTMPFailureIsAnErrorNotAnApproval() async throws {
+        try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
+            try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"rejected","count":1}"#)
+            let response = try await Self.activate(client, #"{"token_unique_reference":"DWSPMC0000000003"}"#)
+            #expect(response.status == .unprocessableContent)
+            #expect(response.json["code"] as? String == "upstream_rejected")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"card_id":"card_tmp_demo"}"#, 400, "invalid_request"),
+        (#"{"token_unique_reference":"","card_id":"card_tmp_demo"}"#, 400, "invalid_request"),
+        (#"{"token_unique_reference":"\#(String(repeating: "T", count: 65))"}"#, 400, "invalid_request"),
+        (#"{"token_unique_reference":"DWSPMC1","card_id":"card_bridge_demo"}"#, 422, "wallet_not_supported"),
+        (#"{"token_unique_reference":"DWSPMC1","card_id":"card_nobody"}"#, 404, "card_not_found"),
+    ])
+    func badActivationsAreClearProblems(json: String, status: Int, code: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.activate(client, json)
+            #expect(Int(response.status.code) == status, "\(String(buffer: response.body))")
+            #expect(response.json["code"] as? String == code)
+            #expect(await sandbox.tmp.log.count == 0)
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    @Test func anAppleWatchNeedsItsPrimaryAccountIdentifierAndIsAudited() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var body = try GatewayHarness.requestJSON()
+            body["device"] = ["type": "watch"]
+            let missing = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(missing.status == .badRequest)
+            #expect((missing.json["detail"] as? String)?.contains("primary_account_identifier") == true)
+            #expect(await sandbox.tmp.log.count == 0)
+
+            body["device"] = ["type": "watch", "primary_account_identifier": "V-3018253329239943005544"]
+            let watch = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(watch.status == .ok)
+            let events = try await ResilienceTests.events(client, watch)
+            #expect(events.map { $0["device_type"] as? String } == ["watch"])
+
+            body["device"] = ["type": "phone", "primary_account_identifier": String(repeating: "x", count: 129)]
+            let tooLong = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(tooLong.status == .badRequest)
+        }
+    }
+
+    @Test func activationsAreCountedInTheMetrics() async throws {
+        try await GatewayHarness.run { client, _ in
+            _ = try await Self.activate(client, #"{"token_unique_reference":"DECLINE-9"}"#)
+            _ = try await Self.googlePay(client, card: "card_bridge_demo", json: Self.ids)
+            let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(text.contains(#"gateway_token_activations_total{issuer="tmp",result="declined"} 1"#))
+            #expect(text.contains(#"gateway_requests_total{operation="google_pay",outcome="succeeded"} 1"#))
+        }
+    }
+}
