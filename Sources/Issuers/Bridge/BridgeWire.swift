@@ -4,6 +4,9 @@ import ProvisioningCore
 /// Bridge's Cards API exactly as it names things (snake_case), and every uncertain point of its
 /// contract, so each is a one-line change once confirmed. Sources: shared/UPSTREAMS.md, seeds 000/002.
 enum BridgeWire {
+    /// Apple Watch: this contract has no field for the device type or PassKit's
+    /// primaryAccountIdentifier, so neither is sent (both are validated and audited by the gateway).
+
     static let apiKeyHeader = "Api-Key"
     /// Required on this endpoint; the gateway keeps it the same across retries of one provisioning.
     static let idempotencyKeyHeader = "Idempotency-Key"

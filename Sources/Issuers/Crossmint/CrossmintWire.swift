@@ -3,6 +3,9 @@ import ProvisioningCore
 
 /// Crossmint's card API as it names things, with its uncertain points. Source: seed 004.
 enum CrossmintWire {
+    /// Apple Watch: this contract has no field for the device type or PassKit's
+    /// primaryAccountIdentifier, so neither is sent (both are validated and audited by the gateway).
+
     static let apiKeyHeader = "X-API-KEY"
 
     /// Relative to the configured base (`https://www.crossmint.com/api/v1`).

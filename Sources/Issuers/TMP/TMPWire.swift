@@ -4,6 +4,9 @@ import ProvisioningCore
 /// TMP's push-provisioning API as it names things (camelCase), with its uncertain points.
 /// Sources: shared/UPSTREAMS.md, seeds 001/003.
 enum TMPWire {
+    /// Apple Watch: this contract has no field for the device type or PassKit's
+    /// primaryAccountIdentifier, so neither is sent (both are validated and audited by the gateway).
+
     static let signedCardsPath = ["issuer", "push-provisioning", "signed-cards"]
     static let activationsPath = ["issuer", "push-provisioning", "tokens", "activations"]
 
