@@ -34,4 +34,26 @@ print("  %-20s -> %s  %s" % (sys.argv[2], b["issuer"], b["provisioning_id"]))
     echo "  $card -> HTTP $code: $body"; status=1
   fi
 done
+
+# The README's Google Pay and token activation calls, and a fault played by the simulator.
+check() {  # name, expected python assertion on the JSON body `b`, then curl arguments
+  local name=$1 assertion=$2; shift 2
+  local out code body
+  out=$(curl -s --max-time 30 -w '\n%{http_code}' -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' "$@")
+  code=$(tail -n1 <<<"$out"); body=$(head -n -1 <<<"$out")
+  if [ "$code" = 200 ] && python3 -c "import json, sys; b = json.loads(sys.argv[1]); assert $assertion, b" "$body"; then
+    echo "  $name -> ok"
+  else
+    echo "  $name -> HTTP $code: $body"; status=1
+  fi
+}
+check "google pay (tmp)" 'b["issuer"] == "tmp" and b["opaque_payment_card"] and b["last_digits"] == "4444"' \
+  -X POST "http://127.0.0.1:$port/v1/cards/card_tmp_demo/wallet-provisioning/google-pay" \
+  -d '{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}'
+check "token activation" 'b["result"] == "approved"' -X POST "http://127.0.0.1:$port/v1/token-activations" \
+  -d '{"token_unique_reference":"DWSPMC000000000132d72d4fcb2f4136a0532d3093ff1a45","card_id":"card_tmp_demo"}'
+check "fault queued" 'len(b["faults"]) == 1' -X POST "http://127.0.0.1:$port/v1/sandbox/faults" \
+  -d '{"issuer":"bridge","mode":"unavailable","count":2}'
+check "apple pay after two 503s" 'b["issuer"] == "bridge"' -X POST \
+  "http://127.0.0.1:$port/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay" --data @Config/sandbox/apple-pay-request.json
 exit $status
