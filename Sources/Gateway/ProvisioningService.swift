@@ -142,6 +142,8 @@ public struct ProvisioningService: Sendable {
             deviceType: deviceType, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
             latencyMS: 0))
 
+        // Rules match a wallet; a token activation goes to the card's own issuer, else to routing.activations.
+        let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
         do throws(GatewayError) {
             var card: CardRecord?
             let issuer: IssuerID
@@ -151,7 +153,6 @@ public struct ProvisioningService: Sendable {
                     throw GatewayError(.forbidden, "card \(cardID) belongs to a program this client may not use")
                 }
                 card = record
-                let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : routing.issuer(for: record, wallet: wallet)
                 else {
                     throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and \(operation.rawValue)")
@@ -171,7 +172,6 @@ public struct ProvisioningService: Sendable {
                     ? "\(issuer) does not activate wallet tokens"
                     : "\(issuer) does not provision for \(operation.rawValue)")
             }
-            let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
             let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
             let deadline = started.advanced(by: routeDeadline ?? self.deadline)
             let context = ProvisioningContext(provisioningID: provisioningID, deadline: deadline)

@@ -80,11 +80,11 @@ public struct ResilientCaller: Sendable {
                 error = failure
             }
 
-            // A failure that is not the upstream's (the deadline passed before the call, a card
-            // the connector cannot address) ends the request as it is.
+            // A failure before anything was sent (the deadline passed, an id longer than the
+            // upstream accepts, a card the connector cannot address) is not an attempt: the
+            // request ends as it is, and its own audit event says why.
             guard let condition = error.condition else {
                 health.release(issuer: upstream.issuer, index: index)
-                try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency))
                 throw error
             }
             let rule = upstream.decisions.decide(condition)
