@@ -250,7 +250,11 @@ public struct ProvisioningService: Sendable {
         event.attempt = trail.attempts
         event.outcome = report.error == nil ? .succeeded : .failed
         event.errorCode = report.error?.code
-        event.upstreamStatus = report.error?.upstreamStatus ?? (report.issuer == LocalConnector.issuerID ? nil : 200)
+        if let error = report.error {
+            event.upstreamStatus = error.upstreamStatus
+        } else {
+            event.upstreamStatus = report.issuer == LocalConnector.issuerID ? nil : 200
+        }
         event.latencyMS = Int(report.latency.wholeMilliseconds)
         try await record(event)
         trail.lastRecorded = report.error

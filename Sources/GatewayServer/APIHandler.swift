@@ -61,6 +61,7 @@ struct APIHandler: APIProtocol {
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let cardID = CardID(input.path.cardId)
         let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
+        var fresh: Components.Schemas.GooglePayProvisioningResponse?
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: CardID("google-pay:" + cardID.rawValue), body: body)
@@ -75,13 +76,23 @@ struct APIHandler: APIProtocol {
                     .init(name: $0.name, address1: $0.address1, address2: $0.address2, city: $0.city, state: $0.state,
                           postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
                 })
-            return StoredResponse(status: 200, body: Self.encode(answer))
+            fresh = answer
+            // The stored copy for replays leaves out the cardholder's name and address: they are
+            // personal data the store should not keep in clear (the app can push tokenize without them).
+            var stored = answer
+            stored.displayName = nil
+            stored.userAddress = nil
+            return StoredResponse(status: 200, body: Self.encode(stored))
         }
         let answer: Components.Schemas.GooglePayProvisioningResponse
-        do {
-            answer = try JSONDecoder().decode(Components.Schemas.GooglePayProvisioningResponse.self, from: outcome.stored.body)
-        } catch {
-            throw GatewayError(.internal, "a stored answer could not be read")
+        if let fresh {
+            answer = fresh
+        } else {
+            do {
+                answer = try JSONDecoder().decode(Components.Schemas.GooglePayProvisioningResponse.self, from: outcome.stored.body)
+            } catch {
+                throw GatewayError(.internal, "a stored answer could not be read")
+            }
         }
         if case .replayed = outcome {
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay)

@@ -44,7 +44,11 @@ public func buildApplication(
         activationIssuer: config.routing.activations.issuer.map { IssuerID($0) }, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(issuers: config.issuers, localEnabled: config.local.enabled),
-        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds), waitLimit: deadline),
+        // A duplicate waits as long as the longest deadline any route has, so a claim still being
+        // served is never taken for an abandoned one.
+        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
+                                      waitLimit: config.routing.rules.compactMap(\.deadlineMS).map { Duration.milliseconds($0) }
+                                          .reduce(deadline, max)),
         upstreams: upstreams, health: health, metrics: metrics, sandbox: config.sandbox.enabled ? sandbox : nil,
         configuredIssuers: config.issuers)
     try handler.registerHandlers(on: router)

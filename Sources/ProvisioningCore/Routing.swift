@@ -52,7 +52,7 @@ public struct RoutingTable: Sendable {
         rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.fallback
     }
 
-    /// The deadline of the first rule matching the card that sets one.
+    /// The deadline of the first rule matching the card (nil when that rule sets none).
     public func deadline(for card: CardRecord, wallet: Wallet) -> Duration? {
         rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.deadline
     }

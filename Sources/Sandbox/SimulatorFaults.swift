@@ -119,8 +119,20 @@ struct SimulatorMiddleware: RouterMiddleware {
         case .timeout, .reset:
             // Recorded before the wait: the request did arrive.
             await log.record(.init(method: method, path: path, status: 0, idempotencyKey: idempotencyKey))
-            if fault.mode == .timeout { try? await Task.sleep(for: fault.delay ?? .seconds(30)) }
-            try? await context.channel.close()
+            let channel = context.channel
+            if fault.mode == .timeout {
+                // Held until the delay passes or the caller gives up and closes the connection,
+                // whichever comes first: nothing sleeps on after the request is gone.
+                let closed = channel.closeFuture
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { try? await Task.sleep(for: fault.delay ?? .seconds(30)) }
+                    group.addTask { try? await closed.get() }
+                    await group.next()
+                    group.cancelAll()
+                    channel.close(promise: nil)
+                }
+            }
+            try? await channel.close()
             throw CancellationError()
         }
         await log.record(.init(method: method, path: path, status: status, idempotencyKey: idempotencyKey))

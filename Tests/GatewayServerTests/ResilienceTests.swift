@@ -107,6 +107,8 @@ struct ResilienceTests {
             #expect(attemptEvents.map { $0["attempt"] as? Int } == Array(1...scenario.attempts).map { $0 })
             #expect(attemptEvents.allSatisfy { $0["issuer"] as? String == scenario.issuer && $0["endpoint"] is String })
             #expect(attemptEvents.dropLast().allSatisfy { $0["outcome"] as? String == "failed" && $0["error_code"] is String })
+            // A failed attempt never claims the upstream said 200 (a timeout or reset has no status).
+            #expect(attemptEvents.filter { $0["outcome"] as? String == "failed" }.allSatisfy { $0["upstream_status"] as? Int != 200 })
             #expect(attemptEvents.last?["outcome"] as? String == (scenario.code == nil ? "succeeded" : "failed"))
             if let code = scenario.code { #expect(events.last?["error_code"] as? String == code) }
         }
@@ -124,15 +126,17 @@ struct ResilienceTests {
         }
     }
 
+    /// The upstream's own answer, with its Retry-After passed on, not a wait past the deadline.
     @Test func aRetryAfterLongerThanTheDeadlineIsNotWaitedFor() async throws {
         try await GatewayHarness.run(config: try Self.config()) { client, sandbox in
             try await Self.addFault(client, #"{"issuer":"bridge","mode":"throttled","count":1,"retry_after_seconds":30}"#)
             let started = ContinuousClock.now
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
             #expect(started.duration(to: .now) < .milliseconds(2_000))
-            #expect(response.status == .gatewayTimeout)
-            #expect(response.json["code"] as? String == "deadline_exceeded")
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.json["code"] as? String == "upstream_unavailable")
             #expect(response.json["retryable"] as? Bool == true)
+            #expect(response.headers[.retryAfter] == "30")
             #expect(await sandbox.bridge.log.count == 1)
         }
     }

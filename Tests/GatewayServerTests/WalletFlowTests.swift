@@ -74,6 +74,18 @@ struct WalletFlowTests {
         }
     }
 
+    @Test func aReplayedGooglePayAnswerKeepsNoPersonalData() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let first = try await Self.googlePay(client, card: "card_tmp_demo", json: Self.ids, idempotencyKey: "gp-tmp")
+            let replay = try await Self.googlePay(client, card: "card_tmp_demo", json: Self.ids, idempotencyKey: "gp-tmp")
+            #expect(first.json["user_address"] != nil && first.json["display_name"] != nil)
+            #expect(replay.json["user_address"] == nil && replay.json["display_name"] == nil)
+            #expect(replay.json["opaque_payment_card"] as? String == first.json["opaque_payment_card"] as? String)
+            #expect(replay.json["last_digits"] as? String == "4444")
+            #expect(await sandbox.tmp.log.count == 1)
+        }
+    }
+
     @Test(arguments: [
         (#"{"device_id":"d1"}"#, "wallet_account_id"),
         (#"{"wallet_account_id":"w1"}"#, "device_id"),

@@ -180,6 +180,7 @@ import WalletCrypto
             routing:
               rules:
                 - { match: { program: acme }, issuer: tmp, deadline_ms: 90000 }
+                - { match: { program: acme }, issuer: tmp, deadline_ms: 200 }
             """)
         let expected = [
             "issuers.tmp.retry.max_attempts: must be 1 to 10",
@@ -193,6 +194,7 @@ import WalletCrypto
             "issuers.tmp.circuit_breaker.open_ms: must be positive",
             "issuers.tmp.circuit_breaker.half_open_probes: must be at least 1",
             "routing.rules[0].deadline_ms: must be 100 to 60000 (Apple gives the app about 20 s)",
+            "routing.rules[1].deadline_ms: must be more than issuers.tmp.retry.min_attempt_ms (250): no attempt could start",
         ]
         for problem in expected { #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)") }
         // An admin client needs no programs.

@@ -48,8 +48,11 @@ public struct ResilientCaller: Sendable {
         var preferred = 0
         var attempts = 0
         var lastError: GatewayError?
+        /// The endpoint that just failed, when the action was to fail over without waiting.
+        var failedOverFrom: Int?
 
         while true {
+            if Task.isCancelled, let lastError { throw lastError }
             let remaining = ContinuousClock.now.duration(to: context.deadline)
             guard remaining >= policy.minAttemptTime else {
                 throw Self.expired(upstream.issuer, lastError: lastError)
@@ -57,6 +60,21 @@ public struct ResilientCaller: Sendable {
             guard let index = choose(upstream, from: preferred) else {
                 throw GatewayError(.upstreamUnavailable, "every \(upstream.issuer) endpoint's circuit breaker is open")
             }
+            // Failing over found no other endpoint open: back off before the same one again.
+            if failedOverFrom == index {
+                let wait = policy.backoff(afterAttempt: attempts, unit: unit)
+                guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
+                    health.release(issuer: upstream.issuer, index: index)
+                    throw Self.expired(upstream.issuer, lastError: lastError)
+                }
+                do {
+                    try await Task.sleep(for: wait)
+                } catch {
+                    health.release(issuer: upstream.issuer, index: index)
+                    throw lastError ?? GatewayError(.upstreamUnavailable, "the request was cancelled")
+                }
+            }
+            failedOverFrom = nil
             attempts += 1
             if attempts > 1 { metrics?.retry(issuer: upstream.issuer, reason: lastError?.condition?.description ?? "other") }
             let connector = upstream.endpoints[index]
@@ -103,13 +121,19 @@ public struct ResilientCaller: Sendable {
                 wait = policy.backoff(afterAttempt: attempts, unit: unit)
             case .failover where count > 1:
                 preferred = (index + 1) % count
+                failedOverFrom = index
                 wait = .zero
             case .failover:
                 preferred = index
                 wait = policy.backoff(afterAttempt: attempts, unit: unit)
             }
             guard attempts < policy.maxAttempts else { throw failure }
-            if let retryAfter = failure.retryAfter { wait = max(wait, retryAfter) }
+            if let retryAfter = failure.retryAfter {
+                // The upstream asked for more time than is left: its own answer (with its
+                // Retry-After, passed on to the caller) is the honest one.
+                guard ContinuousClock.now.advanced(by: retryAfter + policy.minAttemptTime) <= context.deadline else { throw failure }
+                wait = max(wait, retryAfter)
+            }
             // A wait after which no attempt could finish is not started.
             guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
                 throw Self.expired(upstream.issuer, lastError: failure)

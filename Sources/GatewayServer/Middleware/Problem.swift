@@ -18,9 +18,14 @@ enum ProblemResponse {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let body = (try? encoder.encode(problem)) ?? Data()
+        var headers: HTTPFields = [.contentType: "application/problem+json"]
+        // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
+        if error.isRetryable, let retryAfter = error.retryAfter {
+            headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
+        }
         return Response(
             status: .init(code: error.httpStatus),
-            headers: [.contentType: "application/problem+json"],
+            headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

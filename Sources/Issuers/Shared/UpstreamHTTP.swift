@@ -84,6 +84,11 @@ public final class UpstreamHTTP: Sendable {
     }
 
     static func map(_ error: any Error, issuer: IssuerID, timedOutAfter timeout: Duration) -> GatewayError {
+        // The caller went away: nothing to say about the upstream (no condition, so no breaker
+        // counts it and no retry follows).
+        if error is CancellationError || (error as? HTTPClientError) == .cancelled {
+            return GatewayError(.upstreamUnavailable, "the request to \(issuer) was cancelled")
+        }
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .writeTimeout:

@@ -62,6 +62,9 @@ extension GatewayConfig {
                 problems.append(.init("\(path).retry.max_backoff_ms", "must be at least base_backoff_ms (\(retry.baseBackoffMS))"))
             }
             if retry.minAttemptMS < 0 { problems.append(.init("\(path).retry.min_attempt_ms", "must not be negative")) }
+            if retry.minAttemptMS >= server.deadlineMS {
+                problems.append(.init("\(path).retry.min_attempt_ms", "must be less than server.deadline_ms (\(server.deadlineMS)): no attempt could start"))
+            }
             for (row, decision) in retry.decisions.enumerated() {
                 let rowPath = "\(path).retry.decisions[\(row)]"
                 if RetryRule.Match(parsing: decision.on) == nil {
@@ -93,6 +96,9 @@ extension GatewayConfig {
             }
             if let deadline = rule.deadlineMS, !(100...60_000).contains(deadline) {
                 problems.append(.init("routing.rules[\(index)].deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
+            } else if let deadline = rule.deadlineMS, let minimum = issuers[rule.issuer]?.retry.minAttemptMS, deadline <= minimum {
+                problems.append(.init("routing.rules[\(index)].deadline_ms",
+                                      "must be more than issuers.\(rule.issuer).retry.min_attempt_ms (\(minimum)): no attempt could start"))
             }
             if let fallback = rule.fallback {
                 if fallback != "local" {
