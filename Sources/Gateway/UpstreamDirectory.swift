@@ -34,11 +34,6 @@ public final class UpstreamDirectory: Sendable {
         self.clients = clients
     }
 
-    /// Each issuer's first endpoint's connector (what a single call without failover uses).
-    public var connectors: [IssuerID: any IssuerConnector] {
-        issuers.compactMapValues(\.endpoints.first)
-    }
-
     public func shutdown() async {
         for client in clients { try? await client.shutdown() }
     }

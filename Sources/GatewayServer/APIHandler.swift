@@ -64,7 +64,7 @@ struct APIHandler: APIProtocol {
         var fresh: Components.Schemas.GooglePayProvisioningResponse?
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
-            requestHash: Self.requestHash(cardID: CardID("google-pay:" + cardID.rawValue), body: body)
+            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .googlePay)
         ) { () async throws(GatewayError) -> StoredResponse in
             let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client)
             let payload = result.payload
@@ -118,8 +118,10 @@ struct APIHandler: APIProtocol {
     }
 
     /// The same request, however its JSON is spaced or ordered, hashes the same.
-    static func requestHash(cardID: CardID, body: some Encodable) -> String {
+    /// Apple Pay keeps its original form (card id, body), so keys stored before Google Pay existed still match.
+    static func requestHash(cardID: CardID, body: some Encodable, operation: AuditOperation = .applePay) -> String {
         var bytes = Data(cardID.rawValue.utf8)
+        if operation != .applePay { bytes = Data("\(operation.rawValue):".utf8) + bytes }
         bytes.append(0)
         bytes.append(encode(body))
         return Data(SHA256.hash(data: bytes)).lowercaseHex

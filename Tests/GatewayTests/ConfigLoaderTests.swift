@@ -231,7 +231,7 @@ import WalletCrypto
         let config = try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml")
         let upstreams = try await UpstreamDirectory.build(
             config: config, environment: ["BRIDGE_API_KEY": "sk_live_x"], logger: Logger(label: "test"))
-        #expect(upstreams.connectors["bridge"] is BridgeConnector)
+        #expect(upstreams.issuers["bridge"]?.endpoints.first is BridgeConnector)
         await upstreams.shutdown()
     }
 }

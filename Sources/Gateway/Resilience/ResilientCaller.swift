@@ -61,17 +61,13 @@ public struct ResilientCaller: Sendable {
                 throw GatewayError(.upstreamUnavailable, "every \(upstream.issuer) endpoint's circuit breaker is open")
             }
             // Failing over found no other endpoint open: back off before the same one again.
-            if failedOverFrom == index {
-                let wait = policy.backoff(afterAttempt: attempts, unit: unit)
-                guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
-                    health.release(issuer: upstream.issuer, index: index)
-                    throw Self.expired(upstream.issuer, lastError: lastError)
-                }
-                do {
-                    try await Task.sleep(for: wait)
+            if failedOverFrom == index, let lastError {
+                do throws(GatewayError) {
+                    try await Self.pause(policy.backoff(afterAttempt: attempts, unit: unit), policy: policy, context: context,
+                                         issuer: upstream.issuer, after: lastError)
                 } catch {
                     health.release(issuer: upstream.issuer, index: index)
-                    throw lastError ?? GatewayError(.upstreamUnavailable, "the request was cancelled")
+                    throw error
                 }
             }
             failedOverFrom = nil
@@ -134,17 +130,23 @@ public struct ResilientCaller: Sendable {
                 guard ContinuousClock.now.advanced(by: retryAfter + policy.minAttemptTime) <= context.deadline else { throw failure }
                 wait = max(wait, retryAfter)
             }
-            // A wait after which no attempt could finish is not started.
-            guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
-                throw Self.expired(upstream.issuer, lastError: failure)
-            }
-            if wait > .zero {
-                do {
-                    try await Task.sleep(for: wait)
-                } catch {
-                    throw failure  // the caller went away
-                }
-            }
+            try await Self.pause(wait, policy: policy, context: context, issuer: upstream.issuer, after: failure)
+        }
+    }
+
+    /// Sleeps `wait` before the next attempt. A wait after which no attempt could finish is not
+    /// started (`expired`); a caller that goes away ends the request with the last failure.
+    private static func pause(
+        _ wait: Duration, policy: RetryPolicy, context: ProvisioningContext, issuer: IssuerID, after failure: GatewayError
+    ) async throws(GatewayError) {
+        guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
+            throw expired(issuer, lastError: failure)
+        }
+        guard wait > .zero else { return }
+        do {
+            try await Task.sleep(for: wait)
+        } catch {
+            throw failure
         }
     }
 

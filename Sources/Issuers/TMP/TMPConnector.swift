@@ -67,9 +67,6 @@ public struct TMPConnector: IssuerConnector {
     public func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
         async throws(GatewayError) -> TokenActivationResult
     {
-        guard request.tokenUniqueReference.count <= TMPWire.maxIDLength else {
-            throw GatewayError(.invalidRequest, "token_unique_reference: \(issuer) accepts at most \(TMPWire.maxIDLength) characters")
-        }
         let response = try await post(TMPWire.ActivationRequest(tokenUniqueReference: request.tokenUniqueReference),
                                       to: TMPWire.activationsPath, context: context)
         let answer = try WireJSON.decode(TMPWire.ActivationResponse.self, from: response.body, issuer: issuer)

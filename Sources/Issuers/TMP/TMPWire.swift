@@ -77,7 +77,7 @@ enum TMPWire {
         let userAddress: Address?
     }
 
-    /// UNCERTAIN: no documented limit; MDES ids and Google's ids fit in 64 characters.
+    /// UNCERTAIN: no documented limit; Google's ids fit in 64 characters (token references are capped at 64 by the API).
     static let maxIDLength = 64
 
     /// `{"tokenUniqueReference":"..."}`.
