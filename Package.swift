@@ -157,7 +157,12 @@ let package = Package(
         ),
         .target(
             name: "GatewayTestSupport",
-            dependencies: [.product(name: "Subprocess", package: "swift-subprocess")],
+            dependencies: [
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             path: "Tests/GatewayTestSupport"
         ),
         .testTarget(

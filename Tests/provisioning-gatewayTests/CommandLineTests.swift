@@ -35,6 +35,7 @@ import Testing
             kind: bridge
             endpoints: [ { url: "https://api.bridge.xyz/v0" } ]
             credentials: { api_key: "env:GATEWAY_TEST_BRIDGE_KEY_UNSET" }
+        vault: { key: "env:GATEWAY_TEST_VAULT_KEY_UNSET" }
         """
 
     @Test func aBadConfigStopsStartUpWithTheKeyPath() async throws {

@@ -11,11 +11,26 @@ extension GatewayConfig {
         if !(100...60_000).contains(server.deadlineMS) {
             problems.append(.init("server.deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
         }
+        if let tls = server.tls {
+            if tls.certificate.isEmpty { problems.append(.init("server.tls.certificate", "must name a PEM file")) }
+            if tls.privateKey.isEmpty { problems.append(.init("server.tls.private_key", "must name a PEM file")) }
+        } else if !NetworkHost.isLoopback(server.host) && !server.allowPlaintext {
+            problems.append(.init("server.tls", "required: \(server.host) is not a loopback address, so card data would cross the network "
+                + "in clear (set server.allow_plaintext: true only when a TLS-terminating proxy is in front)"))
+        }
+        for (key, value) in [("idle_timeout_ms", server.idleTimeoutMS), ("read_timeout_ms", server.readTimeoutMS)]
+        where !(10...3_600_000).contains(value) {
+            problems.append(.init("server.\(key)", "must be 10 to 3600000"))
+        }
+        if !(1...1_000_000).contains(server.maxConnections) { problems.append(.init("server.max_connections", "must be 1 to 1000000")) }
+        problems += server.authFailureLimit.problems(path: "server.auth_failure_limit")
 
         var seenClients = Set<String>()
         for (index, client) in clients.enumerated() {
             let path = "clients[\(index)]"
-            if client.id.isEmpty { problems.append(.init("\(path).id", "must not be empty")) }
+            if !Self.isIdentifier(client.id, maxLength: 64) {
+                problems.append(.init("\(path).id", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
+            }
             if !seenClients.insert(client.id).inserted { problems.append(.init("\(path).id", "duplicate client id '\(client.id)'")) }
             if client.apiKeySHA256.count != 64 || Data(hex: client.apiKeySHA256) == nil {
                 problems.append(.init("\(path).api_key_sha256", "must be 64 hex characters (the SHA-256 of the key, not the key)"))
@@ -23,6 +38,16 @@ extension GatewayConfig {
             if client.programs.isEmpty && !client.admin {
                 problems.append(.init("\(path).programs", "must name at least one program (or the client is admin: true)"))
             }
+            if client.admin && !client.programs.isEmpty {
+                problems.append(.init("\(path).programs", "an admin client manages and holds no programs (give provisioning its own client)"))
+            }
+            if client.admin && client.activationsWithoutCard {
+                problems.append(.init("\(path).activations_without_card", "admin clients do not activate tokens"))
+            }
+            for (index, program) in client.programs.enumerated() where !Self.isIdentifier(program, maxLength: 64) {
+                problems.append(.init("\(path).programs[\(index)]", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
+            }
+            if let limit = client.rateLimit { problems += limit.problems(path: "\(path).rate_limit") }
         }
 
         for name in issuers.keys.sorted() {
@@ -32,6 +57,20 @@ extension GatewayConfig {
             if issuer.endpoints.isEmpty { problems.append(.init("\(path).endpoints", "must list at least one endpoint")) }
             for (index, endpoint) in issuer.endpoints.enumerated() {
                 problems += validateEndpoint(endpoint.url, kind: issuer.kind, path: "\(path).endpoints[\(index)].url")
+            }
+            if let programs = issuer.programs {
+                if programs.isEmpty { problems.append(.init("\(path).programs", "must name at least one program (or be left out)")) }
+                for (index, program) in programs.enumerated() where !Self.isIdentifier(program, maxLength: 64) {
+                    problems.append(.init("\(path).programs[\(index)]", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
+                }
+            }
+            if let tls = issuer.tls {
+                if (tls.clientCertificate == nil) != (tls.clientKey == nil) {
+                    problems.append(.init("\(path).tls", "client_certificate and client_key go together (mutual TLS)"))
+                }
+                if tls.caFile == nil && tls.clientCertificate == nil {
+                    problems.append(.init("\(path).tls", "must name ca_file, or client_certificate and client_key"))
+                }
             }
             for credential in issuer.kind.requiredCredentials where issuer.credentials[credential] == nil {
                 problems.append(.init("\(path).credentials.\(credential)", "required for a \(issuer.kind.rawValue) issuer (env:NAME)"))
@@ -94,6 +133,10 @@ extension GatewayConfig {
             if !knownIssuers.contains(rule.issuer) {
                 problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
             }
+            if let program = rule.match.program, let issuer = issuers[rule.issuer], !issuer.serves(program: program) {
+                problems.append(.init("routing.rules[\(index)].issuer",
+                                      "issuers.\(rule.issuer).programs does not include program '\(program)'"))
+            }
             if let deadline = rule.deadlineMS, !(100...60_000).contains(deadline) {
                 problems.append(.init("routing.rules[\(index)].deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
             } else if let deadline = rule.deadlineMS, let minimum = issuers[rule.issuer]?.retry.minAttemptMS, deadline <= minimum {
@@ -115,9 +158,27 @@ extension GatewayConfig {
                 problems.append(.init("routing.activations.issuer", "unknown issuer '\(issuer)'"))
             }
         }
-        if local.enabled {
-            if vault.key == nil { problems.append(.init("vault.key", "required when local.enabled (env:NAME)")) }
-            if local.activationKey == nil { problems.append(.init("local.activation_key", "required when local.enabled (env:NAME)")) }
+        if vault.keyring.isEmpty {
+            problems.append(.init("vault.key", "required (env:NAME): it seals vaulted card data and stored Idempotency-Key answers"))
+        }
+        if local.enabled, local.activationKey == nil {
+            problems.append(.init("local.activation_key", "required when local.enabled (env:NAME)"))
+        }
+        var seenKeys = Set<String>()
+        for (index, key) in vault.keys.enumerated() {
+            let path = "vault.keys[\(index)]"
+            if !Self.isIdentifier(key.id, maxLength: 32) { problems.append(.init("\(path).id", "must be 1 to 32 of A-Z a-z 0-9 _ - .")) }
+            if !seenKeys.insert(key.id).inserted || (vault.key != nil && key.id == VaultKeyConfig.defaultID) {
+                problems.append(.init("\(path).id", "duplicate key id '\(key.id)'"))
+            }
+            switch SecretReference(parsing: key.key) {
+            case nil: problems.append(.init("\(path).key", "must be env:NAME (secrets are never written in the config file)"))
+            case .sandbox? where !sandbox.enabled: problems.append(.init("\(path).key", "'sandbox' needs sandbox.enabled: true"))
+            default: break
+            }
+        }
+        if !vault.keyring.isEmpty, vault.keyring.filter(\.active).count != 1 {
+            problems.append(.init("vault.keys", "exactly one key must be active: true (it seals; the others only open)"))
         }
         for (name, value) in [("vault.key", vault.key), ("local.activation_key", local.activationKey)] {
             guard let value else { continue }
@@ -142,6 +203,10 @@ extension GatewayConfig {
                 problems.append(.init("store.postgres.url", "must be env:NAME or postgres://user@host:port/database"))
             }
             if postgres.connectTimeoutMS <= 0 { problems.append(.init("store.postgres.connect_timeout_ms", "must be positive")) }
+            if let mode = URLComponents(string: postgres.url)?.queryItems?.first(where: { $0.name == "sslmode" })?.value,
+               !["disable", "require", "verify-full"].contains(mode) {
+                problems.append(.init("store.postgres.url", "sslmode must be disable, require or verify-full"))
+            }
         }
 
         for (index, fault) in sandbox.faults.enumerated() {
@@ -177,23 +242,52 @@ extension GatewayConfig {
             for field in issuer.kind.requiredReferenceFields where (card.issuerReference[field] ?? "").isEmpty {
                 problems.append(.init("\(path).issuer_reference.\(field)", "required for a \(issuer.kind.rawValue) card"))
             }
+            if !issuer.serves(program: card.program) {
+                problems.append(.init("\(path).program", "issuers.\(issuerName).programs does not include '\(card.program)'"))
+            }
         }
         return problems
     }
 
+    /// 1 to `maxLength` of A-Z a-z 0-9 _ - . (ids that appear in logs, metrics and audit rows).
+    public static func isIdentifier(_ text: String, maxLength: Int) -> Bool {
+        !text.isEmpty && text.count <= maxLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+    }
+
     private func validateEndpoint(_ text: String, kind: IssuerKind, path: String) -> [ConfigProblem] {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             return [.init(path, "not a URL")]
         }
+        if url.user != nil || url.password != nil {
+            return [.init(path, "must not hold user info (credentials go in credentials: as env:NAME)")]
+        }
+        let segments = url.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false).map { $0.lowercased() }
+        if segments.contains(where: { [".", "..", "%2e", "%2e%2e", ".%2e", "%2e."].contains($0) }) {
+            return [.init(path, "must not hold . or .. path segments")]
+        }
+        if url.query != nil || url.fragment != nil { return [.init(path, "must not hold a query or fragment")] }
         switch scheme {
-        case "http", "https":
+        case "https":
             return []
+        case "http":
+            return NetworkHost.isLoopback(host) ? [] : [.init(path, "must be https:// (http:// only to a loopback address)")]
         case "sandbox":
             if !sandbox.enabled { return [.init(path, "sandbox:// endpoints need sandbox.enabled: true")] }
             if url.host != kind.rawValue { return [.init(path, "must be sandbox://\(kind.rawValue) for a \(kind.rawValue) issuer")] }
             return []
         default:
-            return [.init(path, "scheme must be https, http or sandbox")]
+            return [.init(path, "scheme must be https (http only on loopback), or sandbox")]
         }
+    }
+}
+
+extension RateLimitConfig {
+    func problems(path: String) -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        if !(requestsPerSecond > 0 && requestsPerSecond <= 100_000) {
+            problems.append(.init("\(path).requests_per_second", "must be more than 0 and at most 100000"))
+        }
+        if !(1...100_000).contains(burst) { problems.append(.init("\(path).burst", "must be 1 to 100000")) }
+        return problems
     }
 }

@@ -37,12 +37,32 @@ public struct ServerConfig: Sendable, Decodable {
     public var maxBodyBytes: Int = 64 * 1024
     /// One deadline for a whole provisioning, inside the ~20 s Apple gives the app.
     public var deadlineMS: Int = 15_000
+    /// HTTPS on the listener. Without it a non-loopback listener refuses to start unless
+    /// `allow_plaintext` says a TLS-terminating proxy is in front.
+    public var tls: ServerTLSConfig?
+    public var allowPlaintext = false
+    /// `/metrics` without an API key (the sandbox); otherwise it needs an admin key.
+    public var metricsPublic = false
+    /// A connection with no request in progress for this long is closed.
+    public var idleTimeoutMS = 30_000
+    /// How long a request's head and body may take to arrive, from its first byte.
+    public var readTimeoutMS = 10_000
+    /// Open connections above this are closed as soon as they are accepted.
+    public var maxConnections = 4_096
+    /// Requests with a missing or wrong API key, per source address (token bucket).
+    public var authFailureLimit = RateLimitConfig.authFailureDefault
 
     public init() {}
     enum CodingKeys: String, CodingKey {
-        case host, port
+        case host, port, tls
         case maxBodyBytes = "max_body_bytes"
         case deadlineMS = "deadline_ms"
+        case allowPlaintext = "allow_plaintext"
+        case metricsPublic = "metrics_public"
+        case idleTimeoutMS = "idle_timeout_ms"
+        case readTimeoutMS = "read_timeout_ms"
+        case maxConnections = "max_connections"
+        case authFailureLimit = "auth_failure_limit"
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -50,6 +70,46 @@ public struct ServerConfig: Sendable, Decodable {
         port = try c.decodeIfPresent(Int.self, forKey: .port) ?? port
         maxBodyBytes = try c.decodeIfPresent(Int.self, forKey: .maxBodyBytes) ?? maxBodyBytes
         deadlineMS = try c.decodeIfPresent(Int.self, forKey: .deadlineMS) ?? deadlineMS
+        tls = try c.decodeIfPresent(ServerTLSConfig.self, forKey: .tls)
+        allowPlaintext = try c.decodeIfPresent(Bool.self, forKey: .allowPlaintext) ?? allowPlaintext
+        metricsPublic = try c.decodeIfPresent(Bool.self, forKey: .metricsPublic) ?? metricsPublic
+        idleTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .idleTimeoutMS) ?? idleTimeoutMS
+        readTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .readTimeoutMS) ?? readTimeoutMS
+        maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+        authFailureLimit = try c.decodeIfPresent(RateLimitConfig.self, forKey: .authFailureLimit) ?? authFailureLimit
+    }
+}
+
+/// `server.tls`: PEM files, relative to the config file's directory.
+public struct ServerTLSConfig: Sendable, Decodable {
+    public var certificate: String
+    public var privateKey: String
+    public init(certificate: String, privateKey: String) {
+        self.certificate = certificate
+        self.privateKey = privateKey
+    }
+    enum CodingKeys: String, CodingKey {
+        case certificate
+        case privateKey = "private_key"
+    }
+}
+
+/// A token bucket: `requests_per_second` refill, up to `burst` at once.
+public struct RateLimitConfig: Sendable, Decodable, Equatable {
+    public var requestsPerSecond: Double
+    public var burst: Int
+    public init(requestsPerSecond: Double, burst: Int) {
+        self.requestsPerSecond = requestsPerSecond
+        self.burst = burst
+    }
+    /// Per client: far above what one fintech's provisioning traffic needs (a card launch is
+    /// tens per second), low enough that one client cannot starve the others or the upstreams.
+    public static let clientDefault = RateLimitConfig(requestsPerSecond: 50, burst: 100)
+    /// Per source address, for requests whose API key is missing or wrong.
+    public static let authFailureDefault = RateLimitConfig(requestsPerSecond: 1, burst: 10)
+    enum CodingKeys: String, CodingKey {
+        case requestsPerSecond = "requests_per_second"
+        case burst
     }
 }
 
@@ -58,20 +118,30 @@ public struct ClientConfig: Sendable, Decodable {
     /// Lowercase hex SHA-256 of the API key; the key itself is never in the file.
     public var apiKeySHA256: String
     public var programs: [String]
-    /// Ops clients: may read `/v1/admin/...` (upstream health). Need no programs.
+    /// Ops clients: manage the registry and read `/v1/admin/...`; they hold no programs and
+    /// neither provision nor activate.
     public var admin: Bool
+    /// May call `POST /v1/token-activations` without a `card_id` (routed to `routing.activations`).
+    public var activationsWithoutCard: Bool
+    /// Requests per second this client may make; `RateLimitConfig.clientDefault` when absent.
+    public var rateLimit: RateLimitConfig?
 
-    public init(id: String, apiKeySHA256: String, programs: [String], admin: Bool = false) {
+    public init(id: String, apiKeySHA256: String, programs: [String], admin: Bool = false, activationsWithoutCard: Bool = false,
+                rateLimit: RateLimitConfig? = nil) {
         self.id = id
         self.apiKeySHA256 = apiKeySHA256
         self.programs = programs
         self.admin = admin
+        self.activationsWithoutCard = activationsWithoutCard
+        self.rateLimit = rateLimit
     }
 
     enum CodingKeys: String, CodingKey {
         case id
         case apiKeySHA256 = "api_key_sha256"
         case programs, admin
+        case activationsWithoutCard = "activations_without_card"
+        case rateLimit = "rate_limit"
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -79,6 +149,8 @@ public struct ClientConfig: Sendable, Decodable {
         apiKeySHA256 = try c.decode(String.self, forKey: .apiKeySHA256)
         programs = try c.decodeIfPresent([String].self, forKey: .programs) ?? []
         admin = try c.decodeIfPresent(Bool.self, forKey: .admin) ?? false
+        activationsWithoutCard = try c.decodeIfPresent(Bool.self, forKey: .activationsWithoutCard) ?? false
+        rateLimit = try c.decodeIfPresent(RateLimitConfig.self, forKey: .rateLimit)
     }
 }
 
@@ -104,6 +176,7 @@ public enum IssuerKind: String, Sendable, Decodable, CaseIterable {
         }
     }
 
+    /// The issuer-reference fields a card of this kind carries: all required, no others allowed.
     public var requiredReferenceFields: [String] {
         switch self {
         case .bridge: ["customer_id", "card_account_id"]
@@ -123,12 +196,20 @@ public struct IssuerConfig: Sendable, Decodable {
     public var validateChain: Bool
     public var retry: RetryConfig
     public var circuitBreaker: CircuitBreakerConfig
+    /// The programs whose cards may use this issuer account; every program when absent. Tenants
+    /// with their own issuer credentials name their programs here.
+    public var programs: [String]?
+    /// A private CA and/or a client certificate for mutual TLS.
+    public var tls: UpstreamTLSConfig?
 
     enum CodingKeys: String, CodingKey {
-        case kind, endpoints, credentials, timeouts, wire, retry
+        case kind, endpoints, credentials, timeouts, wire, retry, programs, tls
         case validateChain = "validate_chain"
         case circuitBreaker = "circuit_breaker"
     }
+
+    /// Whether a card of `program` may be served through this issuer account.
+    public func serves(program: String) -> Bool { programs.map { $0.contains(program) } ?? true }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         kind = try c.decode(IssuerKind.self, forKey: .kind)
@@ -139,6 +220,27 @@ public struct IssuerConfig: Sendable, Decodable {
         validateChain = try c.decodeIfPresent(Bool.self, forKey: .validateChain) ?? false
         retry = try c.decodeIfPresent(RetryConfig.self, forKey: .retry) ?? RetryConfig()
         circuitBreaker = try c.decodeIfPresent(CircuitBreakerConfig.self, forKey: .circuitBreaker) ?? CircuitBreakerConfig()
+        programs = try c.decodeIfPresent([String].self, forKey: .programs)
+        tls = try c.decodeIfPresent(UpstreamTLSConfig.self, forKey: .tls)
+    }
+}
+
+/// `issuers.<name>.tls`: PEM files, relative to the config file's directory.
+public struct UpstreamTLSConfig: Sendable, Decodable {
+    /// Trust only this CA (a private PKI) instead of the system's roots.
+    public var caFile: String?
+    /// Mutual TLS: both or neither.
+    public var clientCertificate: String?
+    public var clientKey: String?
+    public init(caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+        self.caFile = caFile
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+    enum CodingKeys: String, CodingKey {
+        case caFile = "ca_file"
+        case clientCertificate = "client_certificate"
+        case clientKey = "client_key"
     }
 }
 
@@ -296,9 +398,43 @@ public struct LocalIssuerConfig: Sendable, Decodable {
 }
 
 public struct VaultConfig: Sendable, Decodable {
-    /// `env:NAME` (32 bytes, base64 or hex) or `sandbox` (a fixed demo key).
+    /// One key: `env:NAME` (32 bytes, base64 or hex) or `sandbox` (a fixed demo key). Its id is `default`.
     public var key: String?
+    /// Several keys for rotation: exactly one `active: true` seals; every listed key opens.
+    public var keys: [VaultKeyConfig] = []
     public init() {}
+    enum CodingKeys: String, CodingKey { case key, keys }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        key = try c.decodeIfPresent(String.self, forKey: .key)
+        keys = try c.decodeIfPresent([VaultKeyConfig].self, forKey: .keys) ?? []
+    }
+
+    /// `keys`, or `key` as the one active key `default`.
+    public var keyring: [VaultKeyConfig] {
+        if let key { return [VaultKeyConfig(id: VaultKeyConfig.defaultID, key: key, active: true)] + keys }
+        return keys
+    }
+}
+
+public struct VaultKeyConfig: Sendable, Decodable, Equatable {
+    public static let defaultID = "default"
+    /// Stored beside every sealed entry: 1-32 of A-Z a-z 0-9 _ - .
+    public var id: String
+    public var key: String
+    public var active: Bool
+    public init(id: String, key: String, active: Bool = false) {
+        self.id = id
+        self.key = key
+        self.active = active
+    }
+    enum CodingKeys: String, CodingKey { case id, key, active }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        key = try c.decode(String.self, forKey: .key)
+        active = try c.decodeIfPresent(Bool.self, forKey: .active) ?? false
+    }
 }
 
 /// Trust anchors for PassKit certificate chains: `apple` is the bundled Apple Root CA - G3 (the
@@ -327,15 +463,22 @@ public struct StoreConfig: Sendable, Decodable {
         /// `env:NAME`, or a `postgres://` URL without a password.
         public var url: String
         public var connectTimeoutMS: Int = 5_000
+        /// The CA that signed the server's certificate (PEM), for `sslmode=verify-full`.
+        public var caFile: String?
         enum CodingKeys: String, CodingKey {
             case url
             case connectTimeoutMS = "connect_timeout_ms"
+            case caFile = "ca_file"
         }
-        public init(url: String) { self.url = url }
+        public init(url: String, caFile: String? = nil) {
+            self.url = url
+            self.caFile = caFile
+        }
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             url = try c.decode(String.self, forKey: .url)
             connectTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .connectTimeoutMS) ?? connectTimeoutMS
+            caFile = try c.decodeIfPresent(String.self, forKey: .caFile)
         }
     }
 
