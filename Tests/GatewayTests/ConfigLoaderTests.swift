@@ -93,7 +93,7 @@ import WalletCrypto
             .replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "ftp://example.com")
         #expect(problems(yaml) == [
             "clients[0].api_key_sha256: must be 64 hex characters (the SHA-256 of the key, not the key)",
-            "issuers.bridge.endpoints[0].url: scheme must be https, http or sandbox",
+            "issuers.bridge.endpoints[0].url: scheme must be https (http only on loopback), or sandbox",
         ])
     }
 
@@ -138,7 +138,7 @@ import WalletCrypto
         ])
         let inline = Self.minimal.replacingOccurrences(of: "env:VAULT_KEY", with: "c2VjcmV0")
         #expect(problems(inline) == ["vault.key: must be env:NAME (secrets are never written in the config file)"])
-        #expect(problems(Self.minimal.replacingOccurrences(of: "vault:\n  key: env:VAULT_KEY\n", with: "")) == [
+        #expect(problems(Self.minimal.replacingOccurrences(of: "vault:\n  key: env:VAULT_KEY", with: "")) == [
             "vault.key: required (env:NAME): it seals vaulted card data and stored Idempotency-Key answers",
         ])
     }

@@ -73,6 +73,7 @@ import Testing
               postgres:
                 url: postgres://gateway@127.0.0.1:1/gateway
                 connect_timeout_ms: 500
+            vault: { key: env:GATEWAY_TEST_VAULT_KEY_UNSET }
             """)
         defer { try? FileManager.default.removeItem(at: file) }
         let run = try await CommandLineTests.run(["--config", file.path, "--port", "0"])
