@@ -2,9 +2,11 @@ import Foundation
 import ProvisioningCore
 
 /// The checks every way into the registry shares (the API's PUT and the CSV import): the card id's
-/// shape, a known issuer, and the reference fields that issuer needs.
+/// shape, a known issuer that serves the card's program, and exactly the reference fields that
+/// issuer's kind names, each bounded. Who may register what (admin-only `local`, a client's own
+/// programs) is the API's decision on top of this.
 public struct CardRegistration: Sendable {
-    public static let maxIDLength = 128
+    public static let maxIDLength = InputRules.maxCardIDLength
     let issuers: [String: IssuerConfig]
     /// Whether `local` (the gateway's own encryptor) is an issuer a card may name.
     let localEnabled: Bool
@@ -14,24 +16,40 @@ public struct CardRegistration: Sendable {
         self.localEnabled = localEnabled
     }
 
-    /// Problems as `field: reason`, empty when the card may be stored.
+    public init(config: GatewayConfig) {
+        self.init(issuers: config.issuers, localEnabled: config.local.enabled)
+    }
+
+    /// Problems as `field: reason`, empty when the card may be stored. Values are never echoed
+    /// beyond a short sanitized name.
     public func problems(id: String, program: String, issuer: String, reference: [String: String]) -> [String] {
         var problems: [String] = []
-        if id.isEmpty || id.count > Self.maxIDLength || !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "_-.:".contains($0)) }) {
-            problems.append("card_id: 1 to \(Self.maxIDLength) characters of A-Z, a-z, 0-9, _ - . :")
-        }
-        if program.isEmpty || program.count > 64 { problems.append("program: 1 to 64 characters") }
-        if issuer == "local" && localEnabled { return problems }
-        guard let kind = issuers[issuer]?.kind else {
+        if !InputRules.isCardID(id) { problems.append(InputRules.cardIDRule) }
+        if !InputRules.isName(program) { problems.append("program: 1 to 64 characters of A-Z, a-z, 0-9, _ - .") }
+        let expected: [String]
+        if issuer == "local" && localEnabled {
+            expected = []
+        } else if let config = issuers[issuer] {
+            expected = config.kind.requiredReferenceFields
+            if InputRules.isName(program), !config.serves(program: program) {
+                problems.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
+            }
+        } else {
             let known = (issuers.keys.sorted() + (localEnabled ? ["local"] : [])).joined(separator: ", ")
-            problems.append("issuer: unknown issuer '\(issuer)' (configured: \(known))")
+            problems.append("issuer: unknown issuer '\(InputRules.short(issuer))' (configured: \(known))")
             return problems
         }
-        for field in kind.requiredReferenceFields where (reference[field] ?? "").isEmpty {
-            problems.append("issuer_reference.\(field): required for a \(kind.rawValue) card")
+        for field in expected where reference[field] == nil {
+            problems.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind.rawValue)") card")
         }
-        for (field, value) in reference.sorted(by: { $0.key < $1.key }) where value.count > 256 || field.count > 64 {
-            problems.append("issuer_reference.\(field): too long")
+        for (field, value) in reference.sorted(by: { $0.key < $1.key }) {
+            guard expected.contains(field) else {
+                problems.append(expected.isEmpty
+                    ? "issuer_reference: a local card takes no reference fields (got \(InputRules.short(field)))"
+                    : "issuer_reference.\(InputRules.short(field)): not a field of this issuer (expected \(expected.joined(separator: ", ")))")
+                continue
+            }
+            if let problem = InputRules.referenceValueProblem(value) { problems.append("issuer_reference.\(field): \(problem)") }
         }
         return problems
     }

@@ -2,18 +2,25 @@ import Crypto
 import Foundation
 import ProvisioningCore
 
-/// Card numbers, expiry and cardholder names, sealed with AES-GCM under the vault key (bound to the
-/// card id) before they reach the store; opened only for the local encryptor.
+/// Card numbers, expiry and cardholder names, sealed with AES-256-GCM under the active vault key
+/// and bound to the card's program and id (associated data) before they reach the store; opened
+/// only for the local encryptor. An entry cannot be moved to another card or program: it would
+/// not open. Entries name their key, so rotation (`rotate()`) can re-seal them one by one while
+/// every listed key still opens.
 public struct CardVault: CardDataSource {
     /// The sandbox's fixed demo key: anyone can open sandbox entries, which hold test numbers only.
     public static let sandboxKey = SymmetricKey(data: SHA256.hash(data: Data("provisioning-gateway sandbox vault key (demo only)".utf8)))
 
     let store: any GatewayStore
-    let key: SymmetricKey
+    public let keyring: VaultKeyring
+
+    public init(store: any GatewayStore, keyring: VaultKeyring) {
+        self.store = store
+        self.keyring = keyring
+    }
 
     public init(store: any GatewayStore, key: SymmetricKey) {
-        self.store = store
-        self.key = key
+        self.init(store: store, keyring: VaultKeyring(key))
     }
 
     /// `env:NAME` holding 32 bytes as base64 or hex, or `sandbox`.
@@ -35,9 +42,16 @@ public struct CardVault: CardDataSource {
         }
     }
 
-    public func put(_ id: CardID, _ data: CardData) async throws {
-        let sealed = try AES.GCM.seal(try JSONEncoder().encode(data), using: key, authenticating: Data(id.rawValue.utf8))
-        try await store.putVaultEntry(id, sealed: sealed.combined!)
+    /// What an entry is bound to: its card's program and id.
+    static func associatedData(_ card: CardRecord) -> Data {
+        Data("card-vault\u{0}\(card.program.rawValue)\u{0}\(card.id.rawValue)".utf8)
+    }
+
+    /// Seals `data` for `card`, which must be in the registry (an entry never exists without its card).
+    public func put(_ card: CardRecord, _ data: CardData) async throws {
+        let sealed = try SealedEnvelope.seal(JSONEncoder().encode(data), keyID: keyring.activeID, key: keyring.activeKey,
+                                             authenticating: Self.associatedData(card))
+        try await store.putVaultEntry(card.id, sealed: sealed)
     }
 
     @discardableResult
@@ -45,19 +59,81 @@ public struct CardVault: CardDataSource {
         try await store.deleteVaultEntry(id)
     }
 
-    public func cardData(_ id: CardID) async throws(GatewayError) -> CardData? {
+    public func cardData(_ card: CardRecord) async throws(GatewayError) -> CardData? {
         let sealed: Data?
         do {
-            sealed = try await store.vaultEntry(id)
+            sealed = try await store.vaultEntry(card.id)
         } catch {
             throw GatewayError(.internal, "the vault could not be read")
         }
         guard let sealed else { return nil }
+        return try open(sealed, card: card).data
+    }
+
+    /// The entry's data and the id of the key that opened it.
+    func open(_ sealed: Data, card: CardRecord) throws(GatewayError) -> (data: CardData, keyID: String) {
         do {
-            let opened = try AES.GCM.open(try AES.GCM.SealedBox(combined: sealed), using: key, authenticating: Data(id.rawValue.utf8))
-            return try JSONDecoder().decode(CardData.self, from: opened)
-        } catch {
-            throw GatewayError(.internal, "the vault key does not open the entry for card \(id): it was sealed under another key")
+            if let (id, body) = SealedEnvelope.keyID(of: sealed) {
+                guard let key = keyring.keys[id] else {
+                    throw GatewayError(.internal, "the vault entry for card \(card.id) is sealed under key '\(id)', which vault.keys no longer lists")
+                }
+                let opened = try SealedEnvelope.open(body, key: key, authenticating: Self.associatedData(card))
+                return (try JSONDecoder().decode(CardData.self, from: opened), id)
+            }
+            // An entry from before key ids (bound to the card id only): any listed key may open it
+            // until `vault rotate` re-seals it in the current form.
+            for id in keyring.ids {
+                if let opened = try? AES.GCM.open(try AES.GCM.SealedBox(combined: sealed), using: keyring.keys[id]!,
+                                                   authenticating: Data(card.id.rawValue.utf8)) {
+                    return (try JSONDecoder().decode(CardData.self, from: opened), "legacy:\(id)")
+                }
+            }
+        } catch let error as GatewayError {
+            throw error
+        } catch {}
+        throw GatewayError(.internal, "the vault keys do not open the entry for card \(card.id): it was sealed under another key or for another card")
+    }
+
+    public struct RotationReport: Sendable, Equatable {
+        /// Entries re-sealed under the active key.
+        public var resealed = 0
+        /// Entries already under the active key.
+        public var current = 0
+        /// Entries no listed key opens (left as they are).
+        public var unreadable: [CardID] = []
+        /// Entries whose card no longer exists (deleted).
+        public var orphansDeleted: [CardID] = []
+        public init() {}
+    }
+
+    /// Re-seals every entry under the active key, page by page. Old keys can be removed from
+    /// `vault.keys` once this reports no unreadable entries.
+    public func rotate(pageSize: Int = 500) async throws -> RotationReport {
+        var report = RotationReport()
+        var after: CardID?
+        while true {
+            let ids = try await store.vaultCardIDs(after: after, limit: pageSize)
+            for id in ids {
+                guard let card = try await store.card(id) else {
+                    try await store.deleteVaultEntry(id)
+                    report.orphansDeleted.append(id)
+                    continue
+                }
+                guard let sealed = try await store.vaultEntry(id) else { continue }
+                do {
+                    let (data, keyID) = try open(sealed, card: card)
+                    if keyID == keyring.activeID {
+                        report.current += 1
+                    } else {
+                        try await put(card, data)
+                        report.resealed += 1
+                    }
+                } catch {
+                    report.unreadable.append(id)
+                }
+            }
+            guard ids.count == pageSize else { return report }
+            after = ids.last
         }
     }
 }

@@ -2,20 +2,27 @@ import Crypto
 import Foundation
 import ProvisioningCore
 
-/// A fintech backend allowed to call the gateway, and the card programs it may use.
+/// A fintech backend allowed to call the gateway, and the card programs it may use; or an ops
+/// (admin) client, which manages the registry and reads `/v1/admin/...` but never provisions.
 public struct Client: Sendable, Equatable {
     public let id: ClientID
     public let programs: Set<ProgramID>
-    /// May read `/v1/admin/...`.
     public var admin: Bool = false
+    /// May activate tokens without naming a card (`clients[].activations_without_card`).
+    public var activationsWithoutCard: Bool = false
 
-    public init(id: ClientID, programs: Set<ProgramID>, admin: Bool = false) {
+    public init(id: ClientID, programs: Set<ProgramID>, admin: Bool = false, activationsWithoutCard: Bool = false) {
         self.id = id
         self.programs = programs
         self.admin = admin
+        self.activationsWithoutCard = activationsWithoutCard
     }
 
-    public func mayUse(_ card: CardRecord) -> Bool { programs.contains(card.program) }
+    /// May provision for or activate tokens of this card: only a card of the client's own programs.
+    public func mayUse(_ card: CardRecord) -> Bool { !admin && programs.contains(card.program) }
+
+    /// May read and change this card's registry record: its own programs', or any for an admin.
+    public func manages(_ card: CardRecord) -> Bool { admin || programs.contains(card.program) }
 }
 
 /// Checks `Authorization: Bearer <key>` against the configured SHA-256 hashes. Every stored hash
@@ -26,7 +33,8 @@ public struct ClientAuthenticator: Sendable {
     public init(clients: [ClientConfig]) {
         entries = clients.compactMap { config in
             guard let hash = Data(hex: config.apiKeySHA256) else { return nil }
-            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin))
+            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin,
+                                        activationsWithoutCard: config.activationsWithoutCard))
         }
     }
 

@@ -12,11 +12,15 @@ public struct IdempotencyGuard: Sendable {
     /// an unfinished claim must be to count as abandoned (no request runs longer than its deadline).
     let waitLimit: Duration
     let pollInterval: Duration
+    /// Stored answers hold activation data and encrypted pass data: they are sealed at rest.
+    let sealer: ResponseSealer
 
-    public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, pollInterval: Duration = .milliseconds(20)) {
+    public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
+                pollInterval: Duration = .milliseconds(20)) {
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
+        self.sealer = sealer
         self.pollInterval = pollInterval
     }
 
@@ -61,13 +65,18 @@ public struct IdempotencyGuard: Sendable {
                     throw error
                 }
                 do {
-                    try await store.completeIdempotencyKey(client: client, key: key, response: response)
+                    let sealed = StoredResponse(status: response.status, body: try sealer.seal(response.body, client: client, key: key))
+                    try await store.completeIdempotencyKey(client: client, key: key, response: sealed)
                 } catch {
                     throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key")
                 }
                 return .fresh(response)
             case .replay(let stored):
-                return .replayed(stored)
+                do {
+                    return .replayed(StoredResponse(status: stored.status, body: try sealer.open(stored.body, client: client, key: key)))
+                } catch {
+                    throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened")
+                }
             case .mismatch:
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
             case .inProgress:

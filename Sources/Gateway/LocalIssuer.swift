@@ -8,16 +8,14 @@ import WalletCrypto
 /// for the configured trust anchors, the vault, and the activation-data key.
 public struct LocalIssuer: Sendable {
     public let validator: ApplePayChainValidator
-    public let vault: CardVault?
+    public let vault: CardVault
     public let connector: LocalConnector?
 
     public static func build(config: GatewayConfig, store: any GatewayStore, environment: [String: String]) throws(ConfigError) -> LocalIssuer {
         let base = config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
         let validator = try TrustAnchors.validator(config.trust, relativeTo: base)
-        let vault = try config.vault.key.map { reference throws(ConfigError) in
-            CardVault(store: store, key: try CardVault.key(reference: reference, environment: environment, path: "vault.key"))
-        }
-        guard config.local.enabled, let vault, let activationReference = config.local.activationKey else {
+        let vault = CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment))
+        guard config.local.enabled, let activationReference = config.local.activationKey else {
             return LocalIssuer(validator: validator, vault: vault, connector: nil)
         }
         let activationKey = try CardVault.key(reference: activationReference, environment: environment, path: "local.activation_key")

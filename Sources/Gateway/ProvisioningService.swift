@@ -40,13 +40,17 @@ public struct ProvisioningService: Sendable {
     let metrics: GatewayMetrics?
     /// Where a token activation without a card goes (`routing.activations.issuer`).
     let activationIssuer: IssuerID?
+    /// Issuer accounts limited to some programs (`issuers.<name>.programs`); absent means any.
+    let issuerPrograms: [IssuerID: Set<ProgramID>]
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
-        health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil, logger: Logger
+        health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
+        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], logger: Logger
     ) {
         self.activationIssuer = activationIssuer
+        self.issuerPrograms = issuerPrograms
         self.store = store
         self.upstreams = upstreams.issuers
         self.local = local
@@ -145,13 +149,16 @@ public struct ProvisioningService: Sendable {
         // Rules match a wallet; a token activation goes to the card's own issuer, else to routing.activations.
         let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
         do throws(GatewayError) {
+            // Admin clients manage; provisioning and activation belong to the programs' own clients.
+            guard !client.admin else {
+                throw GatewayError(.forbidden, "admin clients manage the gateway; they do not provision or activate tokens")
+            }
             var card: CardRecord?
             let issuer: IssuerID
             if let cardID {
                 let record = try await self.card(cardID)
-                guard client.mayUse(record) else {
-                    throw GatewayError(.forbidden, "card \(cardID) belongs to a program this client may not use")
-                }
+                // Another program's card is answered exactly like a card that does not exist.
+                guard client.mayUse(record) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
                 card = record
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : routing.issuer(for: record, wallet: wallet)
                 else {
@@ -159,10 +166,19 @@ public struct ProvisioningService: Sendable {
                 }
                 issuer = routed
             } else {
+                guard client.activationsWithoutCard else {
+                    throw GatewayError(.forbidden,
+                        "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
+                }
                 guard let routed = activationIssuer else {
                     throw GatewayError(.invalidRequest, "card_id: required (no routing.activations.issuer is configured)")
                 }
                 issuer = routed
+            }
+            // An issuer account limited to some programs never serves another program's card,
+            // whatever a routing rule says.
+            if let card, let allowed = issuerPrograms[issuer], !allowed.contains(card.program) {
+                throw GatewayError(.forbidden, "issuer \(issuer) does not serve program \(card.program)")
             }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"

@@ -12,6 +12,7 @@ struct APIHandler: APIProtocol {
     let service: ProvisioningService
     let store: any GatewayStore
     let registration: CardRegistration
+    let audit: SecurityAudit
     let idempotency: IdempotencyGuard
     let upstreams: UpstreamDirectory
     let health: UpstreamHealth
@@ -25,12 +26,38 @@ struct APIHandler: APIProtocol {
         return client
     }
 
+    /// A client that provisions or activates: admin clients manage and do neither.
+    static func provisioningClient() throws(GatewayError) -> Client {
+        let client = try client()
+        guard !client.admin else {
+            throw GatewayError(.forbidden, "admin clients manage the gateway; they do not provision or activate tokens")
+        }
+        return client
+    }
+
+    static func adminClient(_ what: String) throws(GatewayError) -> Client {
+        let client = try client()
+        guard client.admin else { throw GatewayError(.forbidden, "only admin clients may \(what)") }
+        return client
+    }
+
+    /// A path's card id, checked before it reaches a log line, the store or an upstream.
+    static func cardID(_ text: String) throws(GatewayError) -> CardID {
+        guard InputRules.isCardID(text) else { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
+        return CardID(text)
+    }
+
+    /// An event about this request's caller.
+    func event(_ kind: SecurityEvent.Kind, _ client: Client, card: CardID? = nil, detail: [String: String] = [:]) -> SecurityEvent {
+        SecurityEvent(at: Date(), kind: kind, actor: client.id.rawValue, source: RequestScope.source, cardID: card, detail: detail)
+    }
+
     // MARK: Apple Pay
 
     func provisionApplePay(_ input: Operations.ProvisionApplePay.Input) async throws -> Operations.ProvisionApplePay.Output {
-        let client = try Self.client()
+        let client = try Self.provisioningClient()
+        let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
-        let cardID = CardID(input.path.cardId)
         let request = try Self.decode(body)
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body)
@@ -57,9 +84,9 @@ struct APIHandler: APIProtocol {
     // MARK: Google Pay
 
     func provisionGooglePay(_ input: Operations.ProvisionGooglePay.Input) async throws -> Operations.ProvisionGooglePay.Output {
-        let client = try Self.client()
+        let client = try Self.provisioningClient()
+        let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
-        let cardID = CardID(input.path.cardId)
         let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
         var fresh: Components.Schemas.GooglePayProvisioningResponse?
         let outcome = try await idempotency.run(
@@ -103,12 +130,10 @@ struct APIHandler: APIProtocol {
     // MARK: Token activation
 
     func activateToken(_ input: Operations.ActivateToken.Input) async throws -> Operations.ActivateToken.Output {
-        let client = try Self.client()
+        let client = try Self.provisioningClient()
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
-        if let cardID = body.cardId, cardID.isEmpty || cardID.count > 128 {
-            throw GatewayError(.invalidRequest, "card_id: 1 to 128 characters when given")
-        }
+        if let cardID = body.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
         let activation = try await service.activateToken(request, cardID: body.cardId.map { CardID($0) }, client: client)
         let result = activation.result
         return .ok(.init(body: .json(.init(
@@ -176,24 +201,51 @@ struct APIHandler: APIProtocol {
 
     func putCard(_ input: Operations.PutCard.Input) async throws -> Operations.PutCard.Output {
         let client = try Self.client()
+        let id = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let card = try registration.record(
-            id: input.path.cardId, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties)
-        guard client.mayUse(card) else { throw GatewayError(.forbidden, "program \(card.program) is not one of this client's") }
-        if let existing = try await store.card(card.id), !client.mayUse(existing) {
-            throw GatewayError(.forbidden, "card \(card.id) belongs to a program this client may not use")
+            id: id.rawValue, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties)
+        func refuse(_ error: GatewayError, _ reason: String) async -> GatewayError {
+            await audit.note(event(.cardChangeRefused, client, card: id, detail: ["reason": reason, "after_issuer": card.issuer?.rawValue ?? "",
+                                                                                   "after_program": card.program.rawValue]))
+            return error
         }
-        let created = try await store.putCard(card)
+        // The gateway's own issuer encrypts card data the gateway holds: only ops (admin clients
+        // and the CLI) decide which cards it serves, never a tenant.
+        if card.issuer == IssuerID("local"), !client.admin {
+            throw await refuse(GatewayError(.forbidden, "issuer local is set only by admin clients or the CLI"), "local_not_admin")
+        }
+        if !client.manages(card) {
+            throw await refuse(GatewayError(.forbidden, "program \(card.program) is not one of this client's"), "foreign_program")
+        }
+        let existing = try await store.card(id)
+        if let existing, !client.manages(existing) {
+            // Another program's card: answered as if the id were free of cards this client can see.
+            throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
+        }
+        let created: Bool
+        do {
+            created = try await store.putCard(card)
+        } catch CardRegistryError.issuerReferenceInUse {
+            throw await refuse(GatewayError(.issuerReferenceInUse, "another card already uses this issuer reference"), "reference_in_use")
+        }
+        try await audit.record(event(created ? .cardRegistered : .cardUpdated, client, card: id, detail: [
+            "before_issuer": existing?.issuer?.rawValue ?? "", "before_program": existing?.program.rawValue ?? "",
+            "after_issuer": card.issuer?.rawValue ?? "", "after_program": card.program.rawValue,
+        ]))
         return created ? .created(.init(body: .json(Self.schema(card)))) : .ok(.init(body: .json(Self.schema(card))))
     }
 
     func getCard(_ input: Operations.GetCard.Input) async throws -> Operations.GetCard.Output {
-        .ok(.init(body: .json(Self.schema(try await ownCard(input.path.cardId)))))
+        .ok(.init(body: .json(Self.schema(try await ownCard(input.path.cardId, reading: true)))))
     }
 
     func deleteCard(_ input: Operations.DeleteCard.Input) async throws -> Operations.DeleteCard.Output {
-        let card = try await ownCard(input.path.cardId)
+        let card = try await ownCard(input.path.cardId, reading: false)
         try await store.deleteCard(card.id)
+        try await audit.record(event(.cardDeleted, try Self.client(), card: card.id, detail: [
+            "before_issuer": card.issuer?.rawValue ?? "", "before_program": card.program.rawValue,
+        ]))
         return .noContent(.init())
     }
 
@@ -201,9 +253,17 @@ struct APIHandler: APIProtocol {
         let client = try Self.client()
         let limit = input.query.limit ?? 100
         guard (1...500).contains(limit) else { throw GatewayError(.invalidRequest, "limit: must be 1 to 500") }
-        var programs = client.programs.sorted { $0.rawValue < $1.rawValue }
+        if let program = input.query.program, !InputRules.isName(program) {
+            throw GatewayError(.invalidRequest, "program: 1 to 64 characters of A-Z, a-z, 0-9, _ - .")
+        }
+        if let issuer = input.query.issuer, !InputRules.isName(issuer) {
+            throw GatewayError(.invalidRequest, "issuer: 1 to 64 characters of A-Z, a-z, 0-9, _ - .")
+        }
+        if let after = input.query.after, !InputRules.isCardID(after) { throw GatewayError(.invalidRequest, "after: not a card id") }
+        // An admin's empty list means every program; a client's is its own programs.
+        var programs = client.admin ? [] : client.programs.sorted { $0.rawValue < $1.rawValue }
         if let program = input.query.program.map({ ProgramID($0) }) {
-            guard client.programs.contains(program) else {
+            guard client.admin || client.programs.contains(program) else {
                 throw GatewayError(.forbidden, "program \(program) is not one of this client's")
             }
             programs = [program]
@@ -211,14 +271,25 @@ struct APIHandler: APIProtocol {
         let cards = try await store.cards(CardPageQuery(
             programs: programs, issuer: input.query.issuer.map { IssuerID($0) }, after: input.query.after.map { CardID($0) },
             limit: limit))
+        if client.admin {
+            try await audit.record(event(.adminRead, client, detail: ["path": "/v1/cards", "program": input.query.program ?? "",
+                                                                      "count": "\(cards.count)"]))
+        }
         return .ok(.init(body: .json(.init(
             cards: cards.map(Self.schema), nextAfter: cards.count == limit ? cards.last?.id.rawValue : nil))))
     }
 
-    private func ownCard(_ id: String) async throws -> CardRecord {
+    /// A card the caller may see: its own programs' (or any, for an admin, whose read is audited).
+    /// Another program's card is 404, exactly as a card that does not exist.
+    private func ownCard(_ text: String, reading: Bool) async throws -> CardRecord {
         let client = try Self.client()
-        guard let card = try await store.card(CardID(id)) else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }
-        guard client.mayUse(card) else { throw GatewayError(.forbidden, "card \(id) belongs to a program this client may not use") }
+        let id = try Self.cardID(text)
+        guard let card = try await store.card(id), client.manages(card) else {
+            throw GatewayError(.cardNotFound, "no card \(id) among this client's programs")
+        }
+        if reading && client.admin {
+            try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/cards/{card_id}"]))
+        }
         return card
     }
 
@@ -231,6 +302,9 @@ struct APIHandler: APIProtocol {
 
     func getProvisioning(_ input: Operations.GetProvisioning.Input) async throws -> Operations.GetProvisioning.Output {
         let client = try Self.client()
+        guard InputRules.isProvisioningID(input.path.provisioningId) else {
+            throw GatewayError(.invalidRequest, "provisioning_id: 1 to 64 characters of A-Z, a-z, 0-9, _")
+        }
         let events = try await store.auditEvents(ProvisioningID(input.path.provisioningId)).filter { $0.client == client.id }
         guard !events.isEmpty else {
             throw GatewayError(.notFound, "no provisioning \(input.path.provisioningId) for this client")
@@ -267,8 +341,8 @@ extension APIHandler {
     }
 
     func listIssuerHealth(_ input: Operations.ListIssuerHealth.Input) async throws -> Operations.ListIssuerHealth.Output {
-        let client = try Self.client()
-        guard client.admin else { throw GatewayError(.forbidden, "only admin clients may read upstream health") }
+        let client = try Self.adminClient("read upstream health")
+        try await audit.record(event(.adminRead, client, detail: ["path": "/v1/admin/issuers"]))
         let snapshot = health.snapshot()
         let issuers = upstreams.issuers.values.sorted { $0.issuer.rawValue < $1.issuer.rawValue }.map { upstream in
             Components.Schemas.IssuerHealth(
@@ -288,6 +362,26 @@ extension APIHandler {
                 })
         }
         return .ok(.init(body: .json(.init(issuers: issuers))))
+    }
+
+    func listSecurityEvents(_ input: Operations.ListSecurityEvents.Input) async throws -> Operations.ListSecurityEvents.Output {
+        let client = try Self.adminClient("read the security audit")
+        let query = input.query
+        let limit = query.limit ?? 100
+        guard (1...500).contains(limit) else { throw GatewayError(.invalidRequest, "limit: must be 1 to 500") }
+        if let cardID = query.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
+        if let actor = query.actor, actor.isEmpty || actor.count > 64 { throw GatewayError(.invalidRequest, "actor: 1 to 64 characters") }
+        if let after = query.after, after < 0 { throw GatewayError(.invalidRequest, "after: must not be negative") }
+        try await audit.record(event(.adminRead, client, detail: ["path": "/v1/admin/audit", "kind": query.kind?.rawValue ?? ""]))
+        let events = try await store.securityEvents(SecurityEventQuery(
+            kind: query.kind.flatMap { SecurityEvent.Kind(rawValue: $0.rawValue) }, actor: query.actor,
+            cardID: query.cardId.map { CardID($0) }, after: query.after, limit: limit))
+        return .ok(.init(body: .json(.init(
+            events: events.map {
+                .init(id: $0.id, at: $0.at, kind: $0.kind.rawValue, actor: $0.actor, source: $0.source, cardId: $0.cardID?.rawValue,
+                      detail: .init(additionalProperties: $0.detail))
+            },
+            nextAfter: events.count == limit ? events.last?.id : nil))))
     }
 
     /// The sandbox's simulators, or 404 outside the sandbox (the path does not exist there).

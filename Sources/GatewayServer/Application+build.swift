@@ -41,14 +41,20 @@ public func buildApplication(
         store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
         validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
         chainValidator: local.validator, health: health, metrics: metrics,
-        activationIssuer: config.routing.activations.issuer.map { IssuerID($0) }, logger: logger)
+        activationIssuer: config.routing.activations.issuer.map { IssuerID($0) },
+        issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
+            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
+        },
+        logger: logger)
     let handler = APIHandler(
-        service: service, store: store, registration: CardRegistration(issuers: config.issuers, localEnabled: config.local.enabled),
+        service: service, store: store, registration: CardRegistration(config: config),
+        audit: SecurityAudit(store: store, logger: logger),
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
         // served is never taken for an abandoned one.
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                       waitLimit: config.routing.rules.compactMap(\.deadlineMS).map { Duration.milliseconds($0) }
-                                          .reduce(deadline, max)),
+                                          .reduce(deadline, max),
+                                      sealer: ResponseSealer(keyring: local.vault.keyring)),
         upstreams: upstreams, health: health, metrics: metrics, sandbox: config.sandbox.enabled ? sandbox : nil,
         configuredIssuers: config.issuers)
     try handler.registerHandlers(on: router)

@@ -5,4 +5,6 @@ import Gateway
 enum RequestScope {
     @TaskLocal static var client: Client?
     @TaskLocal static var requestID: String = ""
+    /// The caller's address, for security events.
+    @TaskLocal static var source: String?
 }

@@ -6,11 +6,10 @@ import ProvisioningCore
 /// can encrypt them.
 public enum SandboxSeed {
     public static func vault(config: GatewayConfig, store: any GatewayStore, environment: [String: String]) async throws {
-        guard let reference = config.vault.key else { return }
-        let vault = CardVault(store: store, key: try CardVault.key(reference: reference, environment: environment, path: "vault.key"))
+        let vault = CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment))
         for card in config.sandbox.cards {
             guard let data = card.card else { continue }
-            try await vault.put(CardID(card.cardID), try CardData(number: data.number, name: data.name, expiry: data.expiry))
+            try await vault.put(card.record, try CardData(number: data.number, name: data.name, expiry: data.expiry))
         }
     }
 }

@@ -67,7 +67,35 @@ public final class PostgresGatewayStore: GatewayStore {
         ("003_audit_device_type", [
             "ALTER TABLE audit_events ADD COLUMN device_type TEXT",
         ]),
+        ("004_tenant_isolation", StoreRows.tenantIsolationMigration(autoIncrement: "BIGSERIAL PRIMARY KEY")
+            .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+            .map { PostgresQuery(unsafeSQL: $0) }),
     ]
+
+    /// A unique violation (SQLSTATE 23505) left after the card id's own upsert is the issuer reference's.
+    private func mapConflicts<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            let underlying = (error as? PostgresTransactionError)?.closureError ?? error
+            if let psql = underlying as? PSQLError, psql.serverInfo?[.sqlState] == "23505" { throw CardRegistryError.issuerReferenceInUse }
+            throw underlying
+        }
+    }
+
+    /// The upsert and, when the card moves to another program, the removal of its vault entry.
+    private func upsert(_ card: CardRecord, on connection: PostgresConnection) async throws -> Bool {
+        var previousProgram: String?
+        for try await program in try await connection.query(
+            "SELECT program FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: logger
+        ).decode(String.self) { previousProgram = program }
+        if let previousProgram, previousProgram != card.program.rawValue {
+            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
+        }
+        var inserted = false
+        for try await value in try await connection.query(Self.upsert(card), logger: logger).decode(Bool.self) { inserted = value }
+        return inserted
+    }
 
     /// An advisory lock makes concurrent start-ups of several instances take turns.
     public func migrate() async throws {
@@ -150,17 +178,21 @@ public final class PostgresGatewayStore: GatewayStore {
 
     @discardableResult
     public func putCard(_ card: CardRecord) async throws -> Bool {
-        var inserted = false
-        for try await value in try await client.query(Self.upsert(card), logger: logger).decode(Bool.self) { inserted = value }
-        return inserted
+        try await mapConflicts {
+            try await client.withTransaction(logger: logger) { connection in try await self.upsert(card, on: connection) }
+        }
     }
 
     @discardableResult
     public func deleteCard(_ id: CardID) async throws -> Bool {
-        var deleted = false
-        for try await _ in try await client.query("DELETE FROM cards WHERE card_id = \(id.rawValue) RETURNING card_id", logger: logger)
-            .decode(String.self) { deleted = true }
-        return deleted
+        try await client.withTransaction(logger: logger) { connection in
+            var deleted = false
+            for try await _ in try await connection.query(
+                "DELETE FROM cards WHERE card_id = \(id.rawValue) RETURNING card_id", logger: self.logger
+            ).decode(String.self) { deleted = true }
+            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
+            return deleted
+        }
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
@@ -174,8 +206,10 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func importCards(_ cards: [CardRecord]) async throws {
-        try await client.withTransaction(logger: logger) { connection in
-            for card in cards { try await connection.query(Self.upsert(card), logger: self.logger) }
+        try await mapConflicts {
+            try await client.withTransaction(logger: logger) { connection in
+                for card in cards { _ = try await self.upsert(card, on: connection) }
+            }
         }
     }
 
@@ -203,6 +237,42 @@ public final class PostgresGatewayStore: GatewayStore {
             "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: logger
         ).decode(String.self) { deleted = true }
         return deleted
+    }
+
+    public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
+        var ids: [CardID] = []
+        for try await id in try await client.query("""
+            SELECT card_id FROM vault_entries
+            WHERE (\(after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(after?.rawValue))
+            ORDER BY card_id COLLATE "C" LIMIT \(limit)
+            """, logger: logger).decode(String.self) { ids.append(CardID(id)) }
+        return ids
+    }
+
+    // MARK: Security events
+
+    public func appendSecurityEvent(_ event: SecurityEvent) async throws {
+        try await client.query("""
+            INSERT INTO security_events (at, kind, actor, source, card_id, detail)
+            VALUES (\(StoreRows.milliseconds(event.at)), \(event.kind.rawValue), \(event.actor), \(event.source), \(event.cardID?.rawValue),
+                \(StoreRows.detailJSON(event.detail)))
+            """, logger: logger)
+    }
+
+    public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {
+        var events: [SecurityEvent] = []
+        let rows = try await client.query("""
+            SELECT id, at, kind, actor, source, card_id, detail FROM security_events
+            WHERE (\(query.kind?.rawValue)::TEXT IS NULL OR kind = \(query.kind?.rawValue))
+              AND (\(query.actor)::TEXT IS NULL OR actor = \(query.actor))
+              AND (\(query.cardID?.rawValue)::TEXT IS NULL OR card_id = \(query.cardID?.rawValue))
+              AND id > \(query.after ?? 0)
+            ORDER BY id LIMIT \(query.limit)
+            """, logger: logger)
+        for try await (id, at, kind, actor, source, card, detail) in rows.decode((Int64, Int64, String, String, String?, String?, String).self) {
+            events.append(try StoreRows.securityEvent(id: id, at: at, kind: kind, actor: actor, source: source, cardID: card, detailJSON: detail))
+        }
+        return events
     }
 
     // MARK: Audit

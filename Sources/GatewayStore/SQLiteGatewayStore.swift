@@ -76,6 +76,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("003_audit_device_type") { db in
             try db.execute(sql: "ALTER TABLE audit_events ADD COLUMN device_type TEXT")
         }
+        migrator.registerMigration("004_tenant_isolation") { db in
+            try db.execute(sql: StoreRows.tenantIsolationMigration(autoIncrement: "INTEGER PRIMARY KEY AUTOINCREMENT"))
+        }
         return migrator
     }
 
@@ -98,11 +101,24 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     @discardableResult
     public func putCard(_ card: CardRecord) async throws -> Bool {
-        try await pool.write { db in try Self.upsert(card, db) }
+        try await Self.mapConflicts { try await self.pool.write { db in try Self.upsert(card, db) } }
+    }
+
+    /// A unique-index violation left after the card id's own upsert is the issuer reference's.
+    private static func mapConflicts<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw CardRegistryError.issuerReferenceInUse
+        }
     }
 
     private static func upsert(_ card: CardRecord, _ db: Database) throws -> Bool {
-        let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM cards WHERE card_id = ?", arguments: [card.id.rawValue]) ?? false
+        let previousProgram = try String.fetchOne(db, sql: "SELECT program FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
+        let existed = previousProgram != nil
+        if let previousProgram, previousProgram != card.program.rawValue {
+            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
+        }
         try db.execute(
             sql: """
                 INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -118,7 +134,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func deleteCard(_ id: CardID) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
-            return db.changesCount > 0
+            let deleted = db.changesCount > 0
+            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
+            return deleted
         }
     }
 
@@ -141,8 +159,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func importCards(_ cards: [CardRecord]) async throws {
-        try await pool.write { db in
-            for card in cards { _ = try Self.upsert(card, db) }
+        try await Self.mapConflicts {
+            try await self.pool.write { db in
+                for card in cards { _ = try Self.upsert(card, db) }
+            }
         }
     }
 
@@ -174,6 +194,42 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
             return db.changesCount > 0
+        }
+    }
+
+    public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT card_id FROM vault_entries WHERE (? IS NULL OR card_id > ?) ORDER BY card_id LIMIT ?",
+                                arguments: [after?.rawValue, after?.rawValue, limit]).map { CardID($0) }
+        }
+    }
+
+    // MARK: Security events
+
+    public func appendSecurityEvent(_ event: SecurityEvent) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [StoreRows.milliseconds(event.at), event.kind.rawValue, event.actor, event.source, event.cardID?.rawValue,
+                            StoreRows.detailJSON(event.detail)])
+        }
+    }
+
+    public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM security_events
+                    WHERE (? IS NULL OR kind = ?) AND (? IS NULL OR actor = ?) AND (? IS NULL OR card_id = ?) AND id > ?
+                    ORDER BY id LIMIT ?
+                    """,
+                arguments: [query.kind?.rawValue, query.kind?.rawValue, query.actor, query.actor, query.cardID?.rawValue,
+                            query.cardID?.rawValue, query.after ?? 0, query.limit]
+            ).map { row in
+                try StoreRows.securityEvent(id: row["id"], at: row["at"], kind: row["kind"], actor: row["actor"], source: row["source"],
+                                            cardID: row["card_id"], detailJSON: row["detail"])
+            }
         }
     }
 

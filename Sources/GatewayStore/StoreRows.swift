@@ -18,6 +18,44 @@ enum StoreRows {
                    issuerReference: try reference(referenceJSON))
     }
 
+    /// Schema 004, the same on both stores but for the key column type: vault entries of deleted
+    /// cards go (they outlived their card and could be claimed by a new card of the same id), an
+    /// issuer reference belongs to one card, and security events get their table.
+    static func tenantIsolationMigration(autoIncrement: String) -> String {
+        """
+        DELETE FROM vault_entries WHERE card_id NOT IN (SELECT card_id FROM cards);
+        CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+        CREATE TABLE security_events (
+            id \(autoIncrement),
+            at BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            source TEXT,
+            card_id TEXT,
+            detail TEXT NOT NULL
+        );
+        CREATE INDEX security_events_kind ON security_events (kind, id);
+        CREATE INDEX security_events_card ON security_events (card_id, id);
+        """
+    }
+
+    static func detailJSON(_ detail: [String: String]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: (try? encoder.encode(detail)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
+    static func securityEvent(id: Int64, at: Int64, kind: String, actor: String, source: String?, cardID: String?, detailJSON: String)
+        throws -> SecurityEvent
+    {
+        guard let kind = SecurityEvent.Kind(rawValue: kind) else {
+            throw StoreError(store: "store", reason: "a security event has an unknown kind")
+        }
+        return SecurityEvent(id: id, at: date(at), kind: kind, actor: actor, source: source, cardID: cardID.map { CardID($0) },
+                             detail: (try? JSONDecoder().decode([String: String].self, from: Data(detailJSON.utf8))) ?? [:])
+    }
+
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 

@@ -30,7 +30,16 @@ public struct CardData: Sendable, Equatable, Codable {
     }
 }
 
+/// Printing, interpolating, `dump` or a debugger summary of card data shows nothing of it, so a
+/// stray log line or error message cannot leak a card number.
+extension CardData: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+}
+
 /// Where the local encryptor finds card data; `nil` when the vault holds none for the card.
+/// Entries are bound to the card's program and id, so the whole record is asked for.
 public protocol CardDataSource: Sendable {
-    func cardData(_ id: CardID) async throws(GatewayError) -> CardData?
+    func cardData(_ card: CardRecord) async throws(GatewayError) -> CardData?
 }

@@ -19,6 +19,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case unsupportedEncryptionScheme = "unsupported_encryption_scheme"
         case idempotencyKeyReused = "idempotency_key_reused"
         case idempotencyKeyInProgress = "idempotency_key_in_progress"
+        case issuerReferenceInUse = "issuer_reference_in_use"
         case `internal`
 
         public var httpStatus: Int {
@@ -29,7 +30,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .forbidden: 403
             case .cardNotFound, .notFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme: 422
-            case .idempotencyKeyInProgress: 409
+            case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable: 503
             case .upstreamTimeout, .deadlineExceeded: 504
@@ -50,7 +51,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .invalidRequest: "The request is not valid"
             case .requestTooLarge: "The request body is too large"
             case .unauthorized: "Missing or unknown API key"
-            case .forbidden: "This client may not use this card"
+            case .forbidden: "This client may not do this"
             case .cardNotFound: "No such card"
             case .walletNotSupported: "The card's issuer does not support this wallet"
             case .invalidCertificateChain: "The certificate chain is not valid"
@@ -64,6 +65,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .idempotencyKeyReused: "The Idempotency-Key was used with another request"
             case .unsupportedEncryptionScheme: "The encryption scheme is not supported"
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
+            case .issuerReferenceInUse: "Another card already uses this issuer reference"
             case .internal: "Internal error"
             }
         }

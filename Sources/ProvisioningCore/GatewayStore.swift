@@ -45,18 +45,27 @@ public protocol GatewayStore: CardRegistry {
     /// The applied schema versions, oldest first.
     func schemaVersions() async throws -> [String]
 
-    /// Inserts or replaces; true when the card is new.
+    /// Inserts or replaces; true when the card is new. Throws `CardRegistryError.issuerReferenceInUse`
+    /// when another card has the same issuer and issuer reference. A card that moves to another
+    /// program loses its vault entry in the same transaction (the entry was sealed to the old one).
     @discardableResult func putCard(_ card: CardRecord) async throws -> Bool
-    /// True when there was a card to delete.
+    /// True when there was a card to delete. Its vault entry goes with it, in the same transaction.
     @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]
-    /// All cards or none, in one transaction.
+    /// All cards or none, in one transaction (same rules as `putCard`).
     func importCards(_ cards: [CardRecord]) async throws
 
     /// Vault entries are opaque sealed bytes here: sealing and opening happen above the store.
     func putVaultEntry(_ cardID: CardID, sealed: Data) async throws
     func vaultEntry(_ cardID: CardID) async throws -> Data?
     @discardableResult func deleteVaultEntry(_ cardID: CardID) async throws -> Bool
+    /// Card ids with a vault entry, in id order, after `after` (for re-sealing every entry).
+    func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID]
+
+    /// Security events (authentication failures, registry changes, admin reads, CLI actions).
+    func appendSecurityEvent(_ event: SecurityEvent) async throws
+    /// Oldest first, by id.
+    func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent]
 
     func appendAudit(_ event: AuditEvent) async throws
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]

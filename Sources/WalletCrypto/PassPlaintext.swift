@@ -42,3 +42,10 @@ public struct PassPlaintext: Sendable, Equatable, Codable {
 
     static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
 }
+
+/// The plaintext holds the card number, name and nonces: printing it shows none of them.
+extension PassPlaintext: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+}

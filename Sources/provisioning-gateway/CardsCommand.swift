@@ -8,7 +8,29 @@ import ProvisioningCore
 struct Cards: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the card registry.",
-        subcommands: [Import.self])
+        subcommands: [Import.self, Delete.self])
+
+    /// The loaded config and a migrated store for `body`; every failure is a message and exit 2.
+    static func withStore<T: Sendable>(
+        config path: String, _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> T
+    ) async -> T {
+        let gatewayConfig: GatewayConfig
+        do {
+            gatewayConfig = try ConfigLoader.load(path: path)
+        } catch {
+            Serve.fail("\(error)")
+        }
+        do {
+            return try await StoreBootstrap.withStore(gatewayConfig.store, environment: ProcessInfo.processInfo.environment,
+                                                      logger: Logger(label: "provisioning-gateway")) { opened in
+                try await body(gatewayConfig, opened.store)
+            }
+        } catch let error as GatewayError {
+            Serve.fail(error.detail)
+        } catch {
+            Serve.fail("the store is not usable: \(error)")
+        }
+    }
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -17,7 +39,8 @@ struct Cards: AsyncParsableCommand {
                 Columns: card_id, program, issuer, then the issuer reference fields (customer_id and \
                 card_account_id for Bridge; issuer_card_id for TMP and Crossmint). Existing cards are \
                 replaced, so running the same file twice changes nothing. Every bad row is reported \
-                with its line number, and then nothing is imported.
+                with its line number, and then nothing is imported. This is one of the two ways \
+                (with admin clients of the API) to register cards with issuer local.
                 """)
 
         @Option(name: .long, help: "The YAML configuration file (for the store and the issuers).")
@@ -27,23 +50,22 @@ struct Cards: AsyncParsableCommand {
         var file: String
 
         func run() async throws {
-            let gatewayConfig: GatewayConfig
-            do {
-                gatewayConfig = try ConfigLoader.load(path: config)
-            } catch {
-                Serve.fail("\(error)")
-            }
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
-            let importer = CardImport(registration: CardRegistration(issuers: gatewayConfig.issuers, localEnabled: gatewayConfig.local.enabled))
-            let logger = Logger(label: "provisioning-gateway")
-            let result: CardImport.Result
-            do {
-                result = try await StoreBootstrap.withStore(gatewayConfig.store, environment: ProcessInfo.processInfo.environment,
-                                                            logger: logger) { opened in
-                    try await importer.run(text, into: opened.store)
+            let file = self.file
+            let result = await Cards.withStore(config: config) { gatewayConfig, store in
+                let importer = CardImport(registration: CardRegistration(config: gatewayConfig))
+                do {
+                    let result = try await importer.run(text, into: store)
+                    if case .imported(let count) = result {
+                        try await store.appendSecurityEvent(SecurityEvent(
+                            at: Date(), kind: .cardsImported, actor: CommandLineActor.name,
+                            detail: ["count": "\(count)", "file": String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))]))
+                    }
+                    return result
+                } catch CardRegistryError.issuerReferenceInUse {
+                    return .rejected([CardImport.Problem(
+                        line: 1, reason: "an issuer reference in the file is already used by another card (or twice in the file)")])
                 }
-            } catch {
-                Serve.fail("the store is not usable: \(error)")
             }
             switch result {
             case .imported(let count):
@@ -52,6 +74,32 @@ struct Cards: AsyncParsableCommand {
                 for problem in problems { FileHandle.standardError.write(Data("\(file): \(problem)\n".utf8)) }
                 Serve.fail("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(file)")
             }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a card from the registry, with its vault entry.")
+
+        @Option(name: .long, help: "The YAML configuration file (for the store).")
+        var config: String = "Config/gateway.yaml"
+
+        @Option(name: .customLong("card-id"), help: "The gateway's card id.")
+        var cardID: String
+
+        func run() async throws {
+            let id = cardID
+            guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
+            let deleted = await Cards.withStore(config: config) { _, store in
+                let existing = try await store.card(CardID(id))
+                let deleted = try await store.deleteCard(CardID(id))
+                if deleted, let existing {
+                    try await store.appendSecurityEvent(SecurityEvent(
+                        at: Date(), kind: .cardDeleted, actor: CommandLineActor.name, cardID: existing.id,
+                        detail: ["before_issuer": existing.issuer?.rawValue ?? "", "before_program": existing.program.rawValue]))
+                }
+                return deleted
+            }
+            print(deleted ? "deleted card \(id) and its vault entry" : "no card \(id)")
         }
     }
 }

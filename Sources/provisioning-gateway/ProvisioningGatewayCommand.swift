@@ -33,7 +33,8 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
-            return handler
+            // No input (a card id, a header, a path) can start a log line of its own.
+            return LineSafeLogHandler(handler)
         }
         let logger = Logger(label: "provisioning-gateway")
 

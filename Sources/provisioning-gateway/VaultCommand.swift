@@ -7,31 +7,37 @@ import ProvisioningCore
 
 struct Vault: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the card vault the local issuer encrypts from (sealed with vault.key).",
-        subcommands: [Put.self, Delete.self])
+        abstract: "Manage the card vault the local issuer encrypts from (sealed with the active key of vault.key / vault.keys).",
+        subcommands: [Put.self, Delete.self, Rotate.self])
+
+    struct ConfigOption: ParsableArguments {
+        @Option(name: .long, help: "The YAML configuration file (for the store and the vault keys).")
+        var config: String = "Config/gateway.yaml"
+    }
 
     struct Options: ParsableArguments {
-        @Option(name: .long, help: "The YAML configuration file (for the store and vault.key).")
-        var config: String = "Config/gateway.yaml"
+        @OptionGroup var file: ConfigOption
 
-        @Option(name: .customLong("card-id"), help: "The gateway's card id.")
+        @Option(name: .customLong("card-id"), help: "The gateway's card id (registered first: an entry belongs to a card).")
         var cardID: String
     }
 
-    static func withVault<T: Sendable>(_ options: Options, _ body: @escaping @Sendable (CardVault) async throws -> T) async -> T {
+    /// The vault and its store, for `body`; every failure is a clear message and exit 2.
+    static func withVault<T: Sendable>(
+        _ options: ConfigOption, _ body: @escaping @Sendable (CardVault, any GatewayStore) async throws -> T
+    ) async -> T {
         let gatewayConfig: GatewayConfig
         do {
             gatewayConfig = try ConfigLoader.load(path: options.config)
         } catch {
             Serve.fail("\(error)")
         }
-        guard let reference = gatewayConfig.vault.key else { Serve.fail("vault.key is not set in \(options.config)") }
         let environment = ProcessInfo.processInfo.environment
         do {
-            let key = try CardVault.key(reference: reference, environment: environment, path: "vault.key")
+            let keyring = try VaultKeyring.resolve(gatewayConfig.vault, environment: environment)
             return try await StoreBootstrap.withStore(gatewayConfig.store, environment: environment,
                                                       logger: Logger(label: "provisioning-gateway")) { opened in
-                try await body(CardVault(store: opened.store, key: key))
+                try await body(CardVault(store: opened.store, keyring: keyring), opened.store)
             }
         } catch let error as GatewayError {
             Serve.fail(error.detail)
@@ -40,8 +46,17 @@ struct Vault: AsyncParsableCommand {
         }
     }
 
+    /// The registered card, or a clear failure: the vault holds data only for registry cards.
+    static func registeredCard(_ id: String, in store: any GatewayStore) async throws -> CardRecord {
+        guard InputRules.isCardID(id) else { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
+        guard let card = try await store.card(CardID(id)) else {
+            throw GatewayError(.cardNotFound, "card \(id) is not in the registry: register it first (PUT /v1/cards/\(id) or cards import)")
+        }
+        return card
+    }
+
     struct Put: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Seal a card's number, expiry and name into the vault.")
+        static let configuration = CommandConfiguration(abstract: "Seal a registered card's number, expiry and name into the vault.")
         @OptionGroup var options: Options
         @Option(name: .long, help: "The card number (digits). Read from standard input when omitted.")
         var number: String?
@@ -58,9 +73,14 @@ struct Vault: AsyncParsableCommand {
             } catch {
                 Serve.fail(error.detail)
             }
-            let cardID = CardID(options.cardID)
-            await Vault.withVault(options) { vault in try await vault.put(cardID, data) }
-            print("sealed card data for \(cardID) (number ending \(data.number.suffix(4)))")
+            let id = options.cardID
+            await Vault.withVault(options.file) { vault, store in
+                let card = try await Vault.registeredCard(id, in: store)
+                try await vault.put(card, data)
+                try await store.appendSecurityEvent(SecurityEvent(
+                    at: Date(), kind: .vaultPut, actor: CommandLineActor.name, cardID: card.id, detail: ["program": card.program.rawValue]))
+            }
+            print("sealed card data for \(id) (number ending \(data.number.suffix(4)))")
         }
     }
 
@@ -69,9 +89,51 @@ struct Vault: AsyncParsableCommand {
         @OptionGroup var options: Options
 
         func run() async throws {
-            let cardID = CardID(options.cardID)
-            let deleted = await Vault.withVault(options) { vault in try await vault.delete(cardID) }
-            print(deleted ? "deleted the vault entry for \(cardID)" : "no vault entry for \(cardID)")
+            let id = options.cardID
+            guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
+            let deleted = await Vault.withVault(options.file) { vault, store in
+                let deleted = try await vault.delete(CardID(id))
+                if deleted {
+                    try await store.appendSecurityEvent(SecurityEvent(at: Date(), kind: .vaultDeleted, actor: CommandLineActor.name, cardID: CardID(id)))
+                }
+                return deleted
+            }
+            print(deleted ? "deleted the vault entry for \(id)" : "no vault entry for \(id)")
         }
+    }
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-seal every vault entry under the active key.",
+            discussion: """
+                Rotation: add the new key to vault.keys with active: true and keep the old one listed \
+                (not active); restart or reload the gateway; run this; once it reports no unreadable \
+                entries, remove the old key. Entries of cards that no longer exist are deleted.
+                """)
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            let report = await Vault.withVault(options) { vault, store in
+                let report = try await vault.rotate()
+                try await store.appendSecurityEvent(SecurityEvent(
+                    at: Date(), kind: .vaultRotated, actor: CommandLineActor.name,
+                    detail: ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
+                             "orphans_deleted": "\(report.orphansDeleted.count)"]))
+                return report
+            }
+            print("re-sealed \(report.resealed), already current \(report.current), orphans deleted \(report.orphansDeleted.count), "
+                + "unreadable \(report.unreadable.count)")
+            if !report.unreadable.isEmpty {
+                Serve.fail("no listed key opens the entries of: \(report.unreadable.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+    }
+}
+
+/// Who ran a command, for the security audit: `cli:<login>`.
+enum CommandLineActor {
+    static var name: String {
+        let user = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "\(getuid())"
+        return "cli:" + String(user.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) ? $0 : "?" })
     }
 }

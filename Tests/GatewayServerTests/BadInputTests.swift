@@ -138,14 +138,13 @@ import Testing
     }
 
     @Test func anotherClientsCard() async throws {
-        let card = CardRecord(id: "card_other", program: "other", issuer: "bridge",
-                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_demo_001"]))
-        try await GatewayHarness.run(extraCards: [card]) { client, sandbox in
-            let response = try await GatewayHarness.provision(client, card: "card_other", body: try GatewayHarness.requestBody())
-            expectProblem(response, status: .forbidden, code: "forbidden")
+        try await GatewayHarness.run { client, sandbox in
+            // Another program's card is answered exactly like one that does not exist.
+            let response = try await GatewayHarness.provision(client, card: GatewayHarness.otherBridgeCard, body: try GatewayHarness.requestBody())
+            expectProblem(response, status: .notFound, code: "card_not_found")
             #expect(await sandbox.bridge.log.count == 0)
             // ...and the same card works for the client whose program it is.
-            let own = try await GatewayHarness.provision(client, card: "card_other", body: try GatewayHarness.requestBody(),
+            let own = try await GatewayHarness.provision(client, card: GatewayHarness.otherBridgeCard, body: try GatewayHarness.requestBody(),
                                                          key: GatewayHarness.otherKey)
             #expect(own.status == .ok)
         }

@@ -16,6 +16,9 @@ enum GatewayHarness {
     static let logger = Logger(label: "gateway-tests")
     static let demoKey = "sk_sandbox_demo"
     static let otherKey = "sk_other_client"
+    static let opsKey = "sk_sandbox_ops"
+    /// A Bridge card of program `other` that the Bridge simulator knows (its own account).
+    static let otherBridgeCard = "card_other_bridge"
 
     static func sandboxConfig() throws -> GatewayConfig {
         var config = try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path)
@@ -23,6 +26,10 @@ enum GatewayHarness {
         // A second client (key `sk_other_client`) with its own program, so one client's cards are another's 403.
         config.clients.append(ClientConfig(
             id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
+        config.sandbox.cards.append(SandboxCardConfig(
+            cardID: otherBridgeCard, program: "other", issuer: "bridge",
+            issuerReference: ["customer_id": "cust_other_001", "card_account_id": "ca_other_001"],
+            card: SandboxCardData(number: "4000000000000077", name: "Other Tenant", expiry: "10/30")))
         return config
     }
 

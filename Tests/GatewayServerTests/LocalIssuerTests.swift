@@ -123,7 +123,7 @@ import X509
 
     @Test func aFallbackWithoutVaultDataAnswersTheIssuersOwnFailure() async throws {
         let card = CardRecord(id: "card_not_vaulted", program: "demo", issuer: "bridge",
-                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_demo_001"]))
+                              issuerReference: .init(["customer_id": "cust_not_vaulted", "card_account_id": "ca_not_vaulted"]))
         try await GatewayHarness.run(config: try Self.configWithBridgeDown(fallback: true), extraCards: [card],
                                      environment: ["TEST_BRIDGE_KEY": "k"]) { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_not_vaulted", body: try GatewayHarness.requestBody())

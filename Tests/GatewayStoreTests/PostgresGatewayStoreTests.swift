@@ -34,7 +34,7 @@ struct PostgresGatewayStoreTests {
                     for store in stores { migrations.addTask { try await store.migrate() } }
                     try await migrations.waitForAll()
                 }
-                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type"])
+                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation"])
             }
         }
     }

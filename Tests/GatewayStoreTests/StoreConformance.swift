@@ -23,11 +23,79 @@ enum StoreConformance {
         .init(name: "idempotency expires", run: idempotencyExpires),
         .init(name: "an abandoned claim is taken over", run: anAbandonedClaimIsTakenOver),
         .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
+        .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
+        .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
+        .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
     ]
 
-    static func card(_ id: String, program: String = "p1", issuer: String? = "bridge", ref: String = "x") -> CardRecord {
-        CardRecord(id: CardID(id), program: ProgramID(program), issuer: issuer.map { IssuerID($0) },
-                   issuerReference: IssuerReference(["customer_id": "cust_\(ref)", "card_account_id": "ca_\(ref)"]))
+    static func anIssuerReferenceBelongsToOneCard(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        try await store.putCard(card("owner", program: "acme", ref: "shared"))
+        // Another card (another tenant's) naming the same issuer account card is refused, and nothing is written.
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.putCard(card("thief", program: "evil", ref: "shared")) }
+        #expect(try await store.card("thief") == nil)
+        // So is moving an existing card onto it, and an import holding it (all or nothing).
+        try await store.putCard(card("other", program: "evil"))
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.putCard(card("other", program: "evil", ref: "shared")) }
+        #expect(try await store.card("other") == card("other", program: "evil"))
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await store.importCards([card("fresh", program: "evil"), card("thief2", program: "evil", ref: "shared")])
+        }
+        #expect(try await store.card("fresh") == nil)
+        // The same reference under another issuer name is another account's card; the owner may re-put its own.
+        try await store.putCard(card("elsewhere", program: "evil", issuer: "bridge_eu", ref: "shared"))
+        #expect(try await store.putCard(card("owner", program: "acme", ref: "shared")) == false)
+        // Once the owner is gone the reference is free again.
+        try await store.deleteCard("owner")
+        try await store.putCard(card("successor", program: "acme", ref: "shared"))
+        // Cards without a reference (local cards) do not collide with each other.
+        let local = { (id: CardID) in CardRecord(id: id, program: "acme", issuer: "local", issuerReference: IssuerReference([:])) }
+        try await store.importCards([local("l1"), local("l2")])
+    }
+
+    static func vaultEntriesGoWithTheirCard(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        try await store.importCards([card("keep", program: "acme"), card("gone", program: "acme"), card("moves", program: "acme")])
+        for id: CardID in ["keep", "gone", "moves"] { try await store.putVaultEntry(id, sealed: Data([1, 2, 3])) }
+        #expect(try await store.vaultCardIDs(after: nil, limit: 10) == ["gone", "keep", "moves"])
+        #expect(try await store.vaultCardIDs(after: "gone", limit: 1) == ["keep"])
+
+        try await store.deleteCard("gone")
+        #expect(try await store.vaultEntry("gone") == nil)
+        // A card moved to another program loses the entry sealed for the old one; an update in place keeps it.
+        try await store.putCard(card("moves", program: "evil"))
+        #expect(try await store.vaultEntry("moves") == nil)
+        try await store.putCard(card("keep", program: "acme", issuer: "tmp"))
+        #expect(try await store.vaultEntry("keep") == Data([1, 2, 3]))
+        #expect(try await store.vaultCardIDs(after: nil, limit: 10) == ["keep"])
+    }
+
+    static func securityEventsRoundTripAndFilter(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let failed = SecurityEvent(at: instant(1), kind: .authFailed, actor: "anonymous", source: "127.0.0.1", detail: ["reason": "unknown API key"])
+        let registered = SecurityEvent(at: instant(2), kind: .cardRegistered, actor: "acme", source: "10.0.0.7", cardID: "c1",
+                                       detail: ["after_issuer": "bridge", "after_program": "acme"])
+        let deleted = SecurityEvent(at: instant(3), kind: .cardDeleted, actor: "cli:ops", cardID: "c1", detail: [:])
+        for event in [failed, registered, deleted] { try await store.appendSecurityEvent(event) }
+
+        let all = try await store.securityEvents(SecurityEventQuery())
+        #expect(all.count == 3)
+        #expect(all.map(\.kind) == [.authFailed, .cardRegistered, .cardDeleted])
+        #expect(zip(all, all.dropFirst()).allSatisfy { $0.id < $1.id })
+        var stored = all[1]
+        stored.id = 0
+        #expect(stored == registered)
+        #expect(try await store.securityEvents(SecurityEventQuery(kind: .authFailed)).map(\.source) == ["127.0.0.1"])
+        #expect(try await store.securityEvents(SecurityEventQuery(cardID: "c1")).map(\.kind) == [.cardRegistered, .cardDeleted])
+        #expect(try await store.securityEvents(SecurityEventQuery(actor: "cli:ops")).count == 1)
+        #expect(try await store.securityEvents(SecurityEventQuery(after: all[0].id, limit: 1)).map(\.kind) == [.cardRegistered])
+    }
+
+    /// A Bridge-shaped card whose reference is its own unless `ref` says otherwise.
+    static func card(_ id: String, program: String = "p1", issuer: String? = "bridge", ref: String? = nil) -> CardRecord {
+        let ref = ref ?? id
+        return CardRecord(id: CardID(id), program: ProgramID(program), issuer: issuer.map { IssuerID($0) },
+                          issuerReference: IssuerReference(["customer_id": "cust_\(ref)", "card_account_id": "ca_\(ref)"]))
     }
 
     /// Whole milliseconds: both stores keep time to the millisecond.
@@ -36,7 +104,7 @@ enum StoreConformance {
     static func migrationsRunFromEmptyAndAgain(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let versions = try await store.schemaVersions()
-        #expect(versions == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type"])
+        #expect(versions == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation"])
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
         #expect(try await store.card("nothing") == nil)

@@ -50,6 +50,13 @@ import Testing
 
     @Test func vaultPutSealsAndDeleteRemovesAndAWrongKeyIsAClearError() async throws {
         let (config, database) = try Self.sandboxConfig()
+        // An entry belongs to a registered card.
+        let unregistered = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                           "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault Test"])
+        #expect(unregistered.status == 2 && unregistered.stderr.contains("card card_v is not in the registry"))
+        let csv = config.deletingLastPathComponent().appendingPathComponent("local.csv")
+        try "card_id,program,issuer\ncard_v,demo,local\n".write(to: csv, atomically: true, encoding: .utf8)
+        #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path]).status == 0)
         let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
                                                   "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault Test"])
         #expect(put.status == 0, "\(put.stderr)")
@@ -65,6 +72,21 @@ import Testing
         let deleted = try await CommandLineTests.run(["vault", "delete", "--config", config.path, "--card-id", "card_v"])
         #expect(deleted.status == 0 && deleted.stdout.contains("deleted"))
         #expect(try await store.vaultEntry("card_v") == nil)
+
+        // Deleting the card from the CLI deletes its vault entry too; every action is a security event.
+        #expect(try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault Test"]).status == 0)
+        let rotated = try await CommandLineTests.run(["vault", "rotate", "--config", config.path])
+        #expect(rotated.status == 0 && rotated.stdout.contains("already current 1"), "\(rotated.stdout)\(rotated.stderr)")
+        let cardDeleted = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", "card_v"])
+        #expect(cardDeleted.status == 0 && cardDeleted.stdout.contains("deleted card card_v"))
+        #expect(try await store.vaultEntry("card_v") == nil)
+        let kinds = try await store.securityEvents(SecurityEventQuery(cardID: "card_v")).map(\.kind)
+        #expect(kinds == [.vaultPut, .vaultDeleted, .vaultPut, .cardDeleted])
+        let all = try await store.securityEvents(SecurityEventQuery())
+        #expect(all.contains { $0.kind == .cardsImported && $0.detail["count"] == "1" })
+        #expect(all.contains { $0.kind == .vaultRotated })
+        #expect(all.allSatisfy { $0.actor.hasPrefix("cli:") })
     }
 
     @Test func anUnreachablePostgresStopsStartUpNamingTheStore() async throws {

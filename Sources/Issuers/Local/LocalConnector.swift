@@ -28,7 +28,7 @@ public struct LocalConnector: IssuerConnector {
         } catch {
             throw GatewayError(.invalidCertificateChain, error.reason)
         }
-        guard let data = try await vault.cardData(card.id) else {
+        guard let data = try await vault.cardData(card) else {
             throw GatewayError(.cardNotFound, "the vault holds no card data for \(card.id)")
         }
         let plaintext = PassPlaintext(primaryAccountNumber: data.number, name: data.name, expiryMonth: data.expiryMonth,

@@ -649,6 +649,12 @@ public struct SandboxCardData: Sendable, Decodable, Equatable {
     /// MM/YY
     public var expiry: String
 
+    public init(number: String, name: String, expiry: String) {
+        self.number = number
+        self.name = name
+        self.expiry = expiry
+    }
+
     /// (month, four-digit year), or nil when `expiry` is not MM/YY.
     public var expiryParts: (month: Int, year: Int)? {
         let parts = expiry.split(separator: "/")
@@ -667,6 +673,14 @@ public struct SandboxCardConfig: Sendable, Decodable {
     public var issuer: String?
     public var issuerReference: [String: String]
 
+    public init(cardID: String, program: String, issuer: String?, issuerReference: [String: String], card: SandboxCardData?) {
+        self.cardID = cardID
+        self.program = program
+        self.issuer = issuer
+        self.issuerReference = issuerReference
+        self.card = card
+    }
+
     enum CodingKeys: String, CodingKey {
         case cardID = "card_id"
         case program, issuer, card
@@ -677,4 +691,10 @@ public struct SandboxCardConfig: Sendable, Decodable {
         CardRecord(id: CardID(cardID), program: ProgramID(program), issuer: issuer.map { IssuerID($0) },
                    issuerReference: IssuerReference(issuerReference))
     }
+}
+
+extension SandboxCardData: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
 }

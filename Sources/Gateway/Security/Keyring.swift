@@ -1,0 +1,105 @@
+import Crypto
+import Foundation
+import ProvisioningCore
+
+/// The vault's keys by id: one seals, every one opens, so keys can be rotated without a moment
+/// where stored entries cannot be read (`vault rotate` re-seals them under the active key).
+public struct VaultKeyring: Sendable {
+    public let activeID: String
+    let keys: [String: SymmetricKey]
+
+    public init(activeID: String, keys: [String: SymmetricKey]) {
+        precondition(keys[activeID] != nil, "the active key must be in the ring")
+        self.activeID = activeID
+        self.keys = keys
+    }
+
+    /// One key as the active `default` (tests, and `vault.key`).
+    public init(_ key: SymmetricKey, id: String = VaultKeyConfig.defaultID) {
+        self.init(activeID: id, keys: [id: key])
+    }
+
+    public var ids: [String] { keys.keys.sorted() }
+    var activeKey: SymmetricKey { keys[activeID]! }
+
+    /// Resolves `vault.key` / `vault.keys` from the environment; problems name their key paths.
+    public static func resolve(_ config: VaultConfig, environment: [String: String]) throws(ConfigError) -> VaultKeyring {
+        var keys: [String: SymmetricKey] = [:]
+        var problems: [ConfigProblem] = []
+        var activeID: String?
+        for (index, entry) in config.keyring.enumerated() {
+            let path = config.key != nil && index == 0 ? "vault.key" : "vault.keys[\(config.key != nil ? index - 1 : index)].key"
+            do {
+                keys[entry.id] = try CardVault.key(reference: entry.key, environment: environment, path: path)
+            } catch {
+                problems += error.problems
+            }
+            if entry.active { activeID = entry.id }
+        }
+        guard problems.isEmpty else { throw ConfigError(source: "environment", problems: problems) }
+        guard let activeID, keys[activeID] != nil else {
+            throw ConfigError(source: "config", problems: [.init("vault.key", "required (env:NAME), with exactly one active key")])
+        }
+        return VaultKeyring(activeID: activeID, keys: keys)
+    }
+}
+
+/// AES-256-GCM with the key's id in front, so an entry says which key opens it:
+/// `"PGS" version(1) | id length(1) | id | nonce | ciphertext | tag`. The associated data binds
+/// the bytes to what they belong to (a program and card; a client's Idempotency-Key).
+enum SealedEnvelope {
+    static let magic: [UInt8] = Array("PGS".utf8)
+    static let version: UInt8 = 1
+
+    static func seal(_ plaintext: Data, keyID: String, key: SymmetricKey, authenticating aad: Data) throws -> Data {
+        let id = Array(keyID.utf8)
+        precondition(id.count <= 255)
+        let box = try AES.GCM.seal(plaintext, using: key, authenticating: aad)
+        return Data(magic + [version, UInt8(id.count)] + id) + box.combined!
+    }
+
+    /// The key id named by a sealed envelope, or nil when the bytes are not one.
+    static func keyID(of sealed: Data) -> (id: String, body: Data)? {
+        let bytes = [UInt8](sealed.prefix(5))
+        guard bytes.count == 5, Array(bytes[0..<3]) == magic, bytes[3] == version else { return nil }
+        let length = Int(bytes[4])
+        guard sealed.count > 5 + length else { return nil }
+        let start = sealed.startIndex + 5
+        guard let id = String(bytes: sealed[start..<(start + length)], encoding: .utf8) else { return nil }
+        return (id, Data(sealed[(start + length)...]))
+    }
+
+    static func open(_ body: Data, key: SymmetricKey, authenticating aad: Data) throws -> Data {
+        try AES.GCM.open(try AES.GCM.SealedBox(combined: body), using: key, authenticating: aad)
+    }
+}
+
+/// Seals the answers kept for Idempotency-Key replays (they hold activation data and encrypted
+/// pass data) under keys derived from the vault's, bound to the client and the key.
+public struct ResponseSealer: Sendable {
+    let keyring: VaultKeyring
+    private let derived: [String: SymmetricKey]
+
+    public init(keyring: VaultKeyring) {
+        self.keyring = keyring
+        derived = keyring.keys.mapValues {
+            HKDF<SHA256>.deriveKey(inputKeyMaterial: $0, info: Data("provisioning-gateway idempotency answers v1".utf8), outputByteCount: 32)
+        }
+    }
+
+    static func aad(client: ClientID, key: String) -> Data { Data("idempotency\u{0}\(client.rawValue)\u{0}\(key)".utf8) }
+
+    public func seal(_ body: Data, client: ClientID, key: String) throws -> Data {
+        try SealedEnvelope.seal(body, keyID: keyring.activeID, key: derived[keyring.activeID]!, authenticating: Self.aad(client: client, key: key))
+    }
+
+    /// The stored answer. Answers kept before sealing existed (plain JSON) are read as they are
+    /// until they expire.
+    public func open(_ stored: Data, client: ClientID, key: String) throws -> Data {
+        if stored.first == UInt8(ascii: "{") { return stored }
+        guard let (id, body) = SealedEnvelope.keyID(of: stored), let sealingKey = derived[id] else {
+            throw GatewayError(.internal, "a stored answer is sealed under a key the vault no longer has")
+        }
+        return try SealedEnvelope.open(body, key: sealingKey, authenticating: Self.aad(client: client, key: key))
+    }
+}

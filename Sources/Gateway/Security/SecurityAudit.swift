@@ -1,0 +1,33 @@
+import Foundation
+import Logging
+import ProvisioningCore
+
+/// Writes security events (PCI DSS 10.2) to the store. A registry change or admin read is not
+/// answered as a success when its event cannot be written; a refusal or failed authentication
+/// that cannot be recorded is logged instead (the caller is refused either way).
+public struct SecurityAudit: Sendable {
+    let store: any GatewayStore
+    let logger: Logger
+
+    public init(store: any GatewayStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    public func record(_ event: SecurityEvent) async throws(GatewayError) {
+        do {
+            try await store.appendSecurityEvent(event)
+        } catch {
+            logger.error("security event write failed", metadata: ["kind": "\(event.kind.rawValue)", "error_type": "\(type(of: error))"])
+            throw GatewayError(.internal, "the security audit trail could not be written")
+        }
+    }
+
+    public func note(_ event: SecurityEvent) async {
+        do {
+            try await store.appendSecurityEvent(event)
+        } catch {
+            logger.error("security event write failed", metadata: ["kind": "\(event.kind.rawValue)", "error_type": "\(type(of: error))"])
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+/// The shapes ids and references must have wherever they enter (API paths, queries, bodies, the
+/// CLI): bounded, printable, and unable to start a log line or steer an upstream path.
+public enum InputRules {
+    public static let maxCardIDLength = 128
+    public static let cardIDRule = "card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :"
+    public static let maxReferenceValueLength = 128
+
+    public static func isCardID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= maxCardIDLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.:".contains($0)) }
+    }
+
+    /// Our own provisioning ids are `prv_` and 32 hex digits; anything of 1-64 word characters is
+    /// looked up (and not found).
+    public static func isProvisioningID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+    }
+
+    /// Program and issuer names: 1 to 64 of A-Z a-z 0-9 _ - .
+    public static func isName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+    }
+
+    /// Why an issuer reference value may not be stored, or nil. Values become upstream path
+    /// segments (percent-encoded), so `/` and `..` are refused outright rather than trusted to
+    /// encoding, and control characters could forge log lines.
+    public static func referenceValueProblem(_ value: String) -> String? {
+        if value.isEmpty { return "must not be empty" }
+        if value.count > maxReferenceValueLength { return "at most \(maxReferenceValueLength) characters" }
+        if value.contains("/") || value.contains("\\") || value.contains("..") || value == "." { return "must not hold /, \\ or .." }
+        if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0.properties.generalCategory == .format }) {
+            return "must not hold control characters"
+        }
+        return nil
+    }
+
+    /// A value safe to put in a problem's detail or a log line: at most 64 characters, anything
+    /// outside A-Z a-z 0-9 _ - . : shown as `?`.
+    public static func short(_ text: String) -> String {
+        let shown = text.prefix(64).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.:".contains($0)) ? String($0) : "?" }.joined()
+        return text.count > 64 ? shown + "..." : shown
+    }
+}

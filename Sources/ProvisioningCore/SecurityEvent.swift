@@ -1,0 +1,67 @@
+import Foundation
+
+/// One security-relevant action (PCI DSS 10.2): a failed authentication, a change to the card
+/// registry, an admin read, a vault or import action from the CLI. It names who, from where and
+/// what changed, never card data, keys or payloads.
+public struct SecurityEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable, Codable, CaseIterable {
+        /// A missing or wrong API key (`source` holds the address; the key is never kept).
+        case authFailed = "auth_failed"
+        case cardRegistered = "card_registered"
+        case cardUpdated = "card_updated"
+        case cardDeleted = "card_deleted"
+        /// A refused registry change (another program's card, `issuer: local` by a non-admin, ...).
+        case cardChangeRefused = "card_change_refused"
+        case cardsImported = "cards_imported"
+        case adminRead = "admin_read"
+        case vaultPut = "vault_put"
+        case vaultDeleted = "vault_deleted"
+        case vaultRotated = "vault_rotated"
+    }
+
+    /// Assigned by the store, increasing; 0 before it is stored.
+    public var id: Int64
+    public var at: Date
+    public var kind: Kind
+    /// A client id, `cli:<user>` for the command line, or `anonymous`.
+    public var actor: String
+    /// The caller's address for API requests.
+    public var source: String?
+    public var cardID: CardID?
+    /// Short facts: `before_issuer`, `after_program`, `path`, `count`, `reason`, ...
+    public var detail: [String: String]
+
+    public init(id: Int64 = 0, at: Date, kind: Kind, actor: String, source: String? = nil, cardID: CardID? = nil,
+                detail: [String: String] = [:]) {
+        self.id = id
+        self.at = at
+        self.kind = kind
+        self.actor = actor
+        self.source = source
+        self.cardID = cardID
+        self.detail = detail
+    }
+}
+
+public struct SecurityEventQuery: Sendable, Equatable {
+    public var kind: SecurityEvent.Kind?
+    public var actor: String?
+    public var cardID: CardID?
+    /// Events with a larger id (the previous page's last).
+    public var after: Int64?
+    public var limit: Int
+    public init(kind: SecurityEvent.Kind? = nil, actor: String? = nil, cardID: CardID? = nil, after: Int64? = nil, limit: Int = 100) {
+        self.kind = kind
+        self.actor = actor
+        self.cardID = cardID
+        self.after = after
+        self.limit = limit
+    }
+}
+
+/// What the registry refuses whatever the caller's rights.
+public enum CardRegistryError: Error, Sendable, Equatable {
+    /// Another card already has this issuer and issuer reference: one issuer account's card
+    /// belongs to exactly one gateway card, so no tenant can point a card of its own at it.
+    case issuerReferenceInUse
+}
