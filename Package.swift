@@ -191,6 +191,7 @@ let package = Package(
                 "GatewayTestSupport",
                 "Sandbox",
                 "WalletCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),

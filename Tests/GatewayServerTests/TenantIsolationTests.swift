@@ -1,0 +1,228 @@
+import Foundation
+import GRDB
+import Gateway
+import GatewayServer
+import GatewayStore
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import ProvisioningCore
+import Testing
+
+/// Each exploit of a second tenant (client `other`, program `other`) and of an admin key against
+/// the demo tenant's cards, as reported in the security issue: every one is refused, calls no
+/// upstream, and leaves the data where it was.
+@Suite struct TenantIsolationTests {
+    static let send = CardRegistryAPITests.send
+    static let other = GatewayHarness.otherKey
+    static let ops = GatewayHarness.opsKey
+
+    static func put(_ client: any TestClientProtocol, _ id: String, _ json: String, key: String) async throws -> TestResponse {
+        try await send(client, .put, "/v1/cards/\(id)", json, key)
+    }
+
+    static func upstreamCalls(_ sandbox: SandboxUpstreams) async -> Int {
+        var count = 0
+        for instance in sandbox.instances.values { count += await instance.log.count }
+        return count
+    }
+
+    @Test(arguments: [
+        #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_card_demo_001"}}"#,
+        #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#,
+        #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_card_demo_001"}}"#,
+    ])
+    func anotherTenantCannotClaimACardsIssuerReference(registration: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let claimed = try await Self.put(client, "acme_steal", registration, key: Self.other)
+            #expect(claimed.status == .conflict)
+            #expect(claimed.json["code"] as? String == "issuer_reference_in_use")
+            // The answer names no card and no tenant.
+            let text = String(buffer: claimed.body)
+            #expect(!text.contains("card_") && !text.contains("demo"), "\(text)")
+            #expect(try await Self.send(client, .get, "/v1/cards/acme_steal", nil, Self.other).status == .notFound)
+            // So there is nothing to provision: no payload, no cardholder's name or address.
+            let apple = try await GatewayHarness.provision(client, card: "acme_steal", body: try GatewayHarness.requestBody(), key: Self.other)
+            #expect(apple.status == .notFound && apple.json["code"] as? String == "card_not_found")
+            let google = try await WalletFlowTests.googlePay(client, card: "acme_steal", json: WalletFlowTests.ids, key: Self.other)
+            #expect(google.status == .notFound && google.json["user_address"] == nil && google.json["display_name"] == nil)
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+        }
+    }
+
+    @Test func extraReferenceFieldsCannotDisguiseAClaimedReference() async throws {
+        try await GatewayHarness.run { client, _ in
+            let disguised = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_card_demo_001","note":"x"}}"#
+            let response = try await Self.put(client, "acme_steal", disguised, key: Self.other)
+            #expect(response.status == .badRequest && (response.json["detail"] as? String)?.contains("not a field of this issuer") == true)
+        }
+    }
+
+    @Test func aDeletedCardsVaultDataCannotBeClaimedUnderItsID() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_local_demo", nil, GatewayHarness.demoKey).status == .noContent)
+            // A tenant may not name the gateway's own issuer at all...
+            let local = #"{"issuer":"local","program":"other","issuer_reference":{}}"#
+            let refused = try await Self.put(client, "card_local_demo", local, key: Self.other)
+            #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden")
+            // ...and even when ops register that id again as a local card of another program, the
+            // deleted card's vault entry went with it: there is no card number to encrypt.
+            #expect(try await Self.put(client, "card_local_demo", local, key: Self.ops).status == .created)
+            let response = try await GatewayHarness.provision(client, card: "card_local_demo", body: try GatewayHarness.requestBody(),
+                                                              key: Self.other)
+            #expect(response.status == .notFound && response.json["encrypted_pass_data"] == nil)
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+        }
+    }
+
+    @Test func aClientCannotRePointItsOwnCardAtTheLocalIssuer() async throws {
+        try await GatewayHarness.run { client, _ in
+            let local = #"{"issuer":"local","program":"demo","issuer_reference":{}}"#
+            let response = try await Self.put(client, "card_bridge_demo", local, key: GatewayHarness.demoKey)
+            #expect(response.status == .forbidden)
+            #expect(try await Self.send(client, .get, "/v1/cards/card_bridge_demo", nil, GatewayHarness.demoKey).json["issuer"] as? String == "bridge")
+        }
+    }
+
+    @Test func tokenActivationWithoutACardNeedsAnExplicitlyAllowedClient() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let json = #"{"token_unique_reference":"DWSPMC0000000002"}"#
+            for key in [Self.other, Self.ops] {
+                let response = try await Self.send(client, .post, "/v1/token-activations", json, key)
+                #expect(response.status == .forbidden && response.json["code"] as? String == "forbidden")
+            }
+            // With another program's card it is that card's 404.
+            let foreign = try await Self.send(client, .post, "/v1/token-activations",
+                                              #"{"token_unique_reference":"DWSPMC0000000002","card_id":"card_tmp_demo"}"#, Self.other)
+            #expect(foreign.status == .notFound && foreign.json["code"] as? String == "card_not_found")
+            #expect(await sandbox.tmp.log.count == 0)
+            // The sandbox's demo client is allowed (activations_without_card: true).
+            #expect(try await Self.send(client, .post, "/v1/token-activations", json, GatewayHarness.demoKey).status == .ok)
+        }
+    }
+
+    @Test func adminClientsManageButNeverProvision() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let apple = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(), key: Self.ops)
+            #expect(apple.status == .forbidden && apple.json["code"] as? String == "forbidden")
+            let google = try await WalletFlowTests.googlePay(client, card: "card_tmp_demo", json: WalletFlowTests.ids, key: Self.ops)
+            #expect(google.status == .forbidden)
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+            // They do read and list every program's cards, and those reads are audited.
+            #expect(try await Self.send(client, .get, "/v1/cards/card_other_bridge", nil, Self.ops).status == .ok)
+            let listed = try await Self.send(client, .get, "/v1/cards?limit=500", nil, Self.ops)
+            let programs = Set((listed.json["cards"] as? [[String: Any]] ?? []).compactMap { $0["program"] as? String })
+            #expect(programs == ["demo", "other"])
+            let audit = try await Self.send(client, .get, "/v1/admin/audit?kind=admin_read", nil, Self.ops)
+            let paths = (audit.json["events"] as? [[String: Any]] ?? []).compactMap { ($0["detail"] as? [String: String])?["path"] }
+            // (the audit read itself is recorded before the page is read)
+            #expect(paths == ["/v1/cards/{card_id}", "/v1/cards", "/v1/admin/audit"])
+        }
+    }
+
+    @Test func everyRouteRefusesIDsThatCouldForgeLogsOrExhaustTheStore() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "isolation") { LineSafeLogHandler(captured.handler(label: $0)) }
+        try await GatewayHarness.run(logger: logger) { client, sandbox in
+            let forged = "card_bridge_demo%0A2026-11-22T00:00:00Z%20info%20forged"
+            let response = try await GatewayHarness.provision(client, card: forged, body: try GatewayHarness.requestBody())
+            #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
+            #expect(!String(buffer: response.body).contains("forged"))
+            for method: HTTPRequest.Method in [.get, .delete] {
+                #expect(try await Self.send(client, method, "/v1/cards/\(forged)", nil, GatewayHarness.demoKey).status == .badRequest)
+            }
+            // A 5,000-character id, and a 60 KB issuer reference, are refused and nothing is stored.
+            let long = String(repeating: "a", count: 5_000)
+            #expect(try await Self.put(client, long, CardRegistryAPITests.bridgeCard, key: GatewayHarness.demoKey).status == .badRequest)
+            let hugeReference = #"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":""# + String(repeating: "x", count: 60_000) + #""}}"#
+            let huge = try await Self.put(client, "card_huge", hugeReference, key: GatewayHarness.demoKey)
+            #expect(huge.status == .badRequest && (huge.json["detail"] as? String ?? "").count < 300)
+            for reference in ["../../admin", "a/b", "bad\u{7}bell"] {
+                let json = #"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":"# + "\"\(reference)\"}}"
+                #expect(try await Self.put(client, "card_path", json.replacingOccurrences(of: "\u{7}", with: "\\u0007"),
+                                           key: GatewayHarness.demoKey).status == .badRequest)
+            }
+            #expect(try await Self.send(client, .get, "/v1/cards/card_huge", nil, GatewayHarness.demoKey).status == .notFound)
+            #expect(try await Self.send(client, .get, "/v1/provisionings/\(String(repeating: "p", count: 200))", nil,
+                                        GatewayHarness.demoKey).status == .badRequest)
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+        }
+        // Whatever was logged, no line of it starts with the forged text.
+        #expect(!captured.text.split(separator: "\n").contains { $0.hasPrefix("2026-11-22") })
+    }
+
+    @Test func aLogValueCannotStartALine() {
+        let captured = CapturedLog()
+        var logger = Logger(label: "t") { LineSafeLogHandler(captured.handler(label: $0)) }
+        logger[metadataKey: "card_id"] = "c\nforged: yes"
+        logger.info("ids \("a\r\nforged")", metadata: ["path": .array(["x\u{2028}y"])])
+        #expect(captured.text.split(separator: "\n").count == 1, "\(captured.text)")
+        #expect(captured.text.contains("c\\nforged") && captured.text.contains("a\\r\\nforged") && !captured.text.contains("\u{2028}"), "\(captured.text)")
+    }
+
+    @Test func anIssuerAccountLimitedToProgramsServesNoOtherProgram() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.issuers["tmp"]!.programs = ["demo"]
+        config.routing.rules = [RoutingRuleConfig(match: .init(program: "other"), issuer: "tmp")]
+        let unrouted = CardRecord(id: "card_other_unrouted", program: "other", issuer: nil, issuerReference: IssuerReference(["issuer_card_id": "t_o"]))
+        try await GatewayHarness.run(config: config, extraCards: [unrouted]) { client, sandbox in
+            let onTMP = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_1"}}"#
+            let refused = try await Self.put(client, "card_other_tmp", onTMP, key: Self.other)
+            #expect(refused.status == .badRequest && (refused.json["detail"] as? String)?.contains("does not serve program other") == true)
+            // A routing rule cannot send another program's card there either.
+            let routed = try await GatewayHarness.provision(client, card: "card_other_unrouted", body: try GatewayHarness.requestBody(),
+                                                            key: Self.other)
+            #expect(routed.status == .forbidden)
+            #expect(await sandbox.tmp.log.count == 0)
+            // The program it serves is unaffected.
+            #expect(try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody()).status == .ok)
+        }
+    }
+
+    @Test func storedIdempotencyAnswersAreSealedAndStillReplay() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: "application/json"]
+            headers[HTTPField.Name("Idempotency-Key")!] = "idem-sealed-1"
+            let body = try GatewayHarness.requestBody()
+            let uri = "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay"
+            let first = try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: body))
+            #expect(first.status == .ok)
+            let activation = try #require(first.json["activation_data"] as? String)
+            let encrypted = try #require(first.json["encrypted_pass_data"] as? String)
+
+            let queue = try DatabaseQueue(path: store.path)
+            let stored = try await queue.read { db in try Data.fetchOne(db, sql: "SELECT response_body FROM idempotency_keys") }
+            let text = String(decoding: try #require(stored), as: UTF8.self)
+            #expect(!text.contains(activation) && !text.contains(encrypted.prefix(40)) && !text.contains("provisioning_id"))
+
+            let replay = try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: body))
+            #expect(replay.status == .ok && replay.json["encrypted_pass_data"] as? String == encrypted)
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    @Test func registryChangesAndRefusalsAreSecurityEventsOnlyAdminsRead() async throws {
+        try await GatewayHarness.run { client, _ in
+            let card = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_9"}}"#
+            #expect(try await Self.put(client, "card_other_9", card, key: Self.other).status == .created)
+            let moved = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"c9","card_account_id":"a9"}}"#
+            #expect(try await Self.put(client, "card_other_9", moved, key: Self.other).status == .ok)
+            #expect(try await Self.put(client, "card_bridge_demo", moved, key: Self.other).status == .notFound)
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_other_9", nil, Self.other).status == .noContent)
+
+            #expect(try await Self.send(client, .get, "/v1/admin/audit", nil, Self.other).status == .forbidden)
+            let audit = try await Self.send(client, .get, "/v1/admin/audit?actor=other", nil, Self.ops)
+            #expect(audit.status == .ok)
+            let events = audit.json["events"] as? [[String: Any]] ?? []
+            #expect(events.map { $0["kind"] as? String } == ["card_registered", "card_updated", "card_change_refused", "card_deleted"])
+            let update = events[1]["detail"] as? [String: String]
+            #expect(update == ["before_issuer": "tmp", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
+            #expect(events[2]["card_id"] as? String == "card_bridge_demo")
+            // Never a reference value or card data.
+            #expect(!String(buffer: audit.body).contains("tmp_other_9") && !String(buffer: audit.body).contains("4111"))
+        }
+    }
+}
