@@ -56,4 +56,26 @@ check "fault queued" 'len(b["faults"]) == 1' -X POST "http://127.0.0.1:$port/v1/
   -d '{"issuer":"bridge","mode":"unavailable","count":2}'
 check "apple pay after two 503s" 'b["issuer"] == "bridge"' -X POST \
   "http://127.0.0.1:$port/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay" --data @Config/sandbox/apple-pay-request.json
+
+# The Security section's refusals: another card claiming a registered issuer reference is a 409,
+# and the attempt is in the security audit that the ops key reads.
+expect_status() {  # name, expected HTTP status, then curl arguments
+  local name=$1 expected=$2; shift 2
+  local code
+  code=$(curl -s --max-time 30 -o /dev/null -w '%{http_code}' "$@")
+  if [ "$code" = "$expected" ]; then echo "  $name -> $code ok"; else echo "  $name -> HTTP $code, expected $expected"; status=1; fi
+}
+expect_status "claiming a taken issuer reference" 409 -X PUT "http://127.0.0.1:$port/v1/cards/card_steal" \
+  -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
+  -d '{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":"tmp_card_demo_001"}}'
+expect_status "a tenant naming issuer local" 403 -X PUT "http://127.0.0.1:$port/v1/cards/card_bridge_demo" \
+  -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' -d '{"issuer":"local","program":"demo","issuer_reference":{}}'
+expect_status "an admin key provisioning" 403 -X POST "http://127.0.0.1:$port/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay" \
+  -H 'Authorization: Bearer sk_sandbox_ops' -H 'Content-Type: application/json' --data @Config/sandbox/apple-pay-request.json
+audit=$(curl -s --max-time 30 "http://127.0.0.1:$port/v1/admin/audit?kind=card_change_refused" -H 'Authorization: Bearer sk_sandbox_ops')
+if python3 -c 'import json, sys; e = json.loads(sys.argv[1])["events"]; assert [x["card_id"] for x in e] == ["card_steal", "card_bridge_demo"], e' "$audit"; then
+  echo "  security audit -> ok"
+else
+  echo "  security audit -> $audit"; status=1
+fi
 exit $status
