@@ -65,15 +65,17 @@ expect_status() {  # name, expected HTTP status, then curl arguments
   code=$(curl -s --max-time 30 -o /dev/null -w '%{http_code}' "$@")
   if [ "$code" = "$expected" ]; then echo "  $name -> $code ok"; else echo "  $name -> HTTP $code, expected $expected"; status=1; fi
 }
-expect_status "claiming a taken issuer reference" 409 -X PUT "http://127.0.0.1:$port/v1/cards/card_steal" \
+steal="card_steal_$$_$RANDOM"   # the sandbox store persists between runs: a fresh id each time
+expect_status "claiming a taken issuer reference" 409 -X PUT "http://127.0.0.1:$port/v1/cards/$steal" \
   -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
   -d '{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":"tmp_card_demo_001"}}'
 expect_status "a tenant naming issuer local" 403 -X PUT "http://127.0.0.1:$port/v1/cards/card_bridge_demo" \
   -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' -d '{"issuer":"local","program":"demo","issuer_reference":{}}'
 expect_status "an admin key provisioning" 403 -X POST "http://127.0.0.1:$port/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay" \
   -H 'Authorization: Bearer sk_sandbox_ops' -H 'Content-Type: application/json' --data @Config/sandbox/apple-pay-request.json
-audit=$(curl -s --max-time 30 "http://127.0.0.1:$port/v1/admin/audit?kind=card_change_refused" -H 'Authorization: Bearer sk_sandbox_ops')
-if python3 -c 'import json, sys; e = json.loads(sys.argv[1])["events"]; assert [x["card_id"] for x in e] == ["card_steal", "card_bridge_demo"], e' "$audit"; then
+audit=$(curl -s --max-time 30 "http://127.0.0.1:$port/v1/admin/audit?kind=card_change_refused&card_id=$steal" \
+  -H 'Authorization: Bearer sk_sandbox_ops')
+if python3 -c 'import json, sys; e = json.loads(sys.argv[1])["events"]; assert [(x["actor"], x["detail"]["reason"]) for x in e] == [("demo", "reference_in_use")], e' "$audit"; then
   echo "  security audit -> ok"
 else
   echo "  security audit -> $audit"; status=1
