@@ -241,3 +241,98 @@ import WalletCrypto
         await upstreams.shutdown()
     }
 }
+
+/// The security settings, each refused with its key path.
+@Suite struct SecurityConfigTests {
+    func problems(_ yaml: String) -> [String] { ConfigLoaderTests().problems(yaml) }
+    static let minimal = ConfigLoaderTests.minimal
+
+    @Test func aListenerOffLoopbackNeedsTLSOrAnExplicitProxy() {
+        let open = Self.minimal + "\nserver:\n  host: 0.0.0.0\n"
+        #expect(problems(open).count == 1)
+        #expect(problems(open).first?.hasPrefix("server.tls: required: 0.0.0.0 is not a loopback address") == true)
+        #expect(problems(open + "  allow_plaintext: true\n") == [])
+        #expect(problems(open + "  tls: { certificate: cert.pem, private_key: key.pem }\n") == [])
+        for loopback in ["127.0.0.1", "localhost", "::1", "127.8.9.10"] {
+            #expect(problems(Self.minimal + "\nserver:\n  host: \"\(loopback)\"\n") == [], "\(loopback)")
+        }
+    }
+
+    @Test func limitsMustBeSane() {
+        let found = problems(Self.minimal + """
+
+            server:
+              idle_timeout_ms: 0
+              read_timeout_ms: -5
+              max_connections: 0
+              auth_failure_limit: { requests_per_second: 0, burst: 0 }
+            """)
+        #expect(found == [
+            "server.idle_timeout_ms: must be 10 to 3600000", "server.read_timeout_ms: must be 10 to 3600000",
+            "server.max_connections: must be 1 to 1000000",
+            "server.auth_failure_limit.requests_per_second: must be more than 0 and at most 100000",
+            "server.auth_failure_limit.burst: must be 1 to 100000",
+        ])
+        let client = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    rate_limit: { requests_per_second: -1, burst: 10 }")
+        #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be more than 0 and at most 100000"])
+    }
+
+    @Test func adminClientsHoldNoProgramsAndDoNotActivate() {
+        let admin = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    admin: true\n    activations_without_card: true")
+        #expect(problems(admin) == [
+            "clients[0].programs: an admin client manages and holds no programs (give provisioning its own client)",
+            "clients[0].activations_without_card: admin clients do not activate tokens",
+        ])
+        let badID = Self.minimal.replacingOccurrences(of: "id: acme", with: "id: \"acme corp\\n\"")
+        #expect(problems(badID) == ["clients[0].id: must be 1 to 64 of A-Z a-z 0-9 _ - ."])
+    }
+
+    @Test(arguments: [
+        ("http://api.bridge.xyz/v0", "must be https:// (http:// only to a loopback address)"),
+        ("https://user:pw@api.bridge.xyz/v0", "must not hold user info (credentials go in credentials: as env:NAME)"),
+        ("https://api.bridge.xyz/v0/../admin", "must not hold . or .. path segments"),
+        ("https://api.bridge.xyz/v0/%2e%2e/admin", "must not hold . or .. path segments"),
+        ("https://api.bridge.xyz/v0?debug=1", "must not hold a query or fragment"),
+        ("ftp://api.bridge.xyz/v0", "scheme must be https (http only on loopback), or sandbox"),
+    ])
+    func upstreamEndpointsAreHTTPSWithoutCredentialsOrDotSegments(url: String, reason: String) {
+        #expect(problems(Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: url))
+            == ["issuers.bridge.endpoints[0].url: \(reason)"])
+    }
+
+    @Test func plainHTTPIsFineOnLoopback() {
+        #expect(problems(Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "http://127.0.0.1:9000/v0")) == [])
+    }
+
+    @Test func issuerProgramsAndTLSAreChecked() {
+        let yaml = Self.minimal.replacingOccurrences(of: "      api_key: env:BRIDGE_API_KEY", with: """
+                  api_key: env:BRIDGE_API_KEY
+                programs: []
+                tls: { client_certificate: client.pem }
+            """) + "\nrouting:\n  rules:\n    - { match: { program: acme }, issuer: bridge }\n"
+        #expect(problems(yaml) == [
+            "issuers.bridge.programs: must name at least one program (or be left out)",
+            "issuers.bridge.tls: client_certificate and client_key go together (mutual TLS)",
+            "routing.rules[0].issuer: issuers.bridge.programs does not include program 'acme'",
+        ])
+    }
+
+    @Test func theVaultKeyRingHasOneActiveKeyAndUniqueIDs() {
+        let base = Self.minimal.replacingOccurrences(of: "vault:\n  key: env:VAULT_KEY", with: "")
+        let none = base + "\nvault:\n  keys:\n    - { id: k1, key: env:K1 }\n    - { id: k1, key: env:K2 }\n"
+        #expect(problems(none) == [
+            "vault.keys[1].id: duplicate key id 'k1'",
+            "vault.keys: exactly one key must be active: true (it seals; the others only open)",
+        ])
+        let good = base + "\nvault:\n  keys:\n    - { id: k1, key: env:K1 }\n    - { id: k2, key: env:K2, active: true }\n"
+        #expect(problems(good) == [])
+        // `key` is the active key `default`: another active key next to it is one too many.
+        #expect(problems(Self.minimal + "\n  keys:\n    - { id: k2, key: env:K2, active: true }\n")
+            == ["vault.keys: exactly one key must be active: true (it seals; the others only open)"])
+    }
+
+    @Test func postgresSSLModesAreNamed() {
+        let yaml = Self.minimal + "\nstore:\n  postgres:\n    url: postgres://gw@db.example.com/gw?sslmode=prefer\n"
+        #expect(problems(yaml) == ["store.postgres.url: sslmode must be disable, require or verify-full"])
+    }
+}
