@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import Hummingbird
 import Logging
 import OpenAPIRuntime
@@ -30,7 +31,8 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             if let decoding = error.underlyingError as? DecodingError { return invalidBody(decoding) }
             // Everything else the generated code refuses is the shape of the request itself
             // (content type, missing body, path or query values).
-            return GatewayError(.invalidRequest, error.causeDescription)
+            // (bounded and printable: it may quote a header the caller sent)
+            return GatewayError(.invalidRequest, String(LineSafeLogHandler<StreamLogHandler>.escape(error.causeDescription).prefix(200)))
         case let error as DecodingError:
             return invalidBody(error)
         case let error as HTTPError:
