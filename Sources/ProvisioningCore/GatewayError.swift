@@ -19,6 +19,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case unsupportedEncryptionScheme = "unsupported_encryption_scheme"
         case idempotencyKeyReused = "idempotency_key_reused"
         case idempotencyKeyInProgress = "idempotency_key_in_progress"
+        /// Too many requests from this client, or too many failed authentications from this source.
+        case rateLimited = "rate_limited"
         case `internal`
 
         public var httpStatus: Int {
@@ -30,6 +32,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .cardNotFound, .notFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme: 422
             case .idempotencyKeyInProgress: 409
+            case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable: 503
             case .upstreamTimeout, .deadlineExceeded: 504
@@ -40,7 +43,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// True when sending the same request again later may succeed.
         public var isRetryable: Bool {
             switch self {
-            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress: true
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited: true
             default: false
             }
         }
@@ -64,6 +67,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .idempotencyKeyReused: "The Idempotency-Key was used with another request"
             case .unsupportedEncryptionScheme: "The encryption scheme is not supported"
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
+            case .rateLimited: "Too many requests"
             case .internal: "Internal error"
             }
         }
