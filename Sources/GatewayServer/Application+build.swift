@@ -15,6 +15,8 @@ public func buildApplication(
     logger: Logger,
     sandbox: SandboxUpstreams? = nil,
     health: UpstreamHealth? = nil,
+    clock: some Clock<Duration> = ContinuousClock(),
+    onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     let metrics = GatewayMetrics()
@@ -24,10 +26,17 @@ public func buildApplication(
             health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
         }
     }
-    let router = Router()
+    let router = Router(context: GatewayRequestContext.self)
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: ProblemMiddleware(logger: logger))
-    router.add(middleware: ClientAuthMiddleware(authenticator: ClientAuthenticator(clients: config.clients)))
+    router.add(middleware: ClientAuthMiddleware(
+        authenticator: ClientAuthenticator(clients: config.clients),
+        clientLimits: RateLimiter(clock: clock, defaultLimit: .clientDefault,
+                                  limits: Dictionary(config.clients.map { (ClientID($0.id), $0.rateLimit ?? .clientDefault) },
+                                                     uniquingKeysWith: { first, _ in first })),
+        failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit, capacity: 10_000),
+        metricsPublic: config.server.metricsPublic,
+        onAuthFailure: onAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
 
     let spec = try OpenAPISpec.yaml()

@@ -20,6 +20,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case idempotencyKeyReused = "idempotency_key_reused"
         case idempotencyKeyInProgress = "idempotency_key_in_progress"
         case issuerReferenceInUse = "issuer_reference_in_use"
+        /// Too many requests from this client, or too many failed authentications from this source.
+        case rateLimited = "rate_limited"
         case `internal`
 
         public var httpStatus: Int {
@@ -31,6 +33,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .cardNotFound, .notFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme: 422
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
+            case .idempotencyKeyInProgress: 409
+            case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable: 503
             case .upstreamTimeout, .deadlineExceeded: 504
@@ -41,7 +45,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// True when sending the same request again later may succeed.
         public var isRetryable: Bool {
             switch self {
-            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress: true
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited: true
             default: false
             }
         }
@@ -66,6 +70,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .unsupportedEncryptionScheme: "The encryption scheme is not supported"
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
             case .issuerReferenceInUse: "Another card already uses this issuer reference"
+            case .rateLimited: "Too many requests"
             case .internal: "Internal error"
             }
         }

@@ -55,6 +55,8 @@ enum GatewayHarness {
     static func run(
         config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
         logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil, health: UpstreamHealth? = nil,
+        clock: some Clock<Duration> = ContinuousClock(),
+        onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
         _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
@@ -70,7 +72,7 @@ enum GatewayHarness {
                 config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
             do {
                 let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, environment: environment, logger: logger,
-                                               sandbox: sandbox, health: health)
+                                               sandbox: sandbox, health: health, clock: clock, onAuthFailure: onAuthFailure)
                 try await app.test(.live) { client in try await body(client, sandbox) }
             } catch {
                 await upstreams.shutdown()

@@ -57,9 +57,10 @@ import Testing
         #expect("\(request!.leafCertificate)" == "<redacted>")
     }
 
-    @Test func everyCodeHasOneStatusAndOnlyUpstreamOutagesAreRetryable() {
+    @Test func everyCodeHasOneStatusAndOnlyUpstreamOutagesAndThrottlingAreRetryable() {
         let retryable = Set(GatewayError.Code.allCases.filter(\.isRetryable))
-        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress])
+        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited])
+        #expect(GatewayError.Code.rateLimited.httpStatus == 429)
         #expect(GatewayError.Code.invalidRequest.httpStatus == 400)
         #expect(GatewayError.Code.upstreamProtocolError.httpStatus == 502)
         #expect(GatewayError.Code.upstreamRejected.httpStatus == 422)

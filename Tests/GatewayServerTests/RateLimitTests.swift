@@ -1,0 +1,191 @@
+import Foundation
+import Gateway
+import GatewayServer
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Synchronization
+import Testing
+
+/// A clock that moves only when a test says so.
+final class ManualClock: Clock, Sendable {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private let current = Mutex(Instant(offset: .zero))
+    var now: Instant { current.withLock { $0 } }
+    var minimumResolution: Duration { .nanoseconds(1) }
+
+    func advance(by duration: Duration) { current.withLock { $0 = $0.advanced(by: duration) } }
+
+    /// Nothing here sleeps on it; if something did, it would wait for a test to move the clock.
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        while now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    }
+}
+
+/// Per-client rate limits, the failed-authentication throttle per source address, and `/metrics`
+/// behind an admin key, through the real HTTP stack with a clock the tests move.
+struct RateLimitTests {
+    static let opsKey = "sk_sandbox_ops"
+
+    static func get(_ client: any TestClientProtocol, _ uri: String, key: String?) async throws -> TestResponse {
+        var headers: HTTPFields = [:]
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        return try await client.execute(uri: uri, method: .get, headers: headers)
+    }
+
+    static func expectRateLimited(_ response: TestResponse, retryAfter: String = "1", sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(response.status == .tooManyRequests, sourceLocation: sourceLocation)
+        #expect(response.headers[.contentType] == "application/problem+json", sourceLocation: sourceLocation)
+        #expect(response.json["code"] as? String == "rate_limited", sourceLocation: sourceLocation)
+        #expect(response.json["retryable"] as? Bool == true, sourceLocation: sourceLocation)
+        #expect(response.json["status"] as? Int == 429, sourceLocation: sourceLocation)
+        #expect(response.headers[.retryAfter] == retryAfter, sourceLocation: sourceLocation)
+    }
+
+    // MARK: Per client
+
+    @Test func aClientOverItsLimitIsRefusedUntilATokenComesBackAndOthersAreNot() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
+        config.clients[demo].rateLimit = RateLimitConfig(requestsPerSecond: 1, burst: 3)
+        let clock = ManualClock()
+        try await GatewayHarness.run(config: config, clock: clock) { client, _ in
+            for _ in 0..<3 {
+                #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+            }
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey))
+            // Every route under /v1 counts against the same bucket.
+            Self.expectRateLimited(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()))
+
+            // Another client has its own bucket (the default, 50/s burst 100).
+            for _ in 0..<5 {
+                #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.otherKey).status == .ok)
+            }
+
+            clock.advance(by: .seconds(1))
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey))
+        }
+    }
+
+    @Test func retryAfterIsWholeSecondsRoundedUp() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
+        config.clients[demo].rateLimit = RateLimitConfig(requestsPerSecond: 0.4, burst: 1)
+        let clock = ManualClock()
+        try await GatewayHarness.run(config: config, clock: clock) { client, _ in
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey), retryAfter: "3")
+            clock.advance(by: .milliseconds(2_400))
+            // 100 ms to go is still "1", never "0".
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey), retryAfter: "1")
+            clock.advance(by: .milliseconds(100))
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+        }
+    }
+
+    // MARK: Failed authentication, per source address
+
+    @Test func failedAuthenticationIsThrottledPerSourceButAValidKeyStillWorks() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.authFailureLimit = RateLimitConfig(requestsPerSecond: 1, burst: 3)
+        let clock = ManualClock()
+        let failures = Locked<[String]>([])
+        try await GatewayHarness.run(config: config, clock: clock, onAuthFailure: { source, reason in
+            failures.withLock { $0.append("\(source) \(reason)") }
+        }) { client, _ in
+            #expect(try await Self.get(client, "/v1/cards", key: nil).status == .unauthorized)
+            #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong_1").status == .unauthorized)
+            #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong_2").status == .unauthorized)
+            // The source's bucket is empty: refused before the key is looked at.
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: "sk_wrong_3"))
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: nil))
+            Self.expectRateLimited(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(), key: "sk_wrong_4"))
+
+            // Only the failures that were not throttled reach the hook: the source, a reason, never the key.
+            let seen = failures.withLock { $0 }
+            #expect(seen == ["127.0.0.1 missing_key", "127.0.0.1 invalid_key", "127.0.0.1 invalid_key"])
+            #expect(!seen.contains { $0.contains("sk_") })
+
+            // Someone else's failures from the same address (a NAT, a proxy) do not lock out a valid key.
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+
+            clock.advance(by: .seconds(1))
+            #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong_5").status == .unauthorized)
+            Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: "sk_wrong_6"))
+            #expect(failures.withLock { $0.count } == 4)
+        }
+    }
+
+    // MARK: /metrics
+
+    @Test func metricsNeedAnAdminKeyUnlessPublic() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.metricsPublic = false
+        try await GatewayHarness.run(config: config) { client, _ in
+            let anonymous = try await Self.get(client, "/metrics", key: nil)
+            #expect(anonymous.status == .unauthorized)
+            #expect(anonymous.json["code"] as? String == "unauthorized")
+            let demo = try await Self.get(client, "/metrics", key: GatewayHarness.demoKey)
+            #expect(demo.status == .forbidden)
+            #expect(demo.json["code"] as? String == "forbidden")
+            let ops = try await Self.get(client, "/metrics", key: Self.opsKey)
+            #expect(ops.status == .ok)
+            #expect(ops.headers[.contentType]?.hasPrefix("text/plain") == true)
+            // Other spellings the router takes for the same path are checked too.
+            for uri in ["/metrics/", "//metrics", "/metrics//", "/metrics?x=1"] {
+                #expect(try await Self.get(client, uri, key: nil).status == .unauthorized, "\(uri)")
+                #expect(try await Self.get(client, uri, key: GatewayHarness.demoKey).status == .forbidden, "\(uri)")
+            }
+            // Other public paths stay public.
+            #expect(try await Self.get(client, "/healthz", key: nil).status == .ok)
+        }
+    }
+
+    @Test func publicMetricsNeedNoKey() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.metricsPublic = true
+        try await GatewayHarness.run(config: config) { client, _ in
+            let response = try await Self.get(client, "/metrics", key: nil)
+            #expect(response.status == .ok)
+        }
+    }
+
+    // MARK: The limiter's table
+
+    @Test func theSourceTableIsBoundedDroppingFullBucketsFirstThenTheOldest() {
+        let clock = ManualClock()
+        let limiter = RateLimiter<String, ManualClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 2), capacity: 10)
+        for index in 0..<10 {
+            #expect(limiter.take("source-\(index)") == .allowed)
+            clock.advance(by: .milliseconds(10))
+        }
+        #expect(limiter.count == 10)
+        // Nothing has refilled yet: the oldest tenth (one bucket) goes.
+        #expect(limiter.take("source-new") == .allowed)
+        #expect(limiter.count == 10)
+        #expect(limiter.peek("source-0") == .allowed, "source-0 was dropped and starts again full")
+
+        // A second later every bucket is full again: all of them can go, and do.
+        clock.advance(by: .seconds(1))
+        #expect(limiter.take("source-newer") == .allowed)
+        #expect(limiter.count == 1)
+    }
+
+    @Test func peekingMakesNoBucket() {
+        let limiter = RateLimiter<String, ManualClock>(clock: ManualClock(), defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1))
+        #expect(limiter.peek("somebody") == .allowed)
+        #expect(limiter.count == 0)
+        #expect(limiter.take("somebody") == .allowed)
+        #expect(limiter.take("somebody") == .refused(retryAfter: .seconds(1)))
+        #expect(limiter.peek("somebody") == .refused(retryAfter: .seconds(1)))
+    }
+}
