@@ -38,7 +38,8 @@ struct Cards: AsyncParsableCommand {
             let logger = Logger(label: "provisioning-gateway")
             let result: CardImport.Result
             do {
-                result = try await StoreBootstrap.withStore(gatewayConfig.store, environment: ProcessInfo.processInfo.environment,
+                result = try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory,
+                                                            environment: ProcessInfo.processInfo.environment,
                                                             logger: logger) { opened in
                     try await importer.run(text, into: opened.store)
                 }

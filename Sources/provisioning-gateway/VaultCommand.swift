@@ -29,7 +29,7 @@ struct Vault: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         do {
             let key = try CardVault.key(reference: reference, environment: environment, path: "vault.key")
-            return try await StoreBootstrap.withStore(gatewayConfig.store, environment: environment,
+            return try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory, environment: environment,
                                                       logger: Logger(label: "provisioning-gateway")) { opened in
                 try await body(CardVault(store: opened.store, key: key))
             }
