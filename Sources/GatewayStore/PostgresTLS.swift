@@ -24,7 +24,7 @@ public enum PostgresSSLMode: String, Sendable, CaseIterable {
 
 /// `postgres://user[:password]@host[:port][/database][?sslmode=...]`, taken apart. Its description
 /// leaves the password out.
-public struct PostgresURL: Sendable, CustomStringConvertible {
+public struct PostgresURL: Sendable, CustomStringConvertible, CustomReflectable {
     public let host: String
     public let port: Int
     public let user: String
@@ -70,6 +70,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     public var description: String {
         "postgres://\(user)@\(host):\(port)/\(database ?? "")?sslmode=\(sslMode.rawValue)"
     }
+
+    /// `dump` and debuggers see the same as `description`: no password.
+    public var customMirror: Mirror { Mirror(self, children: ["url": description]) }
 }
 
 enum PostgresTLS {

@@ -27,6 +27,9 @@ import Testing
         #expect(url.port == 6543)
         #expect(url.displayName == "postgres db.example.com:6543/gateway")
         #expect(!url.description.contains("secret"))
+        var dumped = ""
+        dump(url, to: &dumped)
+        #expect(!dumped.contains("secret") && !String(reflecting: url).contains("secret"))
         #expect(try PostgresURL(parsing: "postgres://gw@127.0.0.1/gateway?sslmode=verify-full").sslMode == .verifyFull)
         #expect(try PostgresURL(parsing: "postgres://gw@db.example.com/gateway?sslmode=disable").sslMode == .disable)
 
