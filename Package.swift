@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
@@ -53,6 +54,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .target(
@@ -70,6 +72,7 @@ let package = Package(
                 "ProvisioningCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
@@ -148,7 +151,9 @@ let package = Package(
         ),
         .testTarget(
             name: "IssuersTests",
-            dependencies: ["Issuers", "Sandbox", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOFoundationCompat", package: "swift-nio")],
+            dependencies: ["Issuers", "Sandbox", "GatewayTestSupport", .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdTLS", package: "hummingbird"), .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                           .product(name: "NIOSSL", package: "swift-nio-ssl")],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
@@ -181,7 +186,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", "GatewayTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "GatewayServerTests",

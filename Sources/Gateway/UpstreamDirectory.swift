@@ -87,7 +87,15 @@ public final class UpstreamDirectory: Sendable {
             }
 
             // One HTTP client (connection pool) per issuer, shared by its endpoints.
-            let http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, logger: logger)
+            var tls: UpstreamTLS?
+            if let tlsConfig = issuerConfig.tls {
+                do {
+                    tls = try UpstreamTLS.load(tlsConfig, path: "\(path).tls", resolve: config.resolvePath)
+                } catch {
+                    problems += error.problems
+                }
+            }
+            let http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger)
             clients.append(http)
             let credential: Sensitive<String>? = secret(issuerConfig.kind == .tmp ? "token" : "api_key")
             guard let credential, baseURLs.count == issuerConfig.endpoints.count else { continue }

@@ -16,7 +16,7 @@ public enum GatewayRunner {
         config: GatewayConfig, environment: [String: String], logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void
     ) async throws {
-        try await StoreBootstrap.withStore(config.store, environment: environment, logger: logger) { opened in
+        try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment, logger: logger) { opened in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 let store = opened.store
                 var sandboxEndpoints = SandboxEndpoints()

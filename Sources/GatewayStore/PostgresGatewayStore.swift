@@ -9,23 +9,38 @@ import ProvisioningCore
 /// `run()` must be running (it drives the connection pool) while the store is used.
 public final class PostgresGatewayStore: GatewayStore {
     public let displayName: String
-    private let client: PostgresClient
-    private let logger: Logger
+    let client: PostgresClient
+    let logger: Logger
     private let connectTimeout: Duration
+    /// One direct connection made before the pool is first used, so that a refused or failed TLS
+    /// handshake is reported with its reason instead of the pool retrying it quietly.
+    private let probeConfiguration: PostgresConnection.Configuration
+    private let sslMode: PostgresSSLMode
 
-    /// `postgres://user:password@host:port/database`
-    public init(url: String, connectTimeout: Duration = .seconds(5), logger: Logger) throws {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-              let host = components.host, let user = components.user
-        else {
-            throw StoreError(store: "postgres", reason: "store.postgres.url must look like postgres://user:password@host:port/database")
-        }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        displayName = "postgres \(host):\(components.port ?? 5432)/\(database)"
+    /// `postgres://user:password@host:port/database[?sslmode=disable|require|verify-full]`.
+    /// Without sslmode: `disable` to a loopback host, `verify-full` otherwise. `caFile` (resolved
+    /// already) is the CA `verify-full` trusts instead of the system's roots.
+    public init(url: String, caFile: URL? = nil, connectTimeout: Duration = .seconds(5), logger: Logger) throws {
+        let parsed = try PostgresURL(parsing: url)
+        displayName = parsed.displayName
+        let tls = try PostgresTLS.configuration(parsed, caFile: caFile)
         var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
+            host: parsed.host, port: parsed.port, username: parsed.user, password: parsed.password,
+            database: parsed.database, tls: tls.map { .require($0) } ?? .disable)
         configuration.options.connectTimeout = connectTimeout
+        var probe = PostgresConnection.Configuration(
+            host: parsed.host, port: parsed.port, username: parsed.user, password: parsed.password,
+            database: parsed.database, tls: .disable)
+        if let tls {
+            do {
+                probe.tls = .require(try NIOSSLContext(configuration: tls))
+            } catch {
+                throw StoreError(store: parsed.displayName, reason: "TLS set-up failed (sslmode=\(parsed.sslMode.rawValue)): \(error)")
+            }
+        }
+        probe.options.connectTimeout = .nanoseconds(connectTimeout.wholeNanoseconds)
+        probeConfiguration = probe
+        sslMode = parsed.sslMode
         // The pool retries a refused connection quietly; start-up reports one clear error instead.
         var backgroundLogger = logger
         backgroundLogger.logLevel = max(logger.logLevel, .error)
@@ -123,7 +138,10 @@ public final class PostgresGatewayStore: GatewayStore {
         let timeout = connectTimeout
         let name = displayName
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
+            group.addTask {
+                try await PostgresTLS.probe(self.probeConfiguration, store: name, mode: self.sslMode, logger: self.logger)
+                return try await body()
+            }
             group.addTask {
                 try await Task.sleep(for: timeout)
                 return nil

@@ -9,9 +9,9 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public init(path: String) throws {
         self.path = path
-        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Created (or tightened) before GRDB opens it: directory 0700, file 0600.
+            try SQLiteFilePermissions.prepare(path: path)
             var configuration = Configuration()
             configuration.journalMode = .wal
             // Another writer (a second process on the same file) waits instead of failing at once.

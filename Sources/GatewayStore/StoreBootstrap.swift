@@ -11,7 +11,9 @@ public enum StoreBootstrap {
         public let background: (@Sendable () async -> Void)?
     }
 
-    public static func open(_ config: StoreConfig, environment: [String: String], logger: Logger) throws -> Opened {
+    /// `baseDirectory` is the config file's directory: `store.postgres.ca_file` is relative to it
+    /// (the working directory when nil).
+    public static func open(_ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger) throws -> Opened {
         if let postgres = config.postgres {
             var url = postgres.url
             if case .environment(let name)? = SecretReference(parsing: url) {
@@ -20,7 +22,12 @@ public enum StoreBootstrap {
                 }
                 url = value
             }
-            let store = try PostgresGatewayStore(url: url, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
+            let caFile = postgres.caFile.map { path in
+                path.hasPrefix("/") ? URL(fileURLWithPath: path)
+                    : (baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).appendingPathComponent(path)
+            }
+            let store = try PostgresGatewayStore(
+                url: url, caFile: caFile, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
             return Opened(store: store, name: store.displayName, background: { await store.run() })
         }
         let store = try SQLiteGatewayStore(path: config.sqlite.path)
@@ -29,10 +36,10 @@ public enum StoreBootstrap {
 
     /// Runs `body` with a migrated store, keeping its background work alive for the duration.
     public static func withStore<T: Sendable>(
-        _ config: StoreConfig, environment: [String: String], logger: Logger,
+        _ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger,
         _ body: @escaping @Sendable (Opened) async throws -> T
     ) async throws -> T {
-        let opened = try open(config, environment: environment, logger: logger)
+        let opened = try open(config, baseDirectory: baseDirectory, environment: environment, logger: logger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             if let background = opened.background { group.addTask { await background(); return nil } }
             defer { group.cancelAll() }

@@ -21,7 +21,7 @@ struct Cards: AsyncParsableCommand {
             Serve.fail("\(error)")
         }
         do {
-            return try await StoreBootstrap.withStore(gatewayConfig.store, environment: ProcessInfo.processInfo.environment,
+            return try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory, environment: ProcessInfo.processInfo.environment,
                                                       logger: Logger(label: "provisioning-gateway")) { opened in
                 try await body(gatewayConfig, opened.store)
             }

@@ -35,7 +35,7 @@ struct Vault: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         do {
             let keyring = try VaultKeyring.resolve(gatewayConfig.vault, environment: environment)
-            return try await StoreBootstrap.withStore(gatewayConfig.store, environment: environment,
+            return try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory, environment: environment,
                                                       logger: Logger(label: "provisioning-gateway")) { opened in
                 try await body(CardVault(store: opened.store, keyring: keyring), opened.store)
             }

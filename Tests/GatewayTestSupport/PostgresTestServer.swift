@@ -44,27 +44,42 @@ public final class PostgresTestServer: Sendable {
     /// PostgreSQL refuses to run as root; as root the server runs as `postgres`.
     static var serverUser: String? { geteuid() == 0 ? "postgres" : nil }
 
-    public static func start(database: String = "gateway") async throws -> PostgresTestServer {
+    /// `ssl=on` with a certificate and key (PEM, e.g. from `TestPKI.issue`). With `sslOnly`,
+    /// pg_hba.conf accepts TCP connections only over TLS (`hostssl`), so plaintext is refused.
+    public struct TLS: Sendable {
+        public let certificateFile: URL
+        public let keyFile: URL
+        public let sslOnly: Bool
+        public init(certificateFile: URL, keyFile: URL, sslOnly: Bool = false) {
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+            self.sslOnly = sslOnly
+        }
+    }
+
+    /// `url` with `?sslmode=<mode>`.
+    public func url(sslMode: String) -> String { "\(url)?sslmode=\(sslMode)" }
+
+    public static func start(database: String = "gateway", tls: TLS? = nil) async throws -> PostgresTestServer {
         guard let binaries = binDirectory else { throw Failure(description: skipMessage) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        if let user = serverUser, let entry = getpwnam(user) {
-            guard chown(directory.path, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else {
-                throw Failure(description: "cannot hand \(directory.path) to \(user)")
-            }
-        }
+        try handToServerUser(directory.path)
         let data = directory.appendingPathComponent("data").path
         try await run(binaries, "initdb", ["-D", data, "-U", "gateway", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        var sslOptions = ""
+        if let tls { sslOptions = try installTLS(tls, dataDirectory: URL(fileURLWithPath: data)) }
         var lastError: (any Error)?
         for _ in 0..<5 {
             let port = Int.random(in: 20_000...45_000)
             do {
                 try await run(binaries, "pg_ctl", [
                     "-D", data, "-w", "-t", "30", "-l", directory.appendingPathComponent("server.log").path,
-                    "-o", "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off",
+                    "-o", "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off\(sslOptions)",
                     "start",
                 ])
-                try await run(binaries, "createdb", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "gateway", database])
+                // Through the Unix socket: a hostssl-only server refuses plaintext TCP.
+                try await run(binaries, "createdb", ["-h", directory.path, "-p", "\(port)", "-U", "gateway", database])
                 return PostgresTestServer(url: "postgres://gateway@127.0.0.1:\(port)/\(database)", port: port, directory: directory,
                                           binaries: binaries)
             } catch {
@@ -75,14 +90,47 @@ public final class PostgresTestServer: Sendable {
         throw lastError ?? Failure(description: "PostgreSQL did not start")
     }
 
+    /// As root the server runs as `postgres`: what it reads must be its own.
+    static func handToServerUser(_ path: String) throws {
+        if let user = serverUser, let entry = getpwnam(user) {
+            guard chown(path, entry.pointee.pw_uid, entry.pointee.pw_gid) == 0 else {
+                throw Failure(description: "cannot hand \(path) to \(user)")
+            }
+        }
+    }
+
+    /// Copies the certificate and key into the data directory (owned by the server's user, the
+    /// key 0600 as PostgreSQL requires) and returns the `-c` options that turn TLS on.
+    static func installTLS(_ tls: TLS, dataDirectory: URL) throws -> String {
+        let certificate = dataDirectory.appendingPathComponent("server.crt")
+        let key = dataDirectory.appendingPathComponent("server.key")
+        try Data(contentsOf: tls.certificateFile).write(to: certificate)
+        try Data(contentsOf: tls.keyFile).write(to: key)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: certificate.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key.path)
+        try handToServerUser(certificate.path)
+        try handToServerUser(key.path)
+        if tls.sslOnly {
+            let hba = dataDirectory.appendingPathComponent("pg_hba.conf")
+            try """
+                local   all all                trust
+                hostssl all all 127.0.0.1/32   trust
+                hostssl all all ::1/128        trust
+
+                """.write(to: hba, atomically: false, encoding: .utf8)
+            try handToServerUser(hba.path)
+        }
+        return " -c ssl=on -c ssl_cert_file=\(certificate.path) -c ssl_key_file=\(key.path)"
+    }
+
     public func stop() async {
         _ = try? await Self.run(binaries, "pg_ctl", ["-D", directory.appendingPathComponent("data").path, "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(at: directory)
     }
 
     /// Starts a server, runs `body` with it, and stops it whatever happens.
-    public static func with<T: Sendable>(_ body: (PostgresTestServer) async throws -> T) async throws -> T {
-        let server = try await start()
+    public static func with<T: Sendable>(tls: TLS? = nil, _ body: (PostgresTestServer) async throws -> T) async throws -> T {
+        let server = try await start(tls: tls)
         do {
             let result = try await body(server)
             await server.stop()

@@ -5,7 +5,7 @@ import ProvisioningCore
 public struct BridgeConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { baseURL.absoluteString }
+    public var endpoint: String { EndpointLabel.render(baseURL) }
     let apiKey: Sensitive<String>
     /// Hex is Bridge's default; a per-issuer wire option may choose base64.
     let encoding: BinaryEncoding

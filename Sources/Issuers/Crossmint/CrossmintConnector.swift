@@ -5,7 +5,7 @@ import ProvisioningCore
 public struct CrossmintConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { baseURL.absoluteString }
+    public var endpoint: String { EndpointLabel.render(baseURL) }
     let apiKey: Sensitive<String>
     let http: UpstreamHTTP
 

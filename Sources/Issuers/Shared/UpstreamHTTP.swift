@@ -24,7 +24,9 @@ public final class UpstreamHTTP: Sendable {
     private let client: HTTPClient
     private let logger: Logger
 
-    public init(issuer: IssuerID, timeouts: TimeoutConfig, logger: Logger) {
+    /// `tls`: the issuer's private CA and/or client certificate; AsyncHTTPClient's defaults (the
+    /// system's roots, no client certificate) when nil.
+    public init(issuer: IssuerID, timeouts: TimeoutConfig, tls: UpstreamTLS? = nil, logger: Logger) {
         self.issuer = issuer
         self.requestTimeout = .milliseconds(timeouts.requestMS)
         var configuration = HTTPClient.Configuration()
@@ -34,6 +36,7 @@ public final class UpstreamHTTP: Sendable {
         // and endpoint failover decide what happens next, instead of AsyncHTTPClient retrying
         // the connection until the connect timeout.
         configuration.connectionPool.retryConnectionEstablishment = false
+        if let tls { configuration.tlsConfiguration = tls.configuration }
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         self.logger = logger
     }

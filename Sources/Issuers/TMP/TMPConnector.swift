@@ -5,7 +5,7 @@ import ProvisioningCore
 public struct TMPConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { baseURL.absoluteString }
+    public var endpoint: String { EndpointLabel.render(baseURL) }
     let token: Sensitive<String>
     let auth: TMPWire.Auth
     let http: UpstreamHTTP
