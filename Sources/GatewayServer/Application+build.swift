@@ -26,6 +26,12 @@ public func buildApplication(
             health.register(issuer: upstream.issuer, index: index, url: EndpointLabel.render(endpoint.endpoint), policy: upstream.breaker)
         }
     }
+    // Failed authentications are security events (source address and reason, never the key).
+    let securityAudit = SecurityAudit(store: store, logger: logger)
+    let reportAuthFailure: @Sendable (String, String) async -> Void = { source, reason in
+        await securityAudit.note(SecurityEvent(at: Date(), kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
+        await onAuthFailure(source, reason)
+    }
     let router = Router(context: GatewayRequestContext.self)
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: ProblemMiddleware(logger: logger))
@@ -36,7 +42,7 @@ public func buildApplication(
                                                      uniquingKeysWith: { first, _ in first })),
         failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit, capacity: 10_000),
         metricsPublic: config.server.metricsPublic,
-        onAuthFailure: onAuthFailure))
+        onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
 
     let spec = try OpenAPISpec.yaml()
@@ -57,7 +63,7 @@ public func buildApplication(
         logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(config: config),
-        audit: SecurityAudit(store: store, logger: logger),
+        audit: securityAudit,
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
         // served is never taken for an abandoned one.
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),

@@ -204,6 +204,18 @@ import Testing
         }
     }
 
+    @Test func failedAuthenticationIsASecurityEventWithItsSourceNeverTheKey() async throws {
+        try await GatewayHarness.run { client, _ in
+            #expect(try await Self.send(client, .get, "/v1/cards", nil, "sk_guessed_key_123").status == .unauthorized)
+            #expect(try await client.execute(uri: "/v1/cards", method: .get).status == .unauthorized)
+            let audit = try await Self.send(client, .get, "/v1/admin/audit?kind=auth_failed", nil, Self.ops)
+            let events = audit.json["events"] as? [[String: Any]] ?? []
+            #expect(events.map { ($0["detail"] as? [String: String])?["reason"] } == ["invalid_key", "missing_key"])
+            #expect(events.allSatisfy { $0["source"] as? String == "127.0.0.1" && $0["actor"] as? String == "anonymous" })
+            #expect(!String(buffer: audit.body).contains("sk_guessed_key_123"))
+        }
+    }
+
     @Test func registryChangesAndRefusalsAreSecurityEventsOnlyAdminsRead() async throws {
         try await GatewayHarness.run { client, _ in
             let card = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_9"}}"#
@@ -221,6 +233,7 @@ import Testing
             let update = events[1]["detail"] as? [String: String]
             #expect(update == ["before_issuer": "tmp", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
             #expect(events[2]["card_id"] as? String == "card_bridge_demo")
+            #expect(events.allSatisfy { $0["source"] as? String == "127.0.0.1" })
             // Never a reference value or card data.
             #expect(!String(buffer: audit.body).contains("tmp_other_9") && !String(buffer: audit.body).contains("4111"))
         }

@@ -55,14 +55,17 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
         let isMetrics = path.count == 1 && path[0] == "metrics"
         guard isAPI || (isMetrics && !metricsPublic) else { return try await next(request, context) }
 
-        let client = try await authenticate(request.headers[.authorization], source: SourceAddress(context.remoteAddress))
+        let source = SourceAddress(context.remoteAddress)
+        let client = try await authenticate(request.headers[.authorization], source: source)
         if case .refused(let wait) = clientLimits.take(client.id) {
             throw GatewayError(.rateLimited, "this client is over its rate limit; send again after Retry-After", retryAfter: wait)
         }
         if isMetrics && !client.admin {
             throw GatewayError(.forbidden, "GET /metrics needs an admin client's key")
         }
-        return try await RequestScope.$client.withValue(client) { try await next(request, context) }
+        return try await RequestScope.$client.withValue(client) {
+            try await RequestScope.$source.withValue(source.description) { try await next(request, context) }
+        }
     }
 
     private func authenticate(_ authorization: String?, source: SourceAddress) async throws(GatewayError) -> Client {

@@ -5,6 +5,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import ProvisioningCore
 
 /// One issuer's HTTP client: pooled connections, the issuer's connect timeout, and every transport
@@ -113,6 +114,12 @@ public final class UpstreamHTTP: Sendable {
         }
         if error is NIOTooManyBytesError {
             return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body", condition: .malformed)
+        }
+        // A failed TLS handshake (unknown CA, a refused client certificate): nothing was sent, and
+        // ops need the reason, which names no secret.
+        if error is NIOSSLError || error is BoringSSLError {
+            return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: error).prefix(200)))",
+                                condition: .connectFailed)
         }
         return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))", condition: .connectionReset)
     }
