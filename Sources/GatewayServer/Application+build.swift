@@ -79,6 +79,8 @@ public func buildApplication(
     serverLogger.logLevel = max(logger.logLevel, .notice)
     return Application(
         router: router,
+        // HTTPS when `server.tls` is set, and the listener's limits (Transport/GatewayListener.swift).
+        server: try GatewayListener.server(config: config),
         configuration: .init(address: .hostname(config.server.host, port: config.server.port), serverName: "provisioning-gateway"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: serverLogger)

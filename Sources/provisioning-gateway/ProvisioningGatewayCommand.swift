@@ -47,11 +47,12 @@ struct Serve: AsyncParsableCommand {
         if let port { gatewayConfig.server.port = port }
 
         let host = gatewayConfig.server.host
+        let scheme = gatewayConfig.server.tls == nil ? "http" : "https"
         let sandbox = gatewayConfig.sandbox.enabled
         let demoCard = gatewayConfig.sandbox.cards.first?.cardID ?? "CARD_ID"
         do {
             try await GatewayRunner.run(config: gatewayConfig, environment: ProcessInfo.processInfo.environment, logger: logger) { port in
-                let base = "http://\(host):\(port)"
+                let base = "\(scheme)://\(host):\(port)"
                 print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP and Crossmint simulators on loopback)" : "")")
                 print("  API spec:  curl -s \(base)/openapi.yaml")
                 if sandbox {

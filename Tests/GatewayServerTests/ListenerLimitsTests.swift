@@ -1,0 +1,239 @@
+import Foundation
+import Gateway
+import GatewayServer
+import Hummingbird
+import Logging
+import NIOCore
+import NIOPosix
+import ProvisioningCore
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+/// The listener's abuse limits, against the real gateway on an ephemeral loopback port, through
+/// raw TCP connections: a slow-drip client, an idle one, a flood. Timeouts are milliseconds long;
+/// every wait below is an upper bound on waiting, never the thing asserted.
+@Suite(.timeLimit(.minutes(1))) struct ListenerLimitsTests {
+    static let healthz = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    static let ok = "HTTP/1.1 200"
+
+    @Test func aSlowDripRequestIsCutOffOnceTheReadTimeoutPasses() async throws {
+        let config = try LiveListener.config { $0.readTimeoutMS = 300 }
+        try await LiveListener.run(config) { port in
+            let head = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: one-byte-at-a-time\r\n\r\n".utf8)
+            let drip = try await RawConnection.open(port: port)
+            defer { drip.close() }
+            var sent = 0
+            for byte in head {
+                guard drip.isOpen, (try? await drip.send(bytes: [byte])) != nil else { break }
+                sent += 1
+                if sent == 2 {
+                    // Meanwhile a normal request on another connection is served.
+                    let other = try await RawConnection.open(port: port)
+                    defer { other.close() }
+                    try await other.send(Self.healthz)
+                    #expect(await other.eventually { $0.count(Self.ok) == 1 })
+                }
+                try await Task.sleep(for: .milliseconds(60))
+            }
+            #expect(await drip.eventually { !$0.isOpen }, "the slow-drip connection was not closed")
+            #expect(sent < head.count, "the whole head arrived (\(sent) bytes, one every 60 ms) before the server cut the connection")
+            #expect(drip.count("HTTP/1.1") == 0)
+        }
+    }
+
+    @Test func aKeepAliveConnectionIdleBetweenRequestsOutlivesTheReadTimeout() async throws {
+        let config = try LiveListener.config {
+            $0.readTimeoutMS = 300
+            $0.idleTimeoutMS = 10_000
+        }
+        try await LiveListener.run(config) { port in
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send(Self.healthz)
+            #expect(await connection.eventually { $0.count(Self.ok) == 1 })
+            // Three read timeouts of silence between requests: the read timeout counts from a
+            // request's first byte, so it is not running now.
+            try await Task.sleep(for: .milliseconds(900))
+            #expect(connection.isOpen, "a keep-alive connection was closed between requests")
+            try await connection.send(Self.healthz)
+            #expect(await connection.eventually { $0.count(Self.ok) == 2 }, "the second request on the connection was not answered")
+        }
+    }
+
+    @Test func idleConnectionsAreClosed() async throws {
+        let config = try LiveListener.config { $0.idleTimeoutMS = 200 }
+        try await LiveListener.run(config) { port in
+            // Nothing ever sent.
+            let silent = try await RawConnection.open(port: port)
+            defer { silent.close() }
+            // One request answered, then silence.
+            let served = try await RawConnection.open(port: port)
+            defer { served.close() }
+            try await served.send(Self.healthz)
+            #expect(await served.eventually { $0.count(Self.ok) == 1 })
+
+            #expect(await silent.eventually { !$0.isOpen }, "a connection that never sent a byte stayed open")
+            #expect(await served.eventually { !$0.isOpen }, "a connection idle after its response stayed open")
+        }
+    }
+
+    @Test func connectionsOverTheCapAreClosedAtOnceAndServedAgainOnceOthersClose() async throws {
+        let config = try LiveListener.config { $0.maxConnections = 8 }
+        try await LiveListener.run(config) { port in
+            // Eight keep-alive connections, each known to the server (it answered on it).
+            var held: [RawConnection] = []
+            defer { held.forEach { $0.close() } }
+            for _ in 0..<8 {
+                let connection = try await RawConnection.open(port: port)
+                held.append(connection)
+                try await connection.send(Self.healthz)
+                #expect(await connection.eventually { $0.count(Self.ok) == 1 })
+            }
+
+            var refused: [RawConnection] = []
+            defer { refused.forEach { $0.close() } }
+            for _ in 0..<3 {
+                let connection = try await RawConnection.open(port: port)
+                refused.append(connection)
+                try? await connection.send(Self.healthz)
+            }
+            for connection in refused {
+                #expect(await connection.eventually { !$0.isOpen }, "a connection over max_connections was kept")
+                #expect(connection.count("HTTP/1.1") == 0, "a connection over max_connections was answered")
+            }
+            let stillOpen = held.filter(\.isOpen).count
+            #expect(stillOpen == 8, "refusing newcomers closed connections within the cap")
+
+            for connection in held.prefix(3) { connection.close() }
+            // The server frees a slot when it sees the close; a newcomer may race ahead of that
+            // and be refused, so each try is a fresh connection.
+            let servedAgain = await RawConnection.eventually {
+                guard let connection = try? await RawConnection.open(port: port) else { return false }
+                defer { connection.close() }
+                try? await connection.send(Self.healthz)
+                return await connection.eventually(upTo: .milliseconds(500)) { $0.count(Self.ok) == 1 }
+            }
+            #expect(servedAgain, "/healthz was not served after connections within the cap closed")
+        }
+    }
+}
+
+/// Starts the gateway (`buildApplication`, run as a service) on an ephemeral loopback port with no
+/// upstreams (these tests only need `/healthz`), and stops it when `body` returns.
+enum LiveListener {
+    /// The sandbox config with `edit` applied to `server`.
+    static func config(_ edit: (inout ServerConfig) -> Void = { _ in }) throws -> GatewayConfig {
+        var config = try GatewayHarness.sandboxConfig()
+        edit(&config.server)
+        return config
+    }
+
+    struct DidNotStart: Error {}
+
+    /// Builds the application the way the runner does, with a fresh store and no upstreams.
+    static func build(_ config: GatewayConfig, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+        async throws -> some ApplicationProtocol
+    {
+        let store = try await GatewayHarness.temporaryStore()
+        return try buildApplication(
+            config: config, store: store, upstreams: UpstreamDirectory(issuers: [:]), environment: [:],
+            logger: GatewayHarness.logger, onServerRunning: onServerRunning)
+    }
+
+    /// Runs the application in its own service group (no signal handlers in the test process)
+    /// and stops it gracefully once `body` is done, as SIGTERM would.
+    static func run(_ config: GatewayConfig, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let app = try await build(config) { announce.yield($0) }
+        let services = ServiceGroup(configuration: .init(services: [app], logger: GatewayHarness.logger))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { announce.finish() }
+                try await services.run()
+            }
+            var announced = ports.makeAsyncIterator()
+            guard let port = await announced.next() else {
+                try await group.waitForAll()
+                throw DidNotStart()
+            }
+            do {
+                try await body(port)
+            } catch {
+                await services.triggerGracefulShutdown()
+                throw error
+            }
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// A plain TCP connection to the listener: bytes out, bytes collected in, no HTTP client in the
+/// way (one would reconnect, retry, or finish a request the test means to leave unfinished).
+final class RawConnection: Sendable {
+    let channel: any Channel
+    private let received: Received
+
+    private init(channel: any Channel, received: Received) {
+        self.channel = channel
+        self.received = received
+    }
+
+    static func open(port: Int) async throws -> RawConnection {
+        let received = Received()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(received)) }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        return RawConnection(channel: channel, received: received)
+    }
+
+    /// False once either side has closed it (the server's close reaches here as EOF or a reset).
+    var isOpen: Bool { channel.isActive }
+
+    var text: String { String(decoding: received.bytes.withLock { $0 }, as: UTF8.self) }
+
+    /// How often `needle` occurs in everything received so far.
+    func count(_ needle: String) -> Int { text.components(separatedBy: needle).count - 1 }
+
+    func send(_ text: String) async throws { try await send(bytes: Array(text.utf8)) }
+
+    func send(bytes: [UInt8]) async throws { try await channel.writeAndFlush(ByteBuffer(bytes: bytes)) }
+
+    func close() { channel.close(promise: nil) }
+
+    /// Whether `condition` holds within `limit`, checked every 10 ms.
+    func eventually(upTo limit: Duration = .seconds(3), _ condition: @Sendable (RawConnection) -> Bool) async -> Bool {
+        await Self.eventually(upTo: limit) { condition(self) }
+    }
+
+    /// Whether `condition` holds within `limit`: a bound on waiting, not a measurement.
+    static func eventually(upTo limit: Duration = .seconds(3), _ condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            if await condition() { return true }
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    final class Received: Sendable {
+        let bytes = Mutex<[UInt8]>([])
+    }
+
+    final class Collector: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        let received: Received
+        init(_ received: Received) { self.received = received }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = unwrapInboundIn(data)
+            received.bytes.withLock { $0.append(contentsOf: buffer.readableBytesView) }
+        }
+        /// A reset from the server is a close like any other here.
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import AsyncHTTPClient
+import Foundation
+import Gateway
+import GatewayServer
+import GatewayTestSupport
+import NIOCore
+import NIOPosix
+import NIOSSL
+import ProvisioningCore
+import Testing
+
+/// `server.tls`: the listener speaks HTTPS with the configured certificate, and unusable PEM
+/// files stop start-up with the key path. Certificates are made at test time (`TestPKI`).
+@Suite(.timeLimit(.minutes(1))) struct TLSListenerTests {
+    /// The sandbox config serving HTTPS with `server.pem`/`server-key.pem`, named relative to the
+    /// config file's directory (the PKI's), as ops would write them.
+    static func tlsConfig(_ pki: TestPKI, certificate: String = "server.pem", key: String = "server-key.pem") throws -> GatewayConfig {
+        var config = try LiveListener.config()
+        // The sandbox's trust anchor file is named relative to the repository's Config/: it stays there.
+        config.trust.anchors = config.trust.anchors.map { $0.contains("/") ? config.resolvePath($0).path : $0 }
+        config.baseDirectory = pki.directory
+        config.server.tls = ServerTLSConfig(certificate: certificate, privateKey: key)
+        return config
+    }
+
+    static func client(trusting caFile: URL?) -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile { tls.trustRoots = .file(caFile.path) }
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: .init(tlsConfiguration: tls))
+    }
+
+    @Test func httpsWithTheGatewayCertificateTrustedServesHealthz() async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        try await LiveListener.run(try Self.tlsConfig(pki)) { port in
+            let client = Self.client(trusting: pki.caFile)
+            do {
+                let response = try await client.execute(HTTPClientRequest(url: "https://127.0.0.1:\(port)/healthz"), timeout: .seconds(5))
+                #expect(response.status == .ok)
+                #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)).contains("ok"))
+            } catch {
+                Issue.record("HTTPS /healthz failed: \(error)")
+            }
+            try await client.shutdown()
+        }
+    }
+
+    @Test func plainHTTPToTheTLSPortIsNotServed() async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        try await LiveListener.run(try Self.tlsConfig(pki)) { port in
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send(ListenerLimitsTests.healthz)
+            #expect(await connection.eventually { !$0.isOpen }, "a plaintext request to the TLS port left the connection open")
+            #expect(connection.count("HTTP/1.1") == 0, "a plaintext request to the TLS port was answered in HTTP")
+        }
+    }
+
+    @Test func aClientThatDoesNotTrustTheCertificateIsRefused() async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        try await LiveListener.run(try Self.tlsConfig(pki)) { port in
+            // The system's roots only: the test CA is not among them.
+            let client = Self.client(trusting: nil)
+            // The client retries a failed handshake until the request's deadline, then reports it.
+            await #expect(throws: NIOSSLError.self) {
+                _ = try await client.execute(HTTPClientRequest(url: "https://127.0.0.1:\(port)/healthz"), timeout: .seconds(1))
+            }
+            try await client.shutdown()
+        }
+    }
+
+    @Test func aSlowDripHandshakeIsCutOffByTheReadTimeout() async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        var config = try Self.tlsConfig(pki)
+        config.server.readTimeoutMS = 300
+        try await LiveListener.run(config) { port in
+            // The start of a ClientHello record (handshake, TLS 1.0 record version, 512 bytes
+            // long), a byte every 60 ms: the read timeout runs in front of TLS, from the first byte.
+            let record: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00] + [UInt8](repeating: 0, count: 512)
+            let drip = try await RawConnection.open(port: port)
+            defer { drip.close() }
+            var sent = 0
+            for byte in record {
+                guard drip.isOpen, (try? await drip.send(bytes: [byte])) != nil else { break }
+                sent += 1
+                try await Task.sleep(for: .milliseconds(60))
+                if sent == 40 { break }
+            }
+            #expect(await drip.eventually { !$0.isOpen }, "a slow-drip TLS handshake kept its connection")
+            #expect(sent < 40, "40 bytes, one every 60 ms, went in before the server cut the connection")
+        }
+    }
+
+    /// Each unusable file is a `ConfigError` naming its key, and the message never carries what
+    /// is in a file (keys above all).
+    @Test(arguments: [
+        ("missing key file", "server.pem", "nowhere/key.pem", "server.tls.private_key: cannot read"),
+        ("certificate as key", "server.pem", "server.pem", "server.tls.private_key: not a PEM private key"),
+        ("another certificate's key", "server.pem", "other-key.pem", "server.tls.private_key: does not match"),
+        ("missing certificate file", "nowhere/server.pem", "server-key.pem", "server.tls.certificate: cannot read"),
+        ("key as certificate", "server-key.pem", "server-key.pem", "server.tls.certificate: no PEM certificate"),
+    ])
+    func anUnusableFileIsAConfigErrorNamingItsKey(_ what: String, certificate: String, key: String, expected: String) async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        _ = try pki.issue("other")
+        let config = try Self.tlsConfig(pki, certificate: certificate, key: key)
+        do {
+            _ = try await LiveListener.build(config)
+            Issue.record("\(what): the application was built")
+        } catch let error as ConfigError {
+            #expect(error.problems.map(\.description).contains { $0.hasPrefix(expected) }, "\(what): \(error)")
+            #expect(error.description.contains(pki.directory.path), "\(what): the file is not named: \(error)")
+            #expect(!error.description.contains("-----BEGIN") && !error.description.contains("PRIVATE KEY"), "\(what): \(error)")
+        } catch {
+            Issue.record("\(what): not a ConfigError: \(error)")
+        }
+    }
+}
