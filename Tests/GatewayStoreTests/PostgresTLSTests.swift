@@ -133,21 +133,25 @@ struct PostgresTLSTests {
         }
     }
 
+    /// The StoreError migrating `store` ends with, or nil when it migrates.
+    func migrationError(_ store: PostgresGatewayStore) async throws -> StoreError? {
+        try await withRunning(store) {
+            do {
+                try await store.migrate()
+                return nil
+            } catch let error as StoreError {
+                return error
+            }
+        }
+    }
+
     @Test func verifyFullWithAnotherCAIsAClearErrorNamingTheStore() async throws {
         try await withTLSServer { server, _ in
             let stranger = try TestPKI(name: "Some Other CA")
             defer { try? FileManager.default.removeItem(at: stranger.directory) }
             let store = try PostgresGatewayStore(url: server.url(sslMode: "verify-full"), caFile: stranger.caFile,
                                                  connectTimeout: .seconds(10), logger: Self.logger)
-            let error = try await withRunning(store) {
-                do {
-                    try await store.migrate()
-                    return nil as StoreError?
-                } catch let error as StoreError {
-                    return error
-                }
-            }
-            let failure = try #require(error, "migrated through a certificate from an unknown CA")
+            let failure = try #require(try await migrationError(store), "migrated through a certificate from an unknown CA")
             #expect(failure.store == "postgres 127.0.0.1:\(server.port)/gateway")
             #expect(failure.reason.contains("TLS handshake failed"), "\(failure)")
         }
@@ -168,15 +172,7 @@ struct PostgresTLSTests {
             // Loopback without sslmode means disable, too.
             for url in [server.url(sslMode: "disable"), server.url] {
                 let store = try PostgresGatewayStore(url: url, connectTimeout: .seconds(10), logger: Self.logger)
-                let error = try await withRunning(store) {
-                    do {
-                        try await store.migrate()
-                        return nil as StoreError?
-                    } catch let error as StoreError {
-                        return error
-                    }
-                }
-                let failure = try #require(error, "a plaintext session was accepted by a hostssl-only server")
+                let failure = try #require(try await migrationError(store), "a plaintext session was accepted by a hostssl-only server")
                 #expect(failure.store == "postgres 127.0.0.1:\(server.port)/gateway")
                 #expect(failure.reason.contains("pg_hba.conf"), "\(failure)")
             }

@@ -23,11 +23,8 @@ public struct SecurityAudit: Sendable {
         }
     }
 
+    /// Best effort: a failure is logged by `record` and goes no further.
     public func note(_ event: SecurityEvent) async {
-        do {
-            try await store.appendSecurityEvent(event)
-        } catch {
-            logger.error("security event write failed", metadata: ["kind": "\(event.kind.rawValue)", "error_type": "\(type(of: error))"])
-        }
+        try? await record(event)
     }
 }
