@@ -180,6 +180,10 @@ public struct ProvisioningService: Sendable {
             if let card, let allowed = issuerPrograms[issuer], !allowed.contains(card.program) {
                 throw GatewayError(.forbidden, "issuer \(issuer) does not serve program \(card.program)")
             }
+            // Without a card, the client's programs must all be served by that account.
+            if card == nil, let allowed = issuerPrograms[issuer], !client.programs.isSubset(of: allowed) {
+                throw GatewayError(.forbidden, "issuer \(issuer) does not serve every program of this client")
+            }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"
             // An issuer whose contract has no place for this operation is never called.
@@ -274,6 +278,12 @@ public struct ProvisioningService: Sendable {
         event.latencyMS = Int(report.latency.wholeMilliseconds)
         try await record(event)
         trail.lastRecorded = report.error
+    }
+
+    /// A stored answer is replayed only while the card is still one of the client's: not after it
+    /// was deleted, moved to another program, or the client lost the program.
+    public func authorizeReplay(cardID: CardID, client: Client) async throws(GatewayError) {
+        guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.

@@ -75,6 +75,7 @@ struct APIHandler: APIProtocol {
         case .fresh(let stored):
             return .ok(.init(body: .json(try Self.decodeStored(stored))))
         case .replayed(let stored):
+            try await service.authorizeReplay(cardID: cardID, client: client)
             let answer = try Self.decodeStored(stored)
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay)
             return .ok(.init(body: .json(answer)))
@@ -122,6 +123,7 @@ struct APIHandler: APIProtocol {
             }
         }
         if case .replayed = outcome {
+            try await service.authorizeReplay(cardID: cardID, client: client)
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay)
         }
         return .ok(.init(body: .json(answer)))

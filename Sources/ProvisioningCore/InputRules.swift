@@ -24,14 +24,16 @@ public enum InputRules {
 
     /// Why an issuer reference value may not be stored, or nil. Values become upstream path
     /// segments (percent-encoded), so `/` and `..` are refused outright rather than trusted to
-    /// encoding, and control characters could forge log lines.
+    /// encoding. Only printable ASCII without spaces is taken: every issuer's ids are such, and one
+    /// upstream card then has one spelling, so the registry's uniqueness cannot be side-stepped
+    /// with a trailing space, another Unicode normalization or look-alike digits.
     public static func referenceValueProblem(_ value: String) -> String? {
         if value.isEmpty { return "must not be empty" }
-        if value.count > maxReferenceValueLength { return "at most \(maxReferenceValueLength) characters" }
-        if value.contains("/") || value.contains("\\") || value.contains("..") || value == "." { return "must not hold /, \\ or .." }
-        if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0.properties.generalCategory == .format }) {
-            return "must not hold control characters"
+        if !value.unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) }) {
+            return "printable ASCII without spaces or control characters"
         }
+        if value.utf8.count > maxReferenceValueLength { return "at most \(maxReferenceValueLength) characters" }
+        if value.contains("/") || value.contains("\\") || value.contains("..") || value == "." { return "must not hold /, \\ or .." }
         return nil
     }
 

@@ -180,6 +180,22 @@ struct RateLimitTests {
         #expect(limiter.count == 1)
     }
 
+    @Test func anEmptyBucketIsNeverDroppedSoAFloodOfNewSourcesCannotResetIt() {
+        let clock = ManualClock()
+        let limiter = RateLimiter<String, ManualClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1), capacity: 10)
+        // The attacker's own source, exhausted, then the table filled with fresh sources (each empty too).
+        #expect(limiter.take("attacker") == .allowed)
+        #expect(limiter.take("attacker") != .allowed)
+        for index in 0..<9 { _ = limiter.take("flood-\(index)") }
+        // Every bucket is empty: a new source is refused rather than dropping one...
+        #expect(limiter.take("flood-new") == .refused(retryAfter: .seconds(1)))
+        // ...so the attacker's bucket is still empty.
+        #expect(limiter.peek("attacker") != .allowed)
+        // Once buckets refill there is room again.
+        clock.advance(by: .seconds(1))
+        #expect(limiter.take("flood-new") == .allowed)
+    }
+
     @Test func peekingMakesNoBucket() {
         let limiter = RateLimiter<String, ManualClock>(clock: ManualClock(), defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1))
         #expect(limiter.peek("somebody") == .allowed)

@@ -60,6 +60,35 @@ import Testing
         }
     }
 
+    /// Another spelling of the same upstream id (a trailing space, a look-alike digit, another
+    /// Unicode form) would not collide in the registry, so only printable ASCII is taken.
+    @Test(arguments: ["tmp_card_demo_001 ", " tmp_card_demo_001", "tmp_card_demo_00\u{FF11}", "tmp_card_demo_001\u{0301}",
+                      "tmp_card_demo_001\u{00A0}", String(repeating: "e\u{0301}", count: 100)])
+    func anotherSpellingOfAClaimedReferenceIsRefused(reference: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let body = try JSONSerialization.data(withJSONObject: [
+                "issuer": "tmp", "program": "other", "issuer_reference": ["issuer_card_id": reference],
+            ])
+            let response = try await Self.put(client, "acme_steal", String(decoding: body, as: UTF8.self), key: Self.other)
+            #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
+            #expect(await sandbox.tmp.log.count == 0)
+        }
+    }
+
+    @Test func aReplayIsAnsweredOnlyWhileTheCardIsStillTheClients() async throws {
+        try await GatewayHarness.run { client, _ in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: "application/json"]
+            headers[HTTPField.Name("Idempotency-Key")!] = "idem-replay-after-delete"
+            let uri = "/v1/cards/card_tmp_demo/wallet-provisioning/google-pay"
+            let first = try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: WalletFlowTests.ids))
+            #expect(first.status == .ok)
+            #expect(try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: WalletFlowTests.ids)).status == .ok)
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_tmp_demo", nil, GatewayHarness.demoKey).status == .noContent)
+            let replay = try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: WalletFlowTests.ids))
+            #expect(replay.status == .notFound && replay.json["opaque_payment_card"] == nil)
+        }
+    }
+
     @Test func aDeletedCardsVaultDataCannotBeClaimedUnderItsID() async throws {
         try await GatewayHarness.run { client, sandbox in
             #expect(try await Self.send(client, .delete, "/v1/cards/card_local_demo", nil, GatewayHarness.demoKey).status == .noContent)

@@ -331,6 +331,36 @@ import WalletCrypto
             == ["vault.keys: exactly one key must be active: true (it seals; the others only open)"])
     }
 
+    @Test func oneUpstreamAccountIsOneIssuer() {
+        let twice = Self.minimal.replacingOccurrences(of: "issuers:\n", with: """
+            issuers:
+              bridge_b:
+                kind: bridge
+                endpoints: [ { url: https://api.bridge.xyz/v0 } ]
+                credentials: { api_key: env:BRIDGE_API_KEY }
+
+            """)
+        #expect(problems(twice) == [
+            "issuers.bridge_b: the same account as issuers.bridge (same endpoint and credentials): one upstream account is one issuer, limit it with programs: instead",
+        ])
+        // Another account (its own key) at the same endpoint is another issuer.
+        #expect(problems(twice.replacingOccurrences(of: "{ api_key: env:BRIDGE_API_KEY }", with: "{ api_key: env:BRIDGE_B_KEY }")) == [])
+    }
+
+    @Test func theSandboxListensOnLoopbackOnly() {
+        let yaml = Self.minimal + "\nserver:\n  host: 0.0.0.0\n  allow_plaintext: true\nsandbox:\n  enabled: true\n"
+        #expect(problems(yaml) == ["sandbox.enabled: the sandbox's demo keys are public: it listens on loopback only (server.host)"])
+    }
+
+    @Test func activationsWithoutACardGoOnlyToAnAccountServingTheClientsPrograms() {
+        let yaml = Self.minimal
+            .replacingOccurrences(of: "programs: [acme]", with: "programs: [acme, beta]\n    activations_without_card: true")
+            .replacingOccurrences(of: "kind: bridge", with: "kind: tmp")
+            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "token: env:TMP_TOKEN\n    programs: [acme]")
+            + "\nrouting:\n  activations: { issuer: bridge }\n"
+        #expect(problems(yaml) == ["clients[0].activations_without_card: routing.activations.issuer bridge does not serve program(s) beta of this client"])
+    }
+
     @Test func postgresSSLModesAreNamed() {
         let yaml = Self.minimal + "\nstore:\n  postgres:\n    url: postgres://gw@db.example.com/gw?sslmode=prefer\n"
         #expect(problems(yaml) == ["store.postgres.url: sslmode must be disable, require or verify-full"])

@@ -5,9 +5,11 @@ import Synchronization
 ///
 /// Memory is bounded: at most `capacity` buckets. When a new key would go over it, the buckets that
 /// have refilled to `burst` are dropped first (forgetting a full bucket changes nothing: a new one
-/// starts full); if that frees nothing, the least recently used tenth of the table is dropped
-/// (those sources get a fresh, full bucket when they come back). Dropping a tenth at once keeps a
-/// flood of new keys from paying a scan of the table on every request.
+/// starts full); if that frees nothing, the least recently used tenth of the buckets that still
+/// hold a token is dropped (those sources get a fresh, full bucket when they come back). An empty
+/// bucket is never dropped, so a flood of new keys cannot wash an attacker's exhausted bucket out
+/// of the table; when every bucket is empty, a new key is refused until one refills. Dropping a
+/// tenth at once keeps a flood of new keys from paying a scan of the table on every request.
 public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable where C.Duration == Duration {
     public typealias Decision = TokenBucket<C.Instant>.Decision
 
@@ -42,6 +44,14 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
                 return decision
             }
             if table.count >= capacity { Self.evict(&table, now: now, capacity: capacity) }
+            if table.count >= capacity {
+                // Every bucket is empty: the soonest refill is when there is room again.
+                let wait = table.values.compactMap { entry -> Duration? in
+                    if case .refused(let wait) = entry.bucket.peek(at: now) { return wait }
+                    return nil
+                }.min() ?? .seconds(1)
+                return .refused(retryAfter: wait)
+            }
             var bucket = TokenBucket(limits[key] ?? defaultLimit, now: now)
             let decision = bucket.take(at: now)
             table[key] = Entry(bucket: bucket, lastUsed: now)
@@ -61,7 +71,11 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
     private static func evict(_ table: inout [Key: Entry], now: C.Instant, capacity: Int) {
         table = table.filter { !$0.value.bucket.isFull(at: now) }
         guard table.count >= capacity else { return }
-        let oldest = table.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(max(1, capacity / 10))
+        let holding = table.filter { entry in
+            if case .allowed = entry.value.bucket.peek(at: now) { return true }
+            return false
+        }
+        let oldest = holding.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(max(1, capacity / 10))
         for (key, _) in oldest { table.removeValue(forKey: key) }
     }
 }

@@ -128,6 +128,31 @@ extension GatewayConfig {
             }
         }
 
+        // Two issuer names for one upstream account would let the same upstream card be registered
+        // twice (uniqueness is per issuer name), once under each name.
+        let names = issuers.keys.sorted()
+        for (index, name) in names.enumerated() {
+            for other in names[(index + 1)...] {
+                let (a, b) = (issuers[name]!, issuers[other]!)
+                guard a.kind == b.kind, a.credentials == b.credentials,
+                      !Set(a.endpoints.map(\.url)).isDisjoint(with: b.endpoints.map(\.url)) else { continue }
+                problems.append(.init("issuers.\(other)", "the same account as issuers.\(name) (same endpoint and credentials): "
+                    + "one upstream account is one issuer, limit it with programs: instead"))
+            }
+        }
+        if sandbox.enabled && !NetworkHost.isLoopback(server.host) {
+            problems.append(.init("sandbox.enabled", "the sandbox's demo keys are public: it listens on loopback only (server.host)"))
+        }
+        if let issuer = routing.activations.issuer, let allowed = issuers[issuer]?.programs {
+            for (index, client) in clients.enumerated() where client.activationsWithoutCard {
+                let outside = client.programs.filter { !allowed.contains($0) }
+                if !outside.isEmpty {
+                    problems.append(.init("clients[\(index)].activations_without_card",
+                        "routing.activations.issuer \(issuer) does not serve program(s) \(outside.joined(separator: ", ")) of this client"))
+                }
+            }
+        }
+
         let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
         for (index, rule) in routing.rules.enumerated() {
             if !knownIssuers.contains(rule.issuer) {
