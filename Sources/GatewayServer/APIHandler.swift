@@ -227,7 +227,17 @@ struct APIHandler: APIProtocol {
         }
         let created: Bool
         do {
-            created = try await store.putCard(card)
+            if client.admin {
+                created = try await store.putCard(card)
+            } else {
+                // The ownership check again, inside the write: another tenant may have taken the id
+                // since it was read above.
+                switch try await store.putCard(card, owners: client.programs) {
+                case .created: created = true
+                case .updated: created = false
+                case .notOwned: throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
+                }
+            }
         } catch CardRegistryError.issuerReferenceInUse {
             throw await refuse(GatewayError(.issuerReferenceInUse, "another card already uses this issuer reference"), "reference_in_use")
         }

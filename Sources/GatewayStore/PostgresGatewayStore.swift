@@ -201,6 +201,35 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite {
+        try await mapConflicts {
+            try await client.withTransaction(logger: logger) { connection in
+                // An existing row is locked; a row another transaction inserts meanwhile makes the
+                // insert below conflict, and then it is updated only when its program is an owner's.
+                var existing: String?
+                for try await program in try await connection.query(
+                    "SELECT program FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: self.logger
+                ).decode(String.self) { existing = program }
+                if let existing, !owners.contains(ProgramID(existing)) { return .notOwned }
+                if let existing, existing != card.program.rawValue {
+                    try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: self.logger)
+                }
+                let reference = StoreRows.referenceJSON(card.issuerReference)
+                let now = StoreRows.milliseconds(Date())
+                var result = CardWrite.notOwned
+                for try await inserted in try await connection.query("""
+                    INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
+                    VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
+                    ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
+                        issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
+                        WHERE cards.program = ANY(\(owners.map(\.rawValue)))
+                    RETURNING (xmax = 0)
+                    """, logger: self.logger).decode(Bool.self) { result = inserted ? .created : .updated }
+                return result
+            }
+        }
+    }
+
     @discardableResult
     public func deleteCard(_ id: CardID) async throws -> Bool {
         try await client.withTransaction(logger: logger) { connection in

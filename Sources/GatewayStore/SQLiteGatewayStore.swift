@@ -104,6 +104,16 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await Self.mapConflicts { try await self.pool.write { db in try Self.upsert(card, db) } }
     }
 
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite {
+        try await Self.mapConflicts {
+            try await self.pool.write { db in
+                let program = try String.fetchOne(db, sql: "SELECT program FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
+                if let program, !owners.contains(ProgramID(program)) { return .notOwned }
+                return try Self.upsert(card, db) ? .created : .updated
+            }
+        }
+    }
+
     /// A unique-index violation left after the card id's own upsert is the issuer reference's.
     private static func mapConflicts<T>(_ body: () async throws -> T) async throws -> T {
         do {

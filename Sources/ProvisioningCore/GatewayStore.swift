@@ -22,6 +22,13 @@ public enum IdempotencyClaim: Sendable, Equatable {
     case mismatch
 }
 
+/// What an owner-checked card write did.
+public enum CardWrite: Sendable, Equatable {
+    case created, updated
+    /// The id belongs to a card of another program: nothing was written.
+    case notOwned
+}
+
 public struct CardPageQuery: Sendable, Equatable {
     /// Cards of any of these programs; empty means every program.
     public var programs: [ProgramID]
@@ -49,6 +56,10 @@ public protocol GatewayStore: CardRegistry {
     /// when another card has the same issuer and issuer reference. A card that moves to another
     /// program loses its vault entry in the same transaction (the entry was sealed to the old one).
     @discardableResult func putCard(_ card: CardRecord) async throws -> Bool
+    /// Like `putCard`, but an existing card is replaced only when its program is one of `owners`:
+    /// the check and the write are one transaction, so two tenants racing for one id cannot
+    /// take each other's card.
+    func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite
     /// True when there was a card to delete. Its vault entry goes with it, in the same transaction.
     @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]

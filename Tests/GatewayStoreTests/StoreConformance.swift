@@ -26,7 +26,31 @@ enum StoreConformance {
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
+        .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
     ]
+
+    static func ownerCheckedWrites(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        #expect(try await store.putCard(card("w1", program: "acme"), owners: ["acme"]) == .created)
+        #expect(try await store.putCard(card("w1", program: "acme", issuer: "tmp"), owners: ["acme"]) == .updated)
+        // Another tenant's write to that id changes nothing.
+        #expect(try await store.putCard(card("w1", program: "evil", ref: "evil_w1"), owners: ["evil"]) == .notOwned)
+        #expect(try await store.card("w1")?.program == "acme")
+        // Moving between one's own programs drops the vault entry sealed for the old one.
+        try await store.putVaultEntry("w1", sealed: Data([1]))
+        #expect(try await store.putCard(card("w1", program: "acme_2"), owners: ["acme", "acme_2"]) == .updated)
+        #expect(try await store.vaultEntry("w1") == nil)
+        // Two tenants racing to create one id: one creates it, the other gets nothing.
+        let results = try await withThrowingTaskGroup(of: (String, CardWrite).self) { group in
+            for program in ["acme", "evil"] {
+                group.addTask { (program, try await store.putCard(card("race", program: program, ref: "race_\(program)"), owners: [ProgramID(program)])) }
+            }
+            return try await group.reduce(into: [String: CardWrite]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(Set(results.values) == [.created, .notOwned])
+        let winner = try #require(results.first { $0.value == .created }?.key)
+        #expect(try await store.card("race")?.program.rawValue == winner)
+    }
 
     static func anIssuerReferenceBelongsToOneCard(_ store: any GatewayStore) async throws {
         try await store.migrate()
