@@ -220,31 +220,27 @@ struct APIHandler: APIProtocol {
         if !client.manages(card) {
             throw await refuse(GatewayError(.forbidden, "program \(card.program) is not one of this client's"), "foreign_program")
         }
-        let existing = try await store.card(id)
-        if let existing, !client.manages(existing) {
-            // Another program's card: answered as if the id were free of cards this client can see.
-            throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
-        }
+        // The ownership check, the write and its security event are one transaction in the store:
+        // another tenant racing for the same id cannot take the card, and no change goes unaudited.
+        let change = event(.cardUpdated, client, card: id, detail: [
+            "after_issuer": card.issuer?.rawValue ?? "", "after_program": card.program.rawValue,
+        ])
         let created: Bool
         do {
-            if client.admin {
-                created = try await store.putCard(card)
-            } else {
-                // The ownership check again, inside the write: another tenant may have taken the id
-                // since it was read above.
-                switch try await store.putCard(card, owners: client.programs) {
-                case .created: created = true
-                case .updated: created = false
-                case .notOwned: throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
-                }
+            switch try await store.putCard(card, owners: client.admin ? nil : client.programs, event: change) {
+            case .created: created = true
+            case .updated: created = false
+            case .notOwned:
+                // Another program's card: answered as if the id were free of cards this client can see.
+                throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
             }
         } catch CardRegistryError.issuerReferenceInUse {
             throw await refuse(GatewayError(.issuerReferenceInUse, "another card already uses this issuer reference"), "reference_in_use")
+        } catch let error as GatewayError {
+            throw error
+        } catch {
+            throw GatewayError(.internal, "the card registry failed")
         }
-        try await audit.record(event(created ? .cardRegistered : .cardUpdated, client, card: id, detail: [
-            "before_issuer": existing?.issuer?.rawValue ?? "", "before_program": existing?.program.rawValue ?? "",
-            "after_issuer": card.issuer?.rawValue ?? "", "after_program": card.program.rawValue,
-        ]))
         return created ? .created(.init(body: .json(Self.schema(card)))) : .ok(.init(body: .json(Self.schema(card))))
     }
 
@@ -253,11 +249,11 @@ struct APIHandler: APIProtocol {
     }
 
     func deleteCard(_ input: Operations.DeleteCard.Input) async throws -> Operations.DeleteCard.Output {
-        let card = try await ownCard(input.path.cardId, reading: false)
-        try await store.deleteCard(card.id)
-        try await audit.record(event(.cardDeleted, try Self.client(), card: card.id, detail: [
-            "before_issuer": card.issuer?.rawValue ?? "", "before_program": card.program.rawValue,
-        ]))
+        let client = try Self.client()
+        let id = try Self.cardID(input.path.cardId)
+        // Ownership, deletion (with the vault entry) and the security event in one transaction.
+        guard try await store.deleteCard(id, owners: client.admin ? nil : client.programs, event: event(.cardDeleted, client, card: id)) != nil
+        else { throw GatewayError(.cardNotFound, "no card \(id) among this client's programs") }
         return .noContent(.init())
     }
 

@@ -201,32 +201,55 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite {
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite {
         try await mapConflicts {
             try await client.withTransaction(logger: logger) { connection in
                 // An existing row is locked; a row another transaction inserts meanwhile makes the
                 // insert below conflict, and then it is updated only when its program is an owner's.
-                var existing: String?
-                for try await program in try await connection.query(
-                    "SELECT program FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: self.logger
-                ).decode(String.self) { existing = program }
-                if let existing, !owners.contains(ProgramID(existing)) { return .notOwned }
-                if let existing, existing != card.program.rawValue {
+                var before: (program: String, issuer: String?)?
+                for try await (program, issuer) in try await connection.query(
+                    "SELECT program, issuer FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: self.logger
+                ).decode((String, String?).self) { before = (program, issuer) }
+                if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
+                if let before, before.program != card.program.rawValue {
                     try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: self.logger)
                 }
                 let reference = StoreRows.referenceJSON(card.issuerReference)
                 let now = StoreRows.milliseconds(Date())
+                let allowed = owners.map { $0.map(\.rawValue) }
                 var result = CardWrite.notOwned
                 for try await inserted in try await connection.query("""
                     INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
                     VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
                     ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
                         issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
-                        WHERE cards.program = ANY(\(owners.map(\.rawValue)))
+                        WHERE \(allowed)::TEXT[] IS NULL OR cards.program = ANY(\(allowed))
                     RETURNING (xmax = 0)
                     """, logger: self.logger).decode(Bool.self) { result = inserted ? .created : .updated }
+                if result != .notOwned {
+                    try await self.insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before),
+                                          on: connection)
+                }
                 return result
             }
+        }
+    }
+
+    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord? {
+        try await client.withTransaction(logger: logger) { connection in
+            var found: CardRecord?
+            for try await (cardID, program, issuer, reference) in try await connection.query(
+                "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue) FOR UPDATE", logger: self.logger
+            ).decode((String, String, String?, String).self) {
+                found = try StoreRows.card(id: cardID, program: program, issuer: issuer, referenceJSON: reference)
+            }
+            guard let card = found else { return nil }
+            if let owners, !owners.contains(card.program) { return nil }
+            try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
+            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
+            try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
+                                  on: connection)
+            return card
         }
     }
 
@@ -297,6 +320,14 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     // MARK: Security events
+
+    private func insert(_ event: SecurityEvent, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO security_events (at, kind, actor, source, card_id, detail)
+            VALUES (\(StoreRows.milliseconds(event.at)), \(event.kind.rawValue), \(event.actor), \(event.source), \(event.cardID?.rawValue),
+                \(StoreRows.detailJSON(event.detail)))
+            """, logger: logger)
+    }
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
         try await client.query("""

@@ -104,14 +104,32 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await Self.mapConflicts { try await self.pool.write { db in try Self.upsert(card, db) } }
     }
 
-    public func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite {
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite {
         try await Self.mapConflicts {
             try await self.pool.write { db in
-                let program = try String.fetchOne(db, sql: "SELECT program FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
-                if let program, !owners.contains(ProgramID(program)) { return .notOwned }
-                return try Self.upsert(card, db) ? .created : .updated
+                let before = try Self.programAndIssuer(card.id, db)
+                if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
+                let created = try Self.upsert(card, db)
+                try Self.insert(StoreRows.cardEvent(event, kind: created ? .cardRegistered : .cardUpdated, before: before), db)
+                return created ? .created : .updated
             }
         }
+    }
+
+    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord? {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM cards WHERE card_id = ?", arguments: [id.rawValue]) else { return nil }
+            let card = try Self.card(row)
+            if let owners, !owners.contains(card.program) { return nil }
+            try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
+            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
+            try Self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)), db)
+            return card
+        }
+    }
+
+    private static func programAndIssuer(_ id: CardID, _ db: Database) throws -> (program: String, issuer: String?)? {
+        try Row.fetchOne(db, sql: "SELECT program, issuer FROM cards WHERE card_id = ?", arguments: [id.rawValue]).map { ($0["program"], $0["issuer"]) }
     }
 
     /// A unique-index violation left after the card id's own upsert is the issuer reference's.
@@ -217,12 +235,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Security events
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [StoreRows.milliseconds(event.at), event.kind.rawValue, event.actor, event.source, event.cardID?.rawValue,
-                            StoreRows.detailJSON(event.detail)])
-        }
+        try await pool.write { db in try Self.insert(event, db) }
+    }
+
+    private static func insert(_ event: SecurityEvent, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [StoreRows.milliseconds(event.at), event.kind.rawValue, event.actor, event.source, event.cardID?.rawValue,
+                        StoreRows.detailJSON(event.detail)])
     }
 
     public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {

@@ -40,6 +40,15 @@ enum StoreRows {
         """
     }
 
+    /// A registry change's event, completed with what the card was before.
+    static func cardEvent(_ event: SecurityEvent, kind: SecurityEvent.Kind, before: (program: String, issuer: String?)?) -> SecurityEvent {
+        var event = event
+        event.kind = kind
+        event.detail["before_program"] = before?.program ?? ""
+        event.detail["before_issuer"] = before?.issuer ?? ""
+        return event
+    }
+
     static func detailJSON(_ detail: [String: String]) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

@@ -56,10 +56,16 @@ public protocol GatewayStore: CardRegistry {
     /// when another card has the same issuer and issuer reference. A card that moves to another
     /// program loses its vault entry in the same transaction (the entry was sealed to the old one).
     @discardableResult func putCard(_ card: CardRecord) async throws -> Bool
-    /// Like `putCard`, but an existing card is replaced only when its program is one of `owners`:
-    /// the check and the write are one transaction, so two tenants racing for one id cannot
-    /// take each other's card.
-    func putCard(_ card: CardRecord, owners: Set<ProgramID>) async throws -> CardWrite
+    /// Like `putCard`, but an existing card is replaced only when its program is one of `owners`
+    /// (any card when nil: admin clients, the CLI), and `event` is written in the same transaction:
+    /// the check, the change and its security event stand or fall together, so two tenants racing
+    /// for one id cannot take each other's card and no change goes unaudited. The store sets the
+    /// event's kind (`card_registered` or `card_updated`) and its `before_issuer`/`before_program`.
+    func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite
+    /// Deletes the card (and its vault entry) when its program is one of `owners` (any when nil),
+    /// with `event` (kind `card_deleted`, `before_*` set by the store) in the same transaction.
+    /// The deleted card, or nil when there was none to delete.
+    func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord?
     /// True when there was a card to delete. Its vault entry goes with it, in the same transaction.
     @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]

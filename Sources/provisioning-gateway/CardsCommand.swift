@@ -90,14 +90,8 @@ struct Cards: AsyncParsableCommand {
             let id = cardID
             guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
             let deleted = await Cards.withStore(config: config) { _, store in
-                let existing = try await store.card(CardID(id))
-                let deleted = try await store.deleteCard(CardID(id))
-                if deleted, let existing {
-                    try await store.appendSecurityEvent(SecurityEvent(
-                        at: Date(), kind: .cardDeleted, actor: CommandLineActor.name, cardID: existing.id,
-                        detail: ["before_issuer": existing.issuer?.rawValue ?? "", "before_program": existing.program.rawValue]))
-                }
-                return deleted
+                try await store.deleteCard(CardID(id), owners: nil,
+                                           event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: CommandLineActor.name, cardID: CardID(id))) != nil
             }
             print(deleted ? "deleted card \(id) and its vault entry" : "no card \(id)")
         }

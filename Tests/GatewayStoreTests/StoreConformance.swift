@@ -29,27 +29,51 @@ enum StoreConformance {
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
     ]
 
+    /// The event an owner-checked write is asked to record for `actor`.
+    static func change(_ actor: String, _ id: CardID) -> SecurityEvent {
+        SecurityEvent(at: instant(10), kind: .cardUpdated, actor: actor, source: "10.1.2.3", cardID: id, detail: ["after_program": "x"])
+    }
+
     static func ownerCheckedWrites(_ store: any GatewayStore) async throws {
         try await store.migrate()
-        #expect(try await store.putCard(card("w1", program: "acme"), owners: ["acme"]) == .created)
-        #expect(try await store.putCard(card("w1", program: "acme", issuer: "tmp"), owners: ["acme"]) == .updated)
-        // Another tenant's write to that id changes nothing.
-        #expect(try await store.putCard(card("w1", program: "evil", ref: "evil_w1"), owners: ["evil"]) == .notOwned)
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
+        #expect(try await put(card("w1", program: "acme"), ["acme"]) == .created)
+        #expect(try await put(card("w1", program: "acme", issuer: "tmp"), ["acme"]) == .updated)
+        // Another tenant's write to that id changes nothing and records nothing.
+        #expect(try await put(card("w1", program: "evil", ref: "evil_w1"), ["evil"]) == .notOwned)
         #expect(try await store.card("w1")?.program == "acme")
+        #expect(try await store.deleteCard("w1", owners: ["evil"], event: change("evil", "w1")) == nil)
+        #expect(try await store.card("w1") != nil)
+        // Each change's event is in the store with what the card was before; the refused ones are not.
+        let events = try await store.securityEvents(SecurityEventQuery(cardID: "w1"))
+        #expect(events.map(\.kind) == [.cardRegistered, .cardUpdated])
+        #expect(events.map { $0.detail["before_issuer"] } == ["", "bridge"])
+        #expect(events.allSatisfy { $0.actor == "acme" && $0.source == "10.1.2.3" && $0.detail["after_program"] == "x" })
         // Moving between one's own programs drops the vault entry sealed for the old one.
         try await store.putVaultEntry("w1", sealed: Data([1]))
-        #expect(try await store.putCard(card("w1", program: "acme_2"), owners: ["acme", "acme_2"]) == .updated)
+        #expect(try await store.putCard(card("w1", program: "acme_2"), owners: ["acme", "acme_2"], event: change("acme", "w1")) == .updated)
         #expect(try await store.vaultEntry("w1") == nil)
+        // An admin (no owners) may change any card; a deletion takes the vault entry and is recorded.
+        #expect(try await put(card("w1", program: "evil", ref: "evil_w1"), nil) == .updated)
+        try await store.putVaultEntry("w1", sealed: Data([2]))
+        #expect(try await store.deleteCard("w1", owners: ["evil"], event: change("evil", "w1"))?.program == "evil")
+        #expect(try await store.card("w1") == nil)
+        #expect(try await store.vaultEntry("w1") == nil)
+        let deleted = try #require(try await store.securityEvents(SecurityEventQuery(kind: .cardDeleted, cardID: "w1")).first)
+        #expect(deleted.detail["before_program"] == "evil" && deleted.actor == "evil")
         // Two tenants racing to create one id: one creates it, the other gets nothing.
         let results = try await withThrowingTaskGroup(of: (String, CardWrite).self) { group in
             for program in ["acme", "evil"] {
-                group.addTask { (program, try await store.putCard(card("race", program: program, ref: "race_\(program)"), owners: [ProgramID(program)])) }
+                group.addTask { (program, try await put(card("race", program: program, ref: "race_\(program)"), [ProgramID(program)])) }
             }
             return try await group.reduce(into: [String: CardWrite]()) { $0[$1.0] = $1.1 }
         }
         #expect(Set(results.values) == [.created, .notOwned])
         let winner = try #require(results.first { $0.value == .created }?.key)
         #expect(try await store.card("race")?.program.rawValue == winner)
+        #expect(try await store.securityEvents(SecurityEventQuery(cardID: "race")).map(\.actor) == [winner])
     }
 
     static func anIssuerReferenceBelongsToOneCard(_ store: any GatewayStore) async throws {
