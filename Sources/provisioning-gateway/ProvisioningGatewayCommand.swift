@@ -45,6 +45,9 @@ struct Serve: AsyncParsableCommand {
             Self.fail("\(error)")
         }
         if let port { gatewayConfig.server.port = port }
+        if let warning = OpenFileLimit.raise(for: gatewayConfig.server.maxConnections).warning {
+            logger.warning("\(warning)")
+        }
 
         let host = gatewayConfig.server.host
         let scheme = gatewayConfig.server.tls == nil ? "http" : "https"

@@ -64,6 +64,7 @@ public enum Command {
     public struct Running: Sendable {
         public let firstLine: String
         public let signal: @Sendable (Int32) -> Void
+        public let pid: pid_t
     }
 
     public static func withRunning<T: Sendable>(
@@ -85,7 +86,7 @@ public enum Command {
                 let outcome: Swift.Result<T, any Error>
                 do {
                     let first = try await lines.next() ?? ""
-                    outcome = .success(try await body(Running(firstLine: first, signal: { kill(id, $0) })))
+                    outcome = .success(try await body(Running(firstLine: first, signal: { kill(id, $0) }, pid: id)))
                 } catch {
                     outcome = .failure(error)
                 }

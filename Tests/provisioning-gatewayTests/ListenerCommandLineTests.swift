@@ -34,7 +34,16 @@ import Testing
     @Test func allowPlaintextLetsANonLoopbackHostStart() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plaintext-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try Self.sandboxConfig(directory: directory, host: "0.0.0.0", serverLines: ["allow_plaintext: true"])
+        // Not the sandbox (its demo keys are public, so it listens on loopback only): a minimal
+        // production file whose one secret comes from the environment the executable inherits.
+        setenv("GATEWAY_TEST_PLAINTEXT_VAULT_KEY", Data(repeating: 7, count: 32).base64EncodedString(), 1)
+        let config = try CommandLineTests.writeConfig("""
+            server: { host: 0.0.0.0, allow_plaintext: true }
+            clients:
+              - { id: acme, api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d, programs: [acme] }
+            vault: { key: "env:GATEWAY_TEST_PLAINTEXT_VAULT_KEY" }
+            store: { sqlite: { path: \(directory.path)/gateway.sqlite } }
+            """)
         defer { try? FileManager.default.removeItem(at: config) }
 
         let (firstLine, status) = try await Command.withRunning(
@@ -48,6 +57,29 @@ import Testing
         }
         #expect(firstLine.hasPrefix("provisioning-gateway listening on http://0.0.0.0:"))
         #expect(status == 0)
+    }
+
+    /// The cap is only worth something if the process may hold that many sockets: the gateway
+    /// raises its soft open-file limit towards max_connections + 256 (as far as the hard limit lets it).
+    @Test func theOpenFileLimitIsRaisedForMaxConnections() async throws {
+        @Sendable func limits(_ pid: pid_t) throws -> (soft: UInt64, hard: UInt64?) {
+            let text = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return (UInt64(fields[3]) ?? .max, UInt64(fields[4]))
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nofile-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try Self.sandboxConfig(directory: directory, serverLines: ["max_connections: 3000"])
+        defer { try? FileManager.default.removeItem(at: config) }
+        // Started with the common soft limit of 1024 (the shell execs the gateway: same pid).
+        let (found, _) = try await Command.withRunning(
+            "/bin/sh", ["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\"", try CommandLineTests.executable().path,
+                        "--config", config.path, "--port", "0"],
+            workingDirectory: CommandLineTests.packageRoot.path
+        ) { running in try limits(running.pid) }
+        let wanted: UInt64 = 3_000 + 256
+        #expect(found.soft >= min(wanted, found.hard ?? .max), "soft \(found.soft), hard \(String(describing: found.hard))")
     }
 
     @Test func withTLSTheBannerSaysHTTPSAndTheGatewayServesIt() async throws {
