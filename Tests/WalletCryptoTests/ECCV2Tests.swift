@@ -46,6 +46,16 @@ import Testing
         #expect(String(decoding: try plaintext.encoded(), as: UTF8.self) == v.plaintext)
     }
 
+    @Test func thePlaintextPrintsNothingOfTheCard() {
+        let plaintext = PassPlaintext(primaryAccountNumber: "4111111111111111", name: "John Doe", expiryMonth: 12, expiryYear: 2025,
+                                      nonce: Data([0x0a, 0x1b, 0x2c, 0x3d]), nonceSignature: Data([0xde, 0xad, 0xbe, 0xef]))
+        var dumped = ""
+        dump(plaintext, to: &dumped)
+        for text in ["\(plaintext)", String(reflecting: plaintext), dumped, "\([plaintext])"] {
+            #expect(!text.contains("4111111111111111") && !text.contains("John") && !text.contains("0a1b2c3d"), "\(text)")
+        }
+    }
+
     @Test func aFreshKeyRoundTripsAndIsNeverReused() throws {
         let leaf = P256.KeyAgreement.PrivateKey()
         let plaintext = Data(#"{"primaryAccountNumber":"5555555555554444"}"#.utf8)
