@@ -69,12 +69,13 @@ public struct CardImport: Sendable {
     }
 
     /// Checks every row, then writes all of them in one transaction, or nothing.
-    public func run(_ text: String, into store: any GatewayStore) async throws -> Result {
+    /// `event(count)` is the import's security event, written in the same transaction.
+    public func run(_ text: String, into store: any GatewayStore, event: (@Sendable (Int) -> SecurityEvent)? = nil) async throws -> Result {
         switch parse(text) {
         case .failure(let error):
             return .rejected(error.problems)
         case .success(let cards):
-            try await store.importCards(cards)
+            try await store.importCards(cards, event: event?(cards.count))
             return .imported(count: cards.count)
         }
     }

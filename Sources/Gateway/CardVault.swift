@@ -47,16 +47,17 @@ public struct CardVault: CardDataSource {
         Data("card-vault\u{0}\(card.program.rawValue)\u{0}\(card.id.rawValue)".utf8)
     }
 
-    /// Seals `data` for `card`, which must be in the registry (an entry never exists without its card).
-    public func put(_ card: CardRecord, _ data: CardData) async throws {
+    /// Seals `data` for `card`, which must be in the registry (an entry never exists without its
+    /// card); `event` (the CLI's) is written in the same transaction.
+    public func put(_ card: CardRecord, _ data: CardData, event: SecurityEvent? = nil) async throws {
         let sealed = try SealedEnvelope.seal(JSONEncoder().encode(data), keyID: keyring.activeID, key: keyring.activeKey,
                                              authenticating: Self.associatedData(card))
-        try await store.putVaultEntry(card.id, sealed: sealed)
+        try await store.putVaultEntry(card.id, sealed: sealed, event: event)
     }
 
     @discardableResult
-    public func delete(_ id: CardID) async throws -> Bool {
-        try await store.deleteVaultEntry(id)
+    public func delete(_ id: CardID, event: SecurityEvent? = nil) async throws -> Bool {
+        try await store.deleteVaultEntry(id, event: event)
     }
 
     public func cardData(_ card: CardRecord) async throws(GatewayError) -> CardData? {

@@ -275,22 +275,26 @@ public final class PostgresGatewayStore: GatewayStore {
             """)
     }
 
-    public func importCards(_ cards: [CardRecord]) async throws {
+    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await mapConflicts {
             try await client.withTransaction(logger: logger) { connection in
                 for card in cards { _ = try await self.upsert(card, on: connection) }
+                if let event { try await self.insert(event, on: connection) }
             }
         }
     }
 
     // MARK: Vault
 
-    public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws {
-        try await client.query("""
-            INSERT INTO vault_entries (card_id, sealed, updated_at)
-            VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
-            ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
-            """, logger: logger)
+    public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("""
+                INSERT INTO vault_entries (card_id, sealed, updated_at)
+                VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
+                ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
+                """, logger: self.logger)
+            if let event { try await self.insert(event, on: connection) }
+        }
     }
 
     public func vaultEntry(_ cardID: CardID) async throws -> Data? {
@@ -301,12 +305,15 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     @discardableResult
-    public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool {
-        var deleted = false
-        for try await _ in try await client.query(
-            "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: logger
-        ).decode(String.self) { deleted = true }
-        return deleted
+    public func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool {
+        try await client.withTransaction(logger: logger) { connection in
+            var deleted = false
+            for try await _ in try await connection.query(
+                "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: self.logger
+            ).decode(String.self) { deleted = true }
+            if deleted, let event { try await self.insert(event, on: connection) }
+            return deleted
+        }
     }
 
     public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {

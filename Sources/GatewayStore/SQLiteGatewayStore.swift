@@ -186,10 +186,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func importCards(_ cards: [CardRecord]) async throws {
+    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await Self.mapConflicts {
             try await self.pool.write { db in
                 for card in cards { _ = try Self.upsert(card, db) }
+                if let event { try Self.insert(event, db) }
             }
         }
     }
@@ -200,7 +201,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Vault
 
-    public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws {
+    public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -208,6 +209,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
                     """,
                 arguments: [cardID.rawValue, sealed, StoreRows.milliseconds(Date())])
+            if let event { try Self.insert(event, db) }
         }
     }
 
@@ -218,10 +220,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     @discardableResult
-    public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool {
+    public func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
-            return db.changesCount > 0
+            let deleted = db.changesCount > 0
+            if deleted, let event { try Self.insert(event, db) }
+            return deleted
         }
     }
 

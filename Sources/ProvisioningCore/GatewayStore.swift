@@ -70,12 +70,15 @@ public protocol GatewayStore: CardRegistry {
     @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]
     /// All cards or none, in one transaction (same rules as `putCard`).
-    func importCards(_ cards: [CardRecord]) async throws
+    /// With `event` (a CLI import's security event) written in the same transaction when given.
+    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws
 
     /// Vault entries are opaque sealed bytes here: sealing and opening happen above the store.
-    func putVaultEntry(_ cardID: CardID, sealed: Data) async throws
+    /// With `event` written in the same transaction when given: an entry never changes unaudited.
+    func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws
     func vaultEntry(_ cardID: CardID) async throws -> Data?
-    @discardableResult func deleteVaultEntry(_ cardID: CardID) async throws -> Bool
+    /// `event` is written, in the same transaction, only when there was an entry to delete.
+    @discardableResult func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool
     /// Card ids with a vault entry, in id order, after `after` (for re-sealing every entry).
     func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID]
 
@@ -96,4 +99,11 @@ public protocol GatewayStore: CardRegistry {
     func releaseIdempotencyKey(client: ClientID, key: String) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
     @discardableResult func purgeExpired(now: Date) async throws -> Int
+}
+
+extension GatewayStore {
+    /// Without a security event (the sandbox's own seeding, tests).
+    public func importCards(_ cards: [CardRecord]) async throws { try await importCards(cards, event: nil) }
+    public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws { try await putVaultEntry(cardID, sealed: sealed, event: nil) }
+    @discardableResult public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool { try await deleteVaultEntry(cardID, event: nil) }
 }

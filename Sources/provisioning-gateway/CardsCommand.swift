@@ -55,13 +55,10 @@ struct Cards: AsyncParsableCommand {
             let result = await Cards.withStore(config: config) { gatewayConfig, store in
                 let importer = CardImport(registration: CardRegistration(config: gatewayConfig))
                 do {
-                    let result = try await importer.run(text, into: store)
-                    if case .imported(let count) = result {
-                        try await store.appendSecurityEvent(SecurityEvent(
-                            at: Date(), kind: .cardsImported, actor: CommandLineActor.name,
-                            detail: ["count": "\(count)", "file": String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))]))
+                    let name = String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))
+                    return try await importer.run(text, into: store) { count in
+                        SecurityEvent(at: Date(), kind: .cardsImported, actor: CommandLineActor.name, detail: ["count": "\(count)", "file": name])
                     }
-                    return result
                 } catch CardRegistryError.issuerReferenceInUse {
                     return .rejected([CardImport.Problem(
                         line: 1, reason: "an issuer reference in the file is already used by another card (or twice in the file)")])

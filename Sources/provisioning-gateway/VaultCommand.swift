@@ -76,8 +76,7 @@ struct Vault: AsyncParsableCommand {
             let id = options.cardID
             await Vault.withVault(options.file) { vault, store in
                 let card = try await Vault.registeredCard(id, in: store)
-                try await vault.put(card, data)
-                try await store.appendSecurityEvent(SecurityEvent(
+                try await vault.put(card, data, event: SecurityEvent(
                     at: Date(), kind: .vaultPut, actor: CommandLineActor.name, cardID: card.id, detail: ["program": card.program.rawValue]))
             }
             print("sealed card data for \(id) (number ending \(data.number.suffix(4)))")
@@ -91,12 +90,8 @@ struct Vault: AsyncParsableCommand {
         func run() async throws {
             let id = options.cardID
             guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
-            let deleted = await Vault.withVault(options.file) { vault, store in
-                let deleted = try await vault.delete(CardID(id))
-                if deleted {
-                    try await store.appendSecurityEvent(SecurityEvent(at: Date(), kind: .vaultDeleted, actor: CommandLineActor.name, cardID: CardID(id)))
-                }
-                return deleted
+            let deleted = await Vault.withVault(options.file) { vault, _ in
+                try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: CommandLineActor.name, cardID: CardID(id)))
             }
             print(deleted ? "deleted the vault entry for \(id)" : "no vault entry for \(id)")
         }

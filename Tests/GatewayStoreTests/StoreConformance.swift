@@ -27,7 +27,25 @@ enum StoreConformance {
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
+        .init(name: "CLI changes and their events are one transaction", run: cliChangesAndTheirEventsAreOneTransaction),
     ]
+
+    static func cliChangesAndTheirEventsAreOneTransaction(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let event = { (kind: SecurityEvent.Kind, card: CardID?) in SecurityEvent(at: instant(20), kind: kind, actor: "cli:ops", cardID: card) }
+        try await store.importCards([card("i1"), card("i2")], event: event(.cardsImported, nil))
+        // A refused import (one reference twice) writes neither its cards nor its event.
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await store.importCards([card("i3", ref: "same"), card("i4", ref: "same")], event: event(.cardsImported, nil))
+        }
+        try await store.putVaultEntry("i1", sealed: Data([1]), event: event(.vaultPut, "i1"))
+        #expect(try await store.deleteVaultEntry("i1", event: event(.vaultDeleted, "i1")) == true)
+        // Nothing to delete: nothing recorded.
+        #expect(try await store.deleteVaultEntry("i1", event: event(.vaultDeleted, "i1")) == false)
+        let kinds = try await store.securityEvents(SecurityEventQuery(actor: "cli:ops")).map(\.kind)
+        #expect(kinds == [.cardsImported, .vaultPut, .vaultDeleted])
+        #expect(try await store.card("i3") == nil)
+    }
 
     /// The event an owner-checked write is asked to record for `actor`.
     static func change(_ actor: String, _ id: CardID) -> SecurityEvent {
