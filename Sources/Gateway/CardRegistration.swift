@@ -25,7 +25,7 @@ public struct CardRegistration: Sendable {
     public func problems(id: String, program: String, issuer: String, reference: [String: String]) -> [String] {
         var problems: [String] = []
         if !InputRules.isCardID(id) { problems.append(InputRules.cardIDRule) }
-        if !InputRules.isName(program) { problems.append("program: 1 to 64 characters of A-Z, a-z, 0-9, _ - .") }
+        if !InputRules.isName(program) { problems.append(InputRules.nameRule("program")) }
         let expected: [String]
         if issuer == "local" && localEnabled {
             expected = []

@@ -38,8 +38,12 @@ public struct ClientAuthenticator: Sendable {
         }
     }
 
+    /// Longer headers are refused unhashed: no key is anywhere near this long.
+    public static let maxAuthorizationBytes = 512
+
     public func authenticate(authorization: String?) throws(GatewayError) -> Client {
-        guard let authorization, authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
+        guard let authorization, authorization.utf8.count <= Self.maxAuthorizationBytes, authorization.count > 7,
+              authorization.prefix(7).lowercased() == "bearer " else {
             throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'")
         }
         let presented = Array(SHA256.hash(data: Data(authorization.dropFirst(7).utf8)))

@@ -49,7 +49,7 @@ struct APIHandler: APIProtocol {
 
     /// An event about this request's caller.
     func event(_ kind: SecurityEvent.Kind, _ client: Client, card: CardID? = nil, detail: [String: String] = [:]) -> SecurityEvent {
-        SecurityEvent(at: Date(), kind: kind, actor: client.id.rawValue, source: RequestScope.source, cardID: card, detail: detail)
+        SecurityEvent(at: Date(), kind: kind, actor: client.id.rawValue, source: SourceAddress(RequestScope.remoteAddress).description, cardID: card, detail: detail)
     }
 
     // MARK: Apple Pay
@@ -236,16 +236,12 @@ struct APIHandler: APIProtocol {
             }
         } catch CardRegistryError.issuerReferenceInUse {
             throw await refuse(GatewayError(.issuerReferenceInUse, "another card already uses this issuer reference"), "reference_in_use")
-        } catch let error as GatewayError {
-            throw error
-        } catch {
-            throw GatewayError(.internal, "the card registry failed")
         }
         return created ? .created(.init(body: .json(Self.schema(card)))) : .ok(.init(body: .json(Self.schema(card))))
     }
 
     func getCard(_ input: Operations.GetCard.Input) async throws -> Operations.GetCard.Output {
-        .ok(.init(body: .json(Self.schema(try await ownCard(input.path.cardId, reading: true)))))
+        .ok(.init(body: .json(Self.schema(try await ownCard(input.path.cardId)))))
     }
 
     func deleteCard(_ input: Operations.DeleteCard.Input) async throws -> Operations.DeleteCard.Output {
@@ -262,10 +258,10 @@ struct APIHandler: APIProtocol {
         let limit = input.query.limit ?? 100
         guard (1...500).contains(limit) else { throw GatewayError(.invalidRequest, "limit: must be 1 to 500") }
         if let program = input.query.program, !InputRules.isName(program) {
-            throw GatewayError(.invalidRequest, "program: 1 to 64 characters of A-Z, a-z, 0-9, _ - .")
+            throw GatewayError(.invalidRequest, InputRules.nameRule("program"))
         }
         if let issuer = input.query.issuer, !InputRules.isName(issuer) {
-            throw GatewayError(.invalidRequest, "issuer: 1 to 64 characters of A-Z, a-z, 0-9, _ - .")
+            throw GatewayError(.invalidRequest, InputRules.nameRule("issuer"))
         }
         if let after = input.query.after, !InputRules.isCardID(after) { throw GatewayError(.invalidRequest, "after: not a card id") }
         // An admin's empty list means every program; a client's is its own programs.
@@ -289,13 +285,13 @@ struct APIHandler: APIProtocol {
 
     /// A card the caller may see: its own programs' (or any, for an admin, whose read is audited).
     /// Another program's card is 404, exactly as a card that does not exist.
-    private func ownCard(_ text: String, reading: Bool) async throws -> CardRecord {
+    private func ownCard(_ text: String) async throws -> CardRecord {
         let client = try Self.client()
         let id = try Self.cardID(text)
         guard let card = try await store.card(id), client.manages(card) else {
             throw GatewayError(.cardNotFound, "no card \(id) among this client's programs")
         }
-        if reading && client.admin {
+        if client.admin {
             try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/cards/{card_id}"]))
         }
         return card

@@ -38,9 +38,10 @@ public func buildApplication(
     router.add(middleware: ClientAuthMiddleware(
         authenticator: ClientAuthenticator(clients: config.clients),
         clientLimits: RateLimiter(clock: clock, defaultLimit: .clientDefault,
-                                  limits: Dictionary(config.clients.map { (ClientID($0.id), $0.rateLimit ?? .clientDefault) },
-                                                     uniquingKeysWith: { first, _ in first })),
-        failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit, capacity: 10_000),
+                                  limits: Dictionary(uniqueKeysWithValues: config.clients.compactMap { client in
+                                      client.rateLimit.map { (ClientID(client.id), $0) }
+                                  })),
+        failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit),
         metricsPublic: config.server.metricsPublic,
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))

@@ -31,15 +31,13 @@ struct SourceAddress: Sendable, Equatable {
         case .v6(let v6)?:
             description = address?.ipAddress ?? "unknown"
             let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            if bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
                 // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d: count it as IPv4.
                 key = bytes[12...].map(String.init).joined(separator: ".")
-            } else if bytes.count == 16 {
+            } else {
                 key = stride(from: 0, to: 8, by: 2)
                     .map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
                     .joined(separator: ":") + "::/64"
-            } else {
-                key = description
             }
         case .unixDomainSocket?:
             key = "unix"

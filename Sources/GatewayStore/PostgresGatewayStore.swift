@@ -98,20 +98,6 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    /// The upsert and, when the card moves to another program, the removal of its vault entry.
-    private func upsert(_ card: CardRecord, on connection: PostgresConnection) async throws -> Bool {
-        var previousProgram: String?
-        for try await program in try await connection.query(
-            "SELECT program FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: logger
-        ).decode(String.self) { previousProgram = program }
-        if let previousProgram, previousProgram != card.program.rawValue {
-            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
-        }
-        var inserted = false
-        for try await value in try await connection.query(Self.upsert(card), logger: logger).decode(Bool.self) { inserted = value }
-        return inserted
-    }
-
     /// An advisory lock makes concurrent start-ups of several instances take turns.
     public func migrate() async throws {
         try await withConnectTimeout {
@@ -182,60 +168,46 @@ public final class PostgresGatewayStore: GatewayStore {
         return cards
     }
 
-    static func upsert(_ card: CardRecord) -> PostgresQuery {
-        let reference = StoreRows.referenceJSON(card.issuerReference)
-        let now = StoreRows.milliseconds(Date())
-        return """
-            INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
-            VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
-            ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
-                issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
-            RETURNING (xmax = 0)
-            """
-    }
-
-    @discardableResult
-    public func putCard(_ card: CardRecord) async throws -> Bool {
-        try await mapConflicts {
-            try await client.withTransaction(logger: logger) { connection in try await self.upsert(card, on: connection) }
-        }
-    }
-
-    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite {
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
         try await mapConflicts {
             try await client.withTransaction(logger: logger) { connection in
-                // An existing row is locked; a row another transaction inserts meanwhile makes the
-                // insert below conflict, and then it is updated only when its program is an owner's.
-                var before: (program: String, issuer: String?)?
-                for try await (program, issuer) in try await connection.query(
-                    "SELECT program, issuer FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: self.logger
-                ).decode((String, String?).self) { before = (program, issuer) }
-                if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
-                if let before, before.program != card.program.rawValue {
-                    try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: self.logger)
-                }
-                let reference = StoreRows.referenceJSON(card.issuerReference)
-                let now = StoreRows.milliseconds(Date())
-                let allowed = owners.map { $0.map(\.rawValue) }
-                var result = CardWrite.notOwned
-                for try await inserted in try await connection.query("""
-                    INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
-                    VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
-                    ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
-                        issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
-                        WHERE \(allowed)::TEXT[] IS NULL OR cards.program = ANY(\(allowed))
-                    RETURNING (xmax = 0)
-                    """, logger: self.logger).decode(Bool.self) { result = inserted ? .created : .updated }
-                if result != .notOwned {
-                    try await self.insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before),
-                                          on: connection)
-                }
-                return result
+                try await self.write(card, owners: owners, event: event, on: connection)
             }
         }
     }
 
-    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord? {
+    /// The one card write. An existing row is locked; a row another transaction inserts meanwhile
+    /// makes the insert conflict, and then it is updated only when its program is an owner's.
+    private func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, on connection: PostgresConnection)
+        async throws -> CardWrite
+    {
+        var before: (program: String, issuer: String?)?
+        for try await (program, issuer) in try await connection.query(
+            "SELECT program, issuer FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: logger
+        ).decode((String, String?).self) { before = (program, issuer) }
+        if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
+        if let before, before.program != card.program.rawValue {
+            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
+        }
+        let reference = StoreRows.referenceJSON(card.issuerReference)
+        let now = StoreRows.milliseconds(Date())
+        let allowed = owners.map { $0.map(\.rawValue) }
+        var result = CardWrite.notOwned
+        for try await inserted in try await connection.query("""
+            INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
+            VALUES (\(card.id.rawValue), \(card.program.rawValue), \(card.issuer?.rawValue), \(reference), \(now))
+            ON CONFLICT (card_id) DO UPDATE SET program = EXCLUDED.program, issuer = EXCLUDED.issuer,
+                issuer_reference = EXCLUDED.issuer_reference, updated_at = EXCLUDED.updated_at
+                WHERE \(allowed)::TEXT[] IS NULL OR cards.program = ANY(\(allowed))
+            RETURNING (xmax = 0)
+            """, logger: logger).decode(Bool.self) { result = inserted ? .created : .updated }
+        if result != .notOwned, let event {
+            try await insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before), on: connection)
+        }
+        return result
+    }
+
+    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
         try await client.withTransaction(logger: logger) { connection in
             var found: CardRecord?
             for try await (cardID, program, issuer, reference) in try await connection.query(
@@ -247,21 +219,11 @@ public final class PostgresGatewayStore: GatewayStore {
             if let owners, !owners.contains(card.program) { return nil }
             try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
-            try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
-                                  on: connection)
+            if let event {
+                try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
+                                      on: connection)
+            }
             return card
-        }
-    }
-
-    @discardableResult
-    public func deleteCard(_ id: CardID) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
-            var deleted = false
-            for try await _ in try await connection.query(
-                "DELETE FROM cards WHERE card_id = \(id.rawValue) RETURNING card_id", logger: self.logger
-            ).decode(String.self) { deleted = true }
-            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
-            return deleted
         }
     }
 
@@ -278,7 +240,7 @@ public final class PostgresGatewayStore: GatewayStore {
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await mapConflicts {
             try await client.withTransaction(logger: logger) { connection in
-                for card in cards { _ = try await self.upsert(card, on: connection) }
+                for card in cards { _ = try await self.write(card, owners: nil, event: nil, on: connection) }
                 if let event { try await self.insert(event, on: connection) }
             }
         }

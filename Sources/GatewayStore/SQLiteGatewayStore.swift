@@ -99,37 +99,22 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    @discardableResult
-    public func putCard(_ card: CardRecord) async throws -> Bool {
-        try await Self.mapConflicts { try await self.pool.write { db in try Self.upsert(card, db) } }
+    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
+        try await Self.mapConflicts { try await self.pool.write { db in try Self.write(card, owners: owners, event: event, db) } }
     }
 
-    public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite {
-        try await Self.mapConflicts {
-            try await self.pool.write { db in
-                let before = try Self.programAndIssuer(card.id, db)
-                if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
-                let created = try Self.upsert(card, db)
-                try Self.insert(StoreRows.cardEvent(event, kind: created ? .cardRegistered : .cardUpdated, before: before), db)
-                return created ? .created : .updated
-            }
-        }
-    }
-
-    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord? {
+    public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
         try await pool.write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM cards WHERE card_id = ?", arguments: [id.rawValue]) else { return nil }
             let card = try Self.card(row)
             if let owners, !owners.contains(card.program) { return nil }
             try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
-            try Self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)), db)
+            if let event {
+                try Self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)), db)
+            }
             return card
         }
-    }
-
-    private static func programAndIssuer(_ id: CardID, _ db: Database) throws -> (program: String, issuer: String?)? {
-        try Row.fetchOne(db, sql: "SELECT program, issuer FROM cards WHERE card_id = ?", arguments: [id.rawValue]).map { ($0["program"], $0["issuer"]) }
     }
 
     /// A unique-index violation left after the card id's own upsert is the issuer reference's.
@@ -141,10 +126,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    private static func upsert(_ card: CardRecord, _ db: Database) throws -> Bool {
-        let previousProgram = try String.fetchOne(db, sql: "SELECT program FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
-        let existed = previousProgram != nil
-        if let previousProgram, previousProgram != card.program.rawValue {
+    /// The one card write (SQLite serializes writers, so the owner check cannot be raced).
+    private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, _ db: Database) throws -> CardWrite {
+        let before = try Row.fetchOne(db, sql: "SELECT program, issuer FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
+            .map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
+        if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
+        if let before, before.program != card.program.rawValue {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
         }
         try db.execute(
@@ -155,17 +142,9 @@ public final class SQLiteGatewayStore: GatewayStore {
                 """,
             arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue,
                         StoreRows.referenceJSON(card.issuerReference), StoreRows.milliseconds(Date())])
-        return !existed
-    }
-
-    @discardableResult
-    public func deleteCard(_ id: CardID) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
-            let deleted = db.changesCount > 0
-            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
-            return deleted
-        }
+        let result: CardWrite = before == nil ? .created : .updated
+        if let event { try insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before), db) }
+        return result
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
@@ -189,7 +168,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await Self.mapConflicts {
             try await self.pool.write { db in
-                for card in cards { _ = try Self.upsert(card, db) }
+                for card in cards { _ = try Self.write(card, owners: nil, event: nil, db) }
                 if let event { try Self.insert(event, db) }
             }
         }

@@ -52,22 +52,19 @@ public protocol GatewayStore: CardRegistry {
     /// The applied schema versions, oldest first.
     func schemaVersions() async throws -> [String]
 
-    /// Inserts or replaces; true when the card is new. Throws `CardRegistryError.issuerReferenceInUse`
-    /// when another card has the same issuer and issuer reference. A card that moves to another
-    /// program loses its vault entry in the same transaction (the entry was sealed to the old one).
-    @discardableResult func putCard(_ card: CardRecord) async throws -> Bool
-    /// Like `putCard`, but an existing card is replaced only when its program is one of `owners`
-    /// (any card when nil: admin clients, the CLI), and `event` is written in the same transaction:
-    /// the check, the change and its security event stand or fall together, so two tenants racing
-    /// for one id cannot take each other's card and no change goes unaudited. The store sets the
-    /// event's kind (`card_registered` or `card_updated`) and its `before_issuer`/`before_program`.
-    func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardWrite
-    /// Deletes the card (and its vault entry) when its program is one of `owners` (any when nil),
+    /// Inserts or replaces a card. An existing card is replaced only when its program is one of
+    /// `owners` (any card when nil: admin clients, the CLI), and `event`, when given, is written in
+    /// the same transaction: the check, the change and its security event stand or fall together,
+    /// so two tenants racing for one id cannot take each other's card and no change goes
+    /// unaudited. The store sets the event's kind (`card_registered` or `card_updated`) and its
+    /// `before_issuer`/`before_program`. A card that moves to another program loses its vault entry
+    /// in the same transaction (the entry was sealed to the old one). Throws
+    /// `CardRegistryError.issuerReferenceInUse` when another card has the same issuer and reference.
+    func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite
+    /// Deletes the card and its vault entry when its program is one of `owners` (any when nil),
     /// with `event` (kind `card_deleted`, `before_*` set by the store) in the same transaction.
     /// The deleted card, or nil when there was none to delete.
-    func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent) async throws -> CardRecord?
-    /// True when there was a card to delete. Its vault entry goes with it, in the same transaction.
-    @discardableResult func deleteCard(_ id: CardID) async throws -> Bool
+    func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord?
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]
     /// All cards or none, in one transaction (same rules as `putCard`).
     /// With `event` (a CLI import's security event) written in the same transaction when given.
@@ -102,6 +99,14 @@ public protocol GatewayStore: CardRegistry {
 }
 
 extension GatewayStore {
+    /// Without an owner check or a security event (the sandbox's own seeding, tests). True when the card is new.
+    @discardableResult public func putCard(_ card: CardRecord) async throws -> Bool {
+        try await putCard(card, owners: nil, event: nil) == .created
+    }
+    /// True when there was a card to delete.
+    @discardableResult public func deleteCard(_ id: CardID) async throws -> Bool {
+        try await deleteCard(id, owners: nil, event: nil) != nil
+    }
     /// Without a security event (the sandbox's own seeding, tests).
     public func importCards(_ cards: [CardRecord]) async throws { try await importCards(cards, event: nil) }
     public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws { try await putVaultEntry(cardID, sealed: sealed, event: nil) }

@@ -17,9 +17,15 @@ public enum InputRules {
         !text.isEmpty && text.utf8.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
     }
 
-    /// Program and issuer names: 1 to 64 of A-Z a-z 0-9 _ - .
-    public static func isName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+    /// Names the config and the API share (programs, issuers, clients, key ids): 1 to `maxLength`
+    /// of A-Z a-z 0-9 _ - . (they appear in logs, metrics and audit rows).
+    public static func isName(_ text: String, maxLength: Int = 64) -> Bool {
+        !text.isEmpty && text.utf8.count <= maxLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+    }
+
+    /// `field: 1 to 64 characters of ...`, the problem for a name that is not one.
+    public static func nameRule(_ field: String, maxLength: Int = 64) -> String {
+        "\(field): 1 to \(maxLength) characters of A-Z, a-z, 0-9, _ - ."
     }
 
     /// Why an issuer reference value may not be stored, or nil. Values become upstream path

@@ -18,7 +18,7 @@ final class ManualTime: Sendable {
 
 /// Endpoints in failover order, circuit breakers per endpoint, the admin view and the metrics.
 struct FailoverTests {
-    static let opsKey = "sk_sandbox_ops"
+    static let opsKey = GatewayHarness.opsKey
 
     /// Bridge with two endpoints: `first` (a URL) then the sandbox simulator.
     static func twoEndpoints(first: String, threshold: Int = 2) throws -> GatewayConfig {

@@ -1,6 +1,6 @@
 import Foundation
 import Gateway
-import GatewayServer
+@testable import GatewayServer
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -33,7 +33,7 @@ final class ManualClock: Clock, Sendable {
 /// Per-client rate limits, the failed-authentication throttle per source address, and `/metrics`
 /// behind an admin key, through the real HTTP stack with a clock the tests move.
 struct RateLimitTests {
-    static let opsKey = "sk_sandbox_ops"
+    static let opsKey = GatewayHarness.opsKey
 
     static func get(_ client: any TestClientProtocol, _ uri: String, key: String?) async throws -> TestResponse {
         var headers: HTTPFields = [:]
@@ -105,7 +105,7 @@ struct RateLimitTests {
             #expect(try await Self.get(client, "/v1/cards", key: nil).status == .unauthorized)
             #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong_1").status == .unauthorized)
             #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong_2").status == .unauthorized)
-            // The source's bucket is empty: refused before the key is looked at.
+            // The source's bucket is empty: a wrong key is refused without a report.
             Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: "sk_wrong_3"))
             Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: nil))
             Self.expectRateLimited(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(), key: "sk_wrong_4"))
@@ -172,10 +172,11 @@ struct RateLimitTests {
         // Nothing has refilled yet: the oldest tenth (one bucket) goes.
         #expect(limiter.take("source-new") == .allowed)
         #expect(limiter.count == 10)
-        #expect(limiter.peek("source-0") == .allowed, "source-0 was dropped and starts again full")
+        // Only a fresh bucket (burst 2) gives two tokens now: source-0 had one left.
+        #expect(limiter.take("source-0") == .allowed && limiter.take("source-0") == .allowed, "source-0 was not dropped")
 
-        // A second later every bucket is full again: all of them can go, and do.
-        clock.advance(by: .seconds(1))
+        // Two seconds later every bucket is full again (source-0's too): all of them can go, and do.
+        clock.advance(by: .seconds(2))
         #expect(limiter.take("source-newer") == .allowed)
         #expect(limiter.count == 1)
     }
@@ -187,13 +188,31 @@ struct RateLimitTests {
         #expect(limiter.take("attacker") == .allowed)
         #expect(limiter.take("attacker") != .allowed)
         for index in 0..<9 { _ = limiter.take("flood-\(index)") }
-        // Every bucket is empty: a new source is refused rather than dropping one...
-        #expect(limiter.take("flood-new") == .refused(retryAfter: .seconds(1)))
+        // Every bucket is empty: a new source is refused rather than dropping one, until the
+        // soonest refill (the table is not scanned again for each newcomer meanwhile)...
+        clock.advance(by: .milliseconds(300))
+        #expect(limiter.take("flood-new") == .refused(retryAfter: .milliseconds(700)))
+        clock.advance(by: .milliseconds(200))
+        #expect(limiter.take("flood-newer") == .refused(retryAfter: .milliseconds(500)))
         // ...so the attacker's bucket is still empty.
         #expect(limiter.peek("attacker") != .allowed)
         // Once buckets refill there is room again.
-        clock.advance(by: .seconds(1))
+        clock.advance(by: .milliseconds(500))
         #expect(limiter.take("flood-new") == .allowed)
+    }
+
+    /// The throttle's key: an IPv4 address as it is, an IPv4-mapped IPv6 address as its IPv4, and
+    /// an IPv6 address by its /64 (a host owns a whole /64 and could rotate within it).
+    @Test func sourceAddressesAreCountedPerIPv4AddressOrIPv6Slash64() throws {
+        let v4 = SourceAddress(try SocketAddress(ipAddress: "203.0.113.7", port: 1))
+        #expect(v4.key == "203.0.113.7" && v4.description == "203.0.113.7")
+        #expect(SourceAddress(try SocketAddress(ipAddress: "::ffff:203.0.113.7", port: 1)).key == "203.0.113.7")
+        let one = SourceAddress(try SocketAddress(ipAddress: "2001:db8:1:2::1", port: 1))
+        let sameSlash64 = SourceAddress(try SocketAddress(ipAddress: "2001:db8:1:2:ffff::9", port: 1))
+        let otherSlash64 = SourceAddress(try SocketAddress(ipAddress: "2001:db8:1:3::1", port: 1))
+        #expect(one.key == "2001:db8:1:2::/64" && one.key == sameSlash64.key && one.key != otherSlash64.key)
+        #expect(one.description != sameSlash64.description, "the audit keeps the full address")
+        #expect(SourceAddress(nil).key == "unknown")
     }
 
     @Test func peekingMakesNoBucket() {

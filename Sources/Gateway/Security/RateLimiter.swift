@@ -22,7 +22,14 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
     public let capacity: Int
     private let defaultLimit: RateLimitConfig
     private let limits: [Key: RateLimitConfig]
-    private let table = Mutex<[Key: Entry]>([:])
+    private let table = Mutex<Table>(Table())
+
+    private struct Table {
+        var entries: [Key: Entry] = [:]
+        /// Set when the table is full of empty buckets: new keys are refused until then, without
+        /// scanning the table again for each of them.
+        var fullUntil: C.Instant?
+    }
 
     /// `limits` names the keys with their own limit; every other key gets `defaultLimit`.
     public init(clock: C, defaultLimit: RateLimitConfig, limits: [Key: RateLimitConfig] = [:], capacity: Int = 10_000) {
@@ -37,24 +44,22 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
     public func take(_ key: Key) -> Decision {
         let now = clock.now
         return table.withLock { table in
-            if var entry = table[key] {
+            if var entry = table.entries[key] {
                 let decision = entry.bucket.take(at: now)
                 entry.lastUsed = now
-                table[key] = entry
+                table.entries[key] = entry
                 return decision
             }
-            if table.count >= capacity { Self.evict(&table, now: now, capacity: capacity) }
-            if table.count >= capacity {
+            if let until = table.fullUntil, now < until { return .refused(retryAfter: now.duration(to: until)) }
+            table.fullUntil = nil
+            if table.entries.count >= capacity, let refill = Self.evict(&table.entries, now: now, capacity: capacity) {
                 // Every bucket is empty: the soonest refill is when there is room again.
-                let wait = table.values.compactMap { entry -> Duration? in
-                    if case .refused(let wait) = entry.bucket.peek(at: now) { return wait }
-                    return nil
-                }.min() ?? .seconds(1)
-                return .refused(retryAfter: wait)
+                table.fullUntil = now.advanced(by: refill)
+                return .refused(retryAfter: refill)
             }
             var bucket = TokenBucket(limits[key] ?? defaultLimit, now: now)
             let decision = bucket.take(at: now)
-            table[key] = Entry(bucket: bucket, lastUsed: now)
+            table.entries[key] = Entry(bucket: bucket, lastUsed: now)
             return decision
         }
     }
@@ -62,20 +67,28 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
     /// What `take` would answer, without taking a token or making a bucket.
     public func peek(_ key: Key) -> Decision {
         let now = clock.now
-        return table.withLock { $0[key]?.bucket.peek(at: now) } ?? .allowed
+        return table.withLock { $0.entries[key]?.bucket.peek(at: now) } ?? .allowed
     }
 
     /// Buckets held now.
-    public var count: Int { table.withLock { $0.count } }
+    public var count: Int { table.withLock { $0.entries.count } }
 
-    private static func evict(_ table: inout [Key: Entry], now: C.Instant, capacity: Int) {
-        table = table.filter { !$0.value.bucket.isFull(at: now) }
-        guard table.count >= capacity else { return }
-        let holding = table.filter { entry in
-            if case .allowed = entry.value.bucket.peek(at: now) { return true }
-            return false
+    /// Makes room: full buckets first, then the least recently used tenth of those holding a token.
+    /// Nil when there is room now; else every bucket is empty and this is the soonest refill.
+    private static func evict(_ table: inout [Key: Entry], now: C.Instant, capacity: Int) -> Duration? {
+        var holding: [(key: Key, lastUsed: C.Instant)] = []
+        var soonest: Duration?
+        for (key, entry) in table {
+            switch entry.bucket.peek(at: now) {
+            case .allowed:
+                if entry.bucket.isFull(at: now) { table.removeValue(forKey: key) } else { holding.append((key, entry.lastUsed)) }
+            case .refused(let wait):
+                soonest = min(soonest ?? wait, wait)
+            }
         }
-        let oldest = holding.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(max(1, capacity / 10))
-        for (key, _) in oldest { table.removeValue(forKey: key) }
+        guard table.count >= capacity else { return nil }
+        guard !holding.isEmpty else { return soonest }
+        for (key, _) in holding.sorted(by: { $0.lastUsed < $1.lastUsed }).prefix(max(1, capacity / 10)) { table.removeValue(forKey: key) }
+        return nil
     }
 }

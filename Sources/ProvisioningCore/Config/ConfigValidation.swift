@@ -28,7 +28,7 @@ extension GatewayConfig {
         var seenClients = Set<String>()
         for (index, client) in clients.enumerated() {
             let path = "clients[\(index)]"
-            if !Self.isIdentifier(client.id, maxLength: 64) {
+            if !InputRules.isName(client.id, maxLength: 64) {
                 problems.append(.init("\(path).id", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
             }
             if !seenClients.insert(client.id).inserted { problems.append(.init("\(path).id", "duplicate client id '\(client.id)'")) }
@@ -44,7 +44,7 @@ extension GatewayConfig {
             if client.admin && client.activationsWithoutCard {
                 problems.append(.init("\(path).activations_without_card", "admin clients do not activate tokens"))
             }
-            for (index, program) in client.programs.enumerated() where !Self.isIdentifier(program, maxLength: 64) {
+            for (index, program) in client.programs.enumerated() where !InputRules.isName(program, maxLength: 64) {
                 problems.append(.init("\(path).programs[\(index)]", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
             }
             if let limit = client.rateLimit { problems += limit.problems(path: "\(path).rate_limit") }
@@ -60,7 +60,7 @@ extension GatewayConfig {
             }
             if let programs = issuer.programs {
                 if programs.isEmpty { problems.append(.init("\(path).programs", "must name at least one program (or be left out)")) }
-                for (index, program) in programs.enumerated() where !Self.isIdentifier(program, maxLength: 64) {
+                for (index, program) in programs.enumerated() where !InputRules.isName(program, maxLength: 64) {
                     problems.append(.init("\(path).programs[\(index)]", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
                 }
             }
@@ -192,7 +192,7 @@ extension GatewayConfig {
         var seenKeys = Set<String>()
         for (index, key) in vault.keys.enumerated() {
             let path = "vault.keys[\(index)]"
-            if !Self.isIdentifier(key.id, maxLength: 32) { problems.append(.init("\(path).id", "must be 1 to 32 of A-Z a-z 0-9 _ - .")) }
+            if !InputRules.isName(key.id, maxLength: 32) { problems.append(.init("\(path).id", "must be 1 to 32 of A-Z a-z 0-9 _ - .")) }
             if !seenKeys.insert(key.id).inserted || (vault.key != nil && key.id == VaultKeyConfig.defaultID) {
                 problems.append(.init("\(path).id", "duplicate key id '\(key.id)'"))
             }
@@ -272,11 +272,6 @@ extension GatewayConfig {
             }
         }
         return problems
-    }
-
-    /// 1 to `maxLength` of A-Z a-z 0-9 _ - . (ids that appear in logs, metrics and audit rows).
-    public static func isIdentifier(_ text: String, maxLength: Int) -> Bool {
-        !text.isEmpty && text.count <= maxLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
     }
 
     private func validateEndpoint(_ text: String, kind: IssuerKind, path: String) -> [ConfigProblem] {
