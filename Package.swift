@@ -38,6 +38,10 @@ let package = Package(
             name: "ProvisioningCore"
         ),
         .target(
+            name: "PEMFiles",
+            dependencies: [.product(name: "NIOSSL", package: "swift-nio-ssl")]
+        ),
+        .target(
             name: "ProvisioningAPI",
             dependencies: [
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -48,6 +52,7 @@ let package = Package(
         .target(
             name: "Issuers",
             dependencies: [
+                "PEMFiles",
                 "ProvisioningCore",
                 "WalletCrypto",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -70,6 +75,7 @@ let package = Package(
         .target(
             name: "GatewayStore",
             dependencies: [
+                "PEMFiles",
                 "ProvisioningCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -110,6 +116,7 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
+                "PEMFiles",
                 "Gateway",
                 "GatewayStore",
                 "ProvisioningAPI",

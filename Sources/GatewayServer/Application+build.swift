@@ -23,7 +23,7 @@ public func buildApplication(
     let health = health ?? UpstreamHealth(metrics: metrics)
     for upstream in upstreams.issuers.values {
         for (index, endpoint) in upstream.endpoints.enumerated() {
-            health.register(issuer: upstream.issuer, index: index, url: EndpointLabel.render(endpoint.endpoint), policy: upstream.breaker)
+            health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
         }
     }
     // Failed authentications are security events (source address and reason, never the key).

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOSSL
+import PEMFiles
 import PostgresNIO
 import ProvisioningCore
 
@@ -93,38 +94,17 @@ enum PostgresTLS {
             return tls
         case .verifyFull:
             var tls = TLSConfiguration.makeClientConfiguration()
-            tls.certificateVerification = .fullVerification
             if let caFile { tls.trustRoots = .certificates(try certificates(caFile, store: url.displayName)) }
             return tls
         }
     }
 
     static func certificates(_ file: URL, store: String) throws(StoreError) -> [NIOSSLCertificate] {
-        let bytes: [UInt8]
         do {
-            bytes = try [UInt8](Data(contentsOf: file))
+            return try PEMFiles.certificates(at: file)
         } catch {
-            throw StoreError(store: store, reason: "store.postgres.ca_file: cannot read \(file.path) (\(Self.reason(error)))")
+            throw StoreError(store: store, reason: "store.postgres.ca_file: \(error.reason)")
         }
-        let certificates = (try? NIOSSLCertificate.fromPEMBytes(bytes)) ?? []
-        guard !certificates.isEmpty else {
-            throw StoreError(store: store, reason: "store.postgres.ca_file: \(file.path) holds no PEM certificate")
-        }
-        return certificates
-    }
-
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? CocoaError, let underlying = error.userInfo[NSUnderlyingErrorKey] as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
-        }
-        if let error = error as? CocoaError {
-            switch error.code {
-            case .fileReadNoSuchFile, .fileNoSuchFile: return "no such file"
-            case .fileReadNoPermission: return "permission denied"
-            default: break
-            }
-        }
-        return "\(error.localizedDescription)"
     }
 
     /// Connects once outside the pool and closes again: a failure is a `StoreError` naming the

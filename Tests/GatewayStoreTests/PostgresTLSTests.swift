@@ -67,7 +67,7 @@ import Testing
         let error = #expect(throws: StoreError.self) {
             try PostgresGatewayStore(url: "postgres://gw@db.example.com/gateway", caFile: file, logger: Self.logger)
         }
-        #expect(error?.reason.contains("store.postgres.ca_file") == true, "\(String(describing: error))")
+        #expect(error?.reason == "store.postgres.ca_file: \(file.path) holds no PEM certificate", "\(String(describing: error))")
     }
 
     @Test func aCAFileOnlyGoesWithVerifyFull() throws {

@@ -17,9 +17,6 @@ final class ConnectionLimit: Sendable {
         self.maximum = maximum
     }
 
-    /// Open connections now (for tests and diagnostics).
-    var current: Int { open.load(ordering: .relaxed) }
-
     /// Takes a slot, or says there is none. Connections are accepted on several event loops at
     /// once, so the check and the increment are one atomic step.
     func admit() -> Bool {

@@ -5,7 +5,8 @@ import ProvisioningCore
 public struct BridgeConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { EndpointLabel.render(baseURL) }
+    /// The base URL as labels and audit events name it, rendered once.
+    public let endpoint: String
     let apiKey: Sensitive<String>
     /// Hex is Bridge's default; a per-issuer wire option may choose base64.
     let encoding: BinaryEncoding
@@ -14,6 +15,7 @@ public struct BridgeConnector: IssuerConnector {
     public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, encoding: BinaryEncoding = .hex, http: UpstreamHTTP) {
         self.issuer = issuer
         self.baseURL = baseURL
+        self.endpoint = EndpointLabel.render(baseURL)
         self.apiKey = apiKey
         self.encoding = encoding
         self.http = http

@@ -5,13 +5,15 @@ import ProvisioningCore
 public struct CrossmintConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { EndpointLabel.render(baseURL) }
+    /// The base URL as labels and audit events name it, rendered once.
+    public let endpoint: String
     let apiKey: Sensitive<String>
     let http: UpstreamHTTP
 
     public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, http: UpstreamHTTP) {
         self.issuer = issuer
         self.baseURL = baseURL
+        self.endpoint = EndpointLabel.render(baseURL)
         self.apiKey = apiKey
         self.http = http
     }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import PEMFiles
 import ProvisioningCore
 
 /// `issuers.<name>.tls`, loaded: a private CA trusted instead of the system's roots, and/or a
@@ -14,24 +15,14 @@ public struct UpstreamTLS: Sendable {
     public static func load(_ config: UpstreamTLSConfig, path: String, resolve: (String) -> URL) throws(ConfigError) -> UpstreamTLS {
         var problems: [ConfigProblem] = []
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.certificateVerification = .fullVerification
 
-        func read(_ file: String, key: String) -> [UInt8]? {
-            let url = resolve(file)
-            do {
-                return try [UInt8](Data(contentsOf: url))
-            } catch {
-                problems.append(.init("\(path).\(key)", "cannot read \(url.path) (\(Self.reason(error)))"))
-                return nil
-            }
-        }
         func certificates(_ file: String, key: String) -> [NIOSSLCertificate]? {
-            guard let bytes = read(file, key: key) else { return nil }
-            guard let certificates = try? NIOSSLCertificate.fromPEMBytes(bytes), !certificates.isEmpty else {
-                problems.append(.init("\(path).\(key)", "\(resolve(file).path) holds no PEM certificate"))
+            do {
+                return try PEMFiles.certificates(at: resolve(file))
+            } catch {
+                problems.append(.init("\(path).\(key)", error.reason))
                 return nil
             }
-            return certificates
         }
 
         if let caFile = config.caFile, let roots = certificates(caFile, key: "ca_file") {
@@ -40,11 +31,10 @@ public struct UpstreamTLS: Sendable {
         if let certificateFile = config.clientCertificate, let keyFile = config.clientKey {
             let chain = certificates(certificateFile, key: "client_certificate")
             var key: NIOSSLPrivateKey?
-            if let bytes = read(keyFile, key: "client_key") {
-                key = try? NIOSSLPrivateKey(bytes: bytes, format: .pem)
-                if key == nil {
-                    problems.append(.init("\(path).client_key", "\(resolve(keyFile).path) holds no unencrypted PEM private key"))
-                }
+            do {
+                key = try PEMFiles.privateKey(at: resolve(keyFile))
+            } catch {
+                problems.append(.init("\(path).client_key", error.reason))
             }
             if let chain, let key {
                 tls.certificateChain = chain.map { .certificate($0) }
@@ -61,16 +51,5 @@ public struct UpstreamTLS: Sendable {
             throw ConfigError(source: "\(path) files", problems: [.init(path, "\(what) (\(error))")])
         }
         return UpstreamTLS(configuration: tls)
-    }
-
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? CocoaError {
-            switch error.code {
-            case .fileReadNoSuchFile, .fileNoSuchFile: return "no such file"
-            case .fileReadNoPermission: return "permission denied"
-            default: break
-            }
-        }
-        return error.localizedDescription
     }
 }

@@ -5,7 +5,8 @@ import ProvisioningCore
 public struct TMPConnector: IssuerConnector {
     public let issuer: IssuerID
     let baseURL: URL
-    public var endpoint: String { EndpointLabel.render(baseURL) }
+    /// The base URL as labels and audit events name it, rendered once.
+    public let endpoint: String
     let token: Sensitive<String>
     let auth: TMPWire.Auth
     let http: UpstreamHTTP
@@ -14,6 +15,7 @@ public struct TMPConnector: IssuerConnector {
     public init(issuer: IssuerID, baseURL: URL, token: Sensitive<String>, authOption: String?, http: UpstreamHTTP) {
         self.issuer = issuer
         self.baseURL = baseURL
+        self.endpoint = EndpointLabel.render(baseURL)
         self.token = token
         self.auth = TMPWire.Auth(option: authOption) ?? .bearer
         self.http = http

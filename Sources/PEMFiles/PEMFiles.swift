@@ -1,0 +1,51 @@
+import Foundation
+import NIOSSL
+
+/// Reading the PEM files TLS is configured with (the listener's chain and key, an upstream's CA
+/// and client certificate, PostgreSQL's CA), one way everywhere: a file that cannot be used is a
+/// `Failure` whose reason names the file and why, never anything in it. Callers put their key
+/// path in front (`server.tls.private_key: ...`).
+public enum PEMFiles {
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    /// Every certificate in the file, in its order (a chain: the leaf first).
+    public static func certificates(at url: URL) throws(Failure) -> [NIOSSLCertificate] {
+        let bytes = try read(url)
+        guard let certificates = try? NIOSSLCertificate.fromPEMBytes(bytes), !certificates.isEmpty else {
+            throw Failure(reason: "\(url.path) holds no PEM certificate")
+        }
+        return certificates
+    }
+
+    /// An unencrypted private key: a service has nobody to type a passphrase, so an encrypted key
+    /// is refused like any other unusable one.
+    public static func privateKey(at url: URL) throws(Failure) -> NIOSSLPrivateKey {
+        let bytes = try read(url)
+        guard let key = try? NIOSSLPrivateKey(bytes: bytes, format: .pem) else {
+            throw Failure(reason: "\(url.path) holds no unencrypted PEM private key")
+        }
+        return key
+    }
+
+    static func read(_ url: URL) throws(Failure) -> [UInt8] {
+        do {
+            return try [UInt8](Data(contentsOf: url))
+        } catch {
+            throw Failure(reason: "cannot read \(url.path) (\(reason(error)))")
+        }
+    }
+
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? CocoaError {
+            switch error.code {
+            case .fileReadNoSuchFile, .fileNoSuchFile: return "no such file"
+            case .fileReadNoPermission: return "permission denied"
+            default: break
+            }
+        }
+        return error.localizedDescription
+    }
+}
