@@ -33,6 +33,14 @@ enum GatewayHarness {
         return config
     }
 
+    /// `config` with the demo client's rate limit set to `limit`.
+    static func withDemoRateLimit(_ limit: RateLimitConfig, _ config: GatewayConfig) throws -> GatewayConfig {
+        var config = config
+        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
+        config.clients[demo].rateLimit = limit
+        return config
+    }
+
     static func requestBody() throws -> Data {
         try Data(contentsOf: packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
     }

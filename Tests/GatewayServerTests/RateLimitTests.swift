@@ -53,9 +53,7 @@ struct RateLimitTests {
     // MARK: Per client
 
     @Test func aClientOverItsLimitIsRefusedUntilATokenComesBackAndOthersAreNot() async throws {
-        var config = try GatewayHarness.sandboxConfig()
-        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
-        config.clients[demo].rateLimit = RateLimitConfig(requestsPerSecond: 1, burst: 3)
+        let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 1, burst: 3), GatewayHarness.sandboxConfig())
         let clock = ManualClock()
         try await GatewayHarness.run(config: config, clock: clock) { client, _ in
             for _ in 0..<3 {
@@ -77,9 +75,7 @@ struct RateLimitTests {
     }
 
     @Test func retryAfterIsWholeSecondsRoundedUp() async throws {
-        var config = try GatewayHarness.sandboxConfig()
-        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
-        config.clients[demo].rateLimit = RateLimitConfig(requestsPerSecond: 0.4, burst: 1)
+        let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 0.4, burst: 1), GatewayHarness.sandboxConfig())
         let clock = ManualClock()
         try await GatewayHarness.run(config: config, clock: clock) { client, _ in
             #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)

@@ -40,11 +40,8 @@ struct SoakTests {
         // The soak is one client sending as fast as 12 workers can, then reading back 240 audit
         // trails in a row: far over the product default (50/s, burst 100), which would turn the
         // read-back into 429s. The soak is about faults upstream, so its client is not throttled.
-        let config = try ResilienceTests.config { config in
-            for index in config.clients.indices where config.clients[index].id == "demo" {
-                config.clients[index].rateLimit = RateLimitConfig(requestsPerSecond: 100_000, burst: 100_000)
-            }
-        }
+        let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 100_000, burst: 100_000),
+                                                          ResilienceTests.config())
         try await GatewayHarness.run(config: config) { client, _ in
             let body = try GatewayHarness.requestBody()
             let outcomes = Locked<[Outcome]>([])

@@ -41,10 +41,10 @@ enum Fixtures {
 
     static let logger = Logger(label: "issuers-tests")
 
-    static func http(_ issuer: IssuerID = "test", requestMS: Int = 5_000) -> UpstreamHTTP {
+    static func http(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil) -> UpstreamHTTP {
         var timeouts = TimeoutConfig()
         timeouts.requestMS = requestMS
-        return UpstreamHTTP(issuer: issuer, timeouts: timeouts, logger: logger)
+        return UpstreamHTTP(issuer: issuer, timeouts: timeouts, tls: tls, logger: logger)
     }
 }
 
@@ -120,9 +120,9 @@ func keyPaths(_ object: Any, prefix: String = "") -> Set<String> {
 }
 
 /// An upstream client for one test, shut down afterwards whatever happens.
-func withUpstreamHTTP<T: Sendable>(_ issuer: IssuerID = "test", requestMS: Int = 5_000,
+func withUpstreamHTTP<T: Sendable>(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil,
                                    _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
-    let http = Fixtures.http(issuer, requestMS: requestMS)
+    let http = Fixtures.http(issuer, requestMS: requestMS, tls: tls)
     do {
         let result = try await body(http)
         try await http.shutdown()

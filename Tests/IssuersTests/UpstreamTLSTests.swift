@@ -51,17 +51,7 @@ import Testing
         let loaded = try tls.map { config throws(ConfigError) in
             try UpstreamTLS.load(config, path: "issuers.bridge.tls", resolve: { base.appendingPathComponent($0) })
         }
-        var timeouts = TimeoutConfig()
-        timeouts.requestMS = 5_000
-        let http = UpstreamHTTP(issuer: "bridge", timeouts: timeouts, tls: loaded, logger: Fixtures.logger)
-        do {
-            let result = try await body(http)
-            try await http.shutdown()
-            return result
-        } catch {
-            try? await http.shutdown()
-            throw error
-        }
+        return try await withUpstreamHTTP("bridge", tls: loaded, body)
     }
 
     func get(_ http: UpstreamHTTP, _ url: URL) async throws -> UpstreamHTTP.Response {
