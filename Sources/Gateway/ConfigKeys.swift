@@ -8,7 +8,7 @@ enum ConfigKeys {
     static let known: [String: [String]] = [
         "": ["server", "clients", "issuers", "routing", "store", "local", "vault", "trust", "sandbox"],
         "server": ["host", "port", "max_body_bytes", "deadline_ms", "tls", "allow_plaintext", "metrics_public", "idle_timeout_ms",
-                   "read_timeout_ms", "max_connections", "auth_failure_limit"],
+                   "read_timeout_ms", "max_connections", "auth_failure_limit", "shutdown_delay_ms", "shutdown_timeout_ms"],
         "server.tls": ["certificate", "private_key"],
         "server.auth_failure_limit": ["requests_per_second", "burst"],
         "clients[]": ["id", "api_key_sha256", "programs", "admin", "activations_without_card", "rate_limit"],

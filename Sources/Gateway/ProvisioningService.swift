@@ -28,7 +28,8 @@ public struct TokenActivation: Sendable {
 /// attempt before answering (never the payload).
 public struct ProvisioningService: Sendable {
     let store: any GatewayStore
-    let upstreams: [IssuerID: UpstreamIssuer]
+    /// Loaded before the server starts; read per request.
+    let upstreams: UpstreamDirectory
     let local: (any IssuerConnector)?
     let routing: RoutingTable
     let deadline: Duration
@@ -52,7 +53,7 @@ public struct ProvisioningService: Sendable {
         self.activationIssuer = activationIssuer
         self.issuerPrograms = issuerPrograms
         self.store = store
-        self.upstreams = upstreams.issuers
+        self.upstreams = upstreams
         self.local = local
         self.routing = routing
         self.deadline = deadline
@@ -118,7 +119,7 @@ public struct ProvisioningService: Sendable {
 
     /// Which connectors serve an operation, and whether one issuer can.
     private func serves(_ issuer: IssuerID, _ operation: AuditOperation) -> Bool {
-        guard let connector = upstreams[issuer]?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
+        guard let connector = upstreams.issuers[issuer]?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
         switch operation {
         case .applePay: return connector.wallets.contains(.applePay)
         case .googlePay: return connector.wallets.contains(.googlePay)
@@ -238,7 +239,7 @@ public struct ProvisioningService: Sendable {
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         try await prepare(issuer)
-        if let upstream = upstreams[issuer] {
+        if let upstream = upstreams.issuers[issuer] {
             return try await caller.call(upstream, context: context, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector) async throws(GatewayError) in

@@ -2,6 +2,7 @@ import Foundation
 import Issuers
 import Logging
 import ProvisioningCore
+import Synchronization
 
 /// Where `sandbox://<kind>[/<instance>]` endpoints and `sandbox` credentials point: the
 /// in-process simulators, one per distinct sandbox URL, and one key per upstream kind.
@@ -24,25 +25,65 @@ public struct UpstreamIssuer: Sendable {
     public let breaker: CircuitBreaker.Policy
 }
 
-/// Every configured issuer, built once at start-up with its secrets resolved.
+/// Every configured issuer, loaded once before the server starts (sandbox endpoints are known only
+/// once the simulators listen), with its secrets resolved. Its HTTP clients are shut down by
+/// `shutdown()` after the server has stopped.
 public final class UpstreamDirectory: Sendable {
-    public let issuers: [IssuerID: UpstreamIssuer]
-    private let clients: [UpstreamHTTP]
+    private struct State {
+        var issuers: [IssuerID: UpstreamIssuer] = [:]
+        var clients: [UpstreamHTTP] = []
+    }
+    private let state: Mutex<State>
 
-    public init(issuers: [IssuerID: UpstreamIssuer], clients: [UpstreamHTTP] = []) {
-        self.issuers = issuers
-        self.clients = clients
+    public var issuers: [IssuerID: UpstreamIssuer] { state.withLock { $0.issuers } }
+
+    public init(issuers: [IssuerID: UpstreamIssuer] = [:], clients: [UpstreamHTTP] = []) {
+        state = Mutex(State(issuers: issuers, clients: clients))
     }
 
+    /// Shuts the HTTP clients down; a client that fails to is logged by itself and skipped.
     public func shutdown() async {
-        for client in clients { try? await client.shutdown() }
+        let clients = state.withLock { state in
+            defer { state.clients = [] }
+            return state.clients
+        }
+        for client in clients {
+            do {
+                try await client.shutdown()
+            } catch {
+                // Already shut down, or its event loop is gone: nothing is left to release.
+            }
+        }
+    }
+
+    /// The issuers' `env:` credentials that `environment` does not hold, checked before anything
+    /// starts (the directory itself is loaded only once sandbox endpoints are known).
+    public static func missingSecrets(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
+        config.issuers.keys.sorted().flatMap { name -> [ConfigProblem] in
+            let issuer = config.issuers[name]!
+            return issuer.credentials.keys.sorted().compactMap { credential in
+                guard case .environment(let variable)? = issuer.credentials[credential].flatMap(SecretReference.init(parsing:)),
+                      environment[variable].map({ $0.isEmpty }) ?? true
+                else { return nil }
+                return ConfigProblem("issuers.\(name).credentials.\(credential)", "environment variable \(variable) is not set")
+            }
+        }
+    }
+
+    /// A directory loaded from `config` at once (tools and tests).
+    public static func build(
+        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger
+    ) async throws(ConfigError) -> UpstreamDirectory {
+        let directory = UpstreamDirectory()
+        try await directory.load(config: config, environment: environment, sandbox: sandbox, logger: logger)
+        return directory
     }
 
     /// Resolves `env:NAME` from `environment` and `sandbox` references from `sandbox`; a missing
     /// variable is a config problem naming the key path.
-    public static func build(
+    public func load(
         config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger
-    ) async throws(ConfigError) -> UpstreamDirectory {
+    ) async throws(ConfigError) {
         var problems: [ConfigProblem] = []
         var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
@@ -119,6 +160,10 @@ public final class UpstreamDirectory: Sendable {
             await UpstreamDirectory(issuers: [:], clients: clients).shutdown()
             throw ConfigError(source: "environment", problems: problems)
         }
-        return UpstreamDirectory(issuers: issuers, clients: clients)
+        let replaced = state.withLock { state in
+            defer { state = State(issuers: issuers, clients: clients) }
+            return state.clients
+        }
+        await UpstreamDirectory(clients: replaced).shutdown()
     }
 }

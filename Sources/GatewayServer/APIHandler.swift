@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import Gateway
 import OpenAPIRuntime
-import Sandbox
 import ProvisioningAPI
 import ProvisioningCore
 
@@ -17,9 +16,9 @@ struct APIHandler: APIProtocol {
     let upstreams: UpstreamDirectory
     let health: UpstreamHealth
     let metrics: GatewayMetrics
-    /// The simulators, when the gateway runs the sandbox (fault injection exists only then).
-    let sandbox: SandboxUpstreams?
-    let configuredIssuers: [String: IssuerConfig]
+    let readiness: Readiness
+    /// Fault injection, which exists only in the sandbox composition.
+    let faults: (any FaultInjection)?
 
     static func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
@@ -328,6 +327,9 @@ struct APIHandler: APIProtocol {
     }
 
     func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
+        guard !readiness.isDraining else {
+            throw GatewayError(.shuttingDown, "the gateway is shutting down; requests in flight finish, new ones go elsewhere")
+        }
         do {
             _ = try await store.schemaVersions()
         } catch {
@@ -388,48 +390,34 @@ extension APIHandler {
             nextAfter: events.count == limit ? events.last?.id : nil))))
     }
 
-    /// The sandbox's simulators, or 404 outside the sandbox (the path does not exist there).
-    private func sandboxUpstreams() throws(GatewayError) -> SandboxUpstreams {
+    /// The fault-injection routes, or 404 outside the sandbox (the paths do not exist there).
+    private func faultInjection() throws(GatewayError) -> any FaultInjection {
         _ = try Self.client()
-        guard let sandbox else { throw GatewayError(.notFound, "fault injection exists only in the sandbox") }
-        return sandbox
+        guard let faults else { throw GatewayError(.notFound, "fault injection exists only in the sandbox") }
+        return faults
     }
 
     func addSandboxFault(_ input: Operations.AddSandboxFault.Input) async throws -> Operations.AddSandboxFault.Output {
-        let sandbox = try sandboxUpstreams()
+        let faults = try faultInjection()
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
-        let config = SandboxFaultConfig(issuer: body.issuer, mode: body.mode.rawValue, count: body.count ?? 1, endpoint: body.endpoint ?? 0,
-                                        delayMS: body.delayMs, retryAfterSeconds: body.retryAfterSeconds)
-        if let problem = config.problems(path: "", issuers: configuredIssuers).first {
-            throw GatewayError(.invalidRequest, "\(problem.path.drop { $0 == "." }): \(problem.reason)")
-        }
-        guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode) else {
-            throw GatewayError(.invalidRequest, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
-        }
-        await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
-                               retryAfterSeconds: config.retryAfterSeconds))
-        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+        return .ok(.init(body: .json(try await faults.add(body))))
     }
 
     func listSandboxFaults(_ input: Operations.ListSandboxFaults.Input) async throws -> Operations.ListSandboxFaults.Output {
-        let sandbox = try sandboxUpstreams()
-        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+        .ok(.init(body: .json(await (try faultInjection()).pending())))
     }
 
     func clearSandboxFaults(_ input: Operations.ClearSandboxFaults.Input) async throws -> Operations.ClearSandboxFaults.Output {
-        let sandbox = try sandboxUpstreams()
-        await sandbox.clearFaults()
-        return .ok(.init(body: .json(await queuedFaults(sandbox))))
+        let faults = try faultInjection()
+        await faults.clear()
+        return .ok(.init(body: .json(await faults.pending())))
     }
+}
 
-    private func queuedFaults(_ sandbox: SandboxUpstreams) async -> Components.Schemas.SandboxFaults {
-        var faults: [Components.Schemas.SandboxFaults.FaultsPayloadPayload] = []
-        for url in sandbox.instances.keys.sorted() {
-            for fault in await sandbox.instances[url]!.faults.pending {
-                faults.append(.init(simulator: url, mode: fault.mode.rawValue, remaining: fault.count,
-                                    delayMs: fault.delay.map { Int($0.wholeMilliseconds) }, retryAfterSeconds: fault.retryAfterSeconds))
-            }
-        }
-        return .init(faults: faults)
-    }
+/// What the sandbox composition plugs into the fault routes of the unified API.
+public protocol FaultInjection: Sendable {
+    /// Queues a fault; a `GatewayError(.invalidRequest)` names what is wrong with it.
+    func add(_ fault: Components.Schemas.SandboxFault) async throws(GatewayError) -> Components.Schemas.SandboxFaults
+    func pending() async -> Components.Schemas.SandboxFaults
+    func clear() async
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ProvisioningCore
+import ServiceLifecycle
 
 /// Opens the configured store and brings its schema up to date.
 public enum StoreBootstrap {
@@ -8,7 +9,8 @@ public enum StoreBootstrap {
     public struct Opened: Sendable {
         public let store: any GatewayStore
         public let name: String
-        public let background: (@Sendable () async -> Void)?
+        /// PostgreSQL's client, the `Service` that drives its connection pool; nil for SQLite.
+        public let service: (any Service)?
     }
 
     /// `baseDirectory` is the config file's directory: `store.postgres.ca_file` is relative to it
@@ -28,10 +30,10 @@ public enum StoreBootstrap {
             }
             let store = try PostgresGatewayStore(
                 url: url, caFile: caFile, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
-            return Opened(store: store, name: store.displayName, background: { await store.run() })
+            return Opened(store: store, name: store.displayName, service: store.client)
         }
         let store = try SQLiteGatewayStore(path: config.sqlite.path)
-        return Opened(store: store, name: "sqlite \(config.sqlite.path)", background: nil)
+        return Opened(store: store, name: "sqlite \(config.sqlite.path)", service: nil)
     }
 
     /// Runs `body` with a migrated store, keeping its background work alive for the duration.
@@ -41,7 +43,7 @@ public enum StoreBootstrap {
     ) async throws -> T {
         let opened = try open(config, baseDirectory: baseDirectory, environment: environment, logger: logger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            if let background = opened.background { group.addTask { await background(); return nil } }
+            if let service = opened.service { group.addTask { try await service.run(); return nil } }
             defer { group.cancelAll() }
             do {
                 try await opened.store.migrate()

@@ -22,6 +22,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case issuerReferenceInUse = "issuer_reference_in_use"
         /// Too many requests from this client, or too many failed authentications from this source.
         case rateLimited = "rate_limited"
+        /// The gateway is shutting down: another instance takes the request.
+        case shuttingDown = "shutting_down"
         case `internal`
 
         public var httpStatus: Int {
@@ -36,7 +38,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .idempotencyKeyInProgress: 409
             case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
-            case .upstreamUnavailable: 503
+            case .upstreamUnavailable, .shuttingDown: 503
             case .upstreamTimeout, .deadlineExceeded: 504
             case .internal: 500
             }
@@ -45,7 +47,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// True when sending the same request again later may succeed.
         public var isRetryable: Bool {
             switch self {
-            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited: true
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown: true
             default: false
             }
         }
@@ -71,6 +73,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
             case .issuerReferenceInUse: "Another card already uses this issuer reference"
             case .rateLimited: "Too many requests"
+            case .shuttingDown: "The gateway is shutting down"
             case .internal: "Internal error"
             }
         }

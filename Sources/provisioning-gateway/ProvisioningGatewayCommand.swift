@@ -5,6 +5,7 @@ import GatewayServer
 import GatewayStore
 import Logging
 import ProvisioningCore
+import SandboxGateway
 
 @main
 struct ProvisioningGatewayCommand: AsyncParsableCommand {
@@ -53,18 +54,26 @@ struct Serve: AsyncParsableCommand {
         let scheme = gatewayConfig.server.tls == nil ? "http" : "https"
         let sandbox = gatewayConfig.sandbox.enabled
         let demoCard = gatewayConfig.sandbox.cards.first?.cardID ?? "CARD_ID"
-        do {
-            try await GatewayRunner.run(config: gatewayConfig, environment: ProcessInfo.processInfo.environment, logger: logger) { port in
-                let base = "\(scheme)://\(host):\(port)"
-                print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP and Crossmint simulators on loopback)" : "")")
-                print("  API spec:  curl -s \(base)/openapi.yaml")
-                if sandbox {
-                    print("  try:       curl -s -X POST \(base)/v1/cards/\(demoCard)/wallet-provisioning/apple-pay \\")
-                    print("               -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \\")
-                    print("               --data @Config/sandbox/apple-pay-request.json")
-                }
-                fflush(nil)
+        let environment = ProcessInfo.processInfo.environment
+        let banner: @Sendable (Int) async -> Void = { port in
+            let base = "\(scheme)://\(host):\(port)"
+            print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP and Crossmint simulators on loopback)" : "")")
+            print("  API spec:  curl -s \(base)/openapi.yaml")
+            if sandbox {
+                print("  try:       curl -s -X POST \(base)/v1/cards/\(demoCard)/wallet-provisioning/apple-pay \\")
+                print("               -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \\")
+                print("               --data @Config/sandbox/apple-pay-request.json")
             }
+            fflush(nil)
+        }
+        do {
+            // The sandbox composition adds the simulators, demo cards and fault routes; production
+            // is the gateway alone.
+            let process = sandbox
+                ? try SandboxGateway(config: gatewayConfig, environment: environment, logger: logger, onServerRunning: banner).process
+                : try buildGateway(config: gatewayConfig, environment: environment, logger: logger, onServerRunning: banner)
+            try await process.serviceGroup(stopOnSignals: true).run()
+            logger.notice("provisioning-gateway stopped")
         } catch let error as ConfigError {
             Self.fail("\(error)")
         } catch let error as StoreError {

@@ -10,8 +10,8 @@ import ProvisioningCore
 import Testing
 
 @Suite struct AuditAndIdempotencyTests {
-    static func provision(_ client: any TestClientProtocol, card: String = "card_bridge_demo", body: Data,
-                          idempotencyKey: String?) async throws -> TestResponse {
+    static func provision(_ client: GatewayClient, card: String = "card_bridge_demo", body: Data,
+                          idempotencyKey: String?) async throws -> GatewayResponse {
         var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)"]
         if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
         return try await client.execute(uri: "/v1/cards/\(card)/wallet-provisioning/apple-pay", method: .post, headers: headers,

@@ -8,7 +8,7 @@ import Testing
 
 /// Every caller mistake and every upstream failure answers problem+json with its code, never a 500.
 @Suite struct BadInputTests {
-    func expectProblem(_ response: TestResponse, status: HTTPResponse.Status, code: String,
+    func expectProblem(_ response: GatewayResponse, status: HTTPResponse.Status, code: String,
                        sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(response.status == status, sourceLocation: sourceLocation)
         #expect(response.headers[.contentType] == "application/problem+json", sourceLocation: sourceLocation)

@@ -7,8 +7,8 @@ import ProvisioningCore
 import Testing
 
 @Suite struct CardRegistryAPITests {
-    static func send(_ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, json: String? = nil,
-                     key: String = GatewayHarness.demoKey) async throws -> TestResponse {
+    static func send(_ client: GatewayClient, _ method: HTTPRequest.Method, _ uri: String, json: String? = nil,
+                     key: String = GatewayHarness.demoKey) async throws -> GatewayResponse {
         var headers: HTTPFields = [.authorization: "Bearer \(key)"]
         if json != nil { headers[.contentType] = "application/json" }
         return try await client.execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })

@@ -200,15 +200,21 @@ struct FailoverTests {
         }
     }
 
-    @Test func withoutTheSandboxTheFaultsPathDoesNotExist() async throws {
+    @Test func theProductionCompositionHasNoFaultRoutes() async throws {
         var config = try LocalIssuerTests.configWithBridgeDown(fallback: false)
         config.sandbox.enabled = false
         config.issuers = [:]
         config.sandbox.cards = []
         config.local.enabled = false
-        try await GatewayHarness.run(config: config) { client, _ in
-            let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#)
-            #expect(response.status == .notFound)
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.serve({ onServerRunning in
+            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+        }) { port in
+            try await GatewayClient.with(port: port) { client in
+                let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#)
+                #expect(response.status == .notFound)
+                #expect(response.json["code"] as? String == "not_found")
+            }
         }
     }
 }

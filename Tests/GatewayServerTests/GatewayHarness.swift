@@ -2,15 +2,20 @@ import Foundation
 import Gateway
 import GatewayServer
 import GatewayStore
-import Hummingbird
+import HTTPTypes
 import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOFoundationCompat
 import ProvisioningCore
+import SandboxGateway
+import ServiceLifecycle
+import Synchronization
 import Testing
 
-/// The whole gateway with its sandbox simulators, on ephemeral loopback ports, for one test.
+/// The whole gateway with its sandbox simulators, on ephemeral loopback ports, for one test: the
+/// same composition root `serve` runs (`SandboxGateway` over `buildGateway`), in its one service
+/// group, stopped by a graceful shutdown as SIGTERM would.
 enum GatewayHarness {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let logger = Logger(label: "gateway-tests")
@@ -57,42 +62,73 @@ enum GatewayHarness {
         return store
     }
 
-    /// Runs `body` against a live gateway; `extraCards` join the registry without being known to
-    /// any simulator, `environment` feeds `env:` credentials of extra issuers. The store is a fresh
-    /// SQLite file unless one is given.
+    struct DidNotStart: Error {}
+
+    /// Runs the process `build` makes (given the callback that learns its port) in its service
+    /// group, calls `body` with the port once it listens, then shuts it down gracefully. A process
+    /// that stops before it listens fails the test with its error.
+    static func serve(
+        _ build: (@escaping @Sendable (Int) async -> Void) throws -> GatewayProcess,
+        _ body: @escaping @Sendable (Int) async throws -> Void
+    ) async throws {
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let process = try build { announce.yield($0) }
+        let group = process.serviceGroup()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                defer { announce.finish() }
+                try await group.run()
+            }
+            var announced = ports.makeAsyncIterator()
+            guard let port = await announced.next() else {
+                try await tasks.waitForAll()
+                throw DidNotStart()
+            }
+            do {
+                try await body(port)
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    /// Runs `body` against a live sandbox gateway; `extraCards` join the registry without being
+    /// known to any simulator, `environment` feeds `env:` credentials of extra issuers. The store
+    /// is a fresh SQLite file unless one is given (migrated by the gateway before it listens).
     static func run(
         config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
         logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil, health: UpstreamHealth? = nil,
-        clock: some Clock<Duration> = ContinuousClock(),
+        clock: any Clock<Duration> = ContinuousClock(),
         onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
-        _ body: @escaping @Sendable (any TestClientProtocol, SandboxUpstreams) async throws -> Void
+        _ body: @escaping @Sendable (GatewayClient, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
-        let sandbox = SandboxUpstreams(config: config, logger: logger)
         let chosenStore: any GatewayStore
         if let store { chosenStore = store } else { chosenStore = try await temporaryStore() }
-        try await chosenStore.importCards(config.sandbox.cards.map(\.record) + extraCards)
-        try await SandboxSeed.vault(config: config, store: chosenStore, environment: environment)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await sandbox.run() }
-            defer { group.cancelAll() }
-            let upstreams = try await UpstreamDirectory.build(
-                config: config, environment: environment, sandbox: await sandbox.endpoints(), logger: logger)
-            do {
-                let app = try buildApplication(config: config, store: chosenStore, upstreams: upstreams, environment: environment, logger: logger,
-                                               sandbox: sandbox, health: health, clock: clock, onAuthFailure: onAuthFailure)
-                try await app.test(.live) { client in try await body(client, sandbox) }
-            } catch {
-                await upstreams.shutdown()
-                throw error
+        if !extraCards.isEmpty {
+            try await chosenStore.migrate()
+            try await chosenStore.importCards(extraCards)
+        }
+        let sandbox = Mutex<SandboxUpstreams?>(nil)
+        try await serve({ onServerRunning in
+            let gateway = try SandboxGateway(
+                config: config, environment: environment, logger: logger, store: chosenStore, health: health, clock: clock,
+                onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
+            sandbox.withLock { $0 = gateway.upstreams }
+            return gateway.process
+        }) { port in
+            try await GatewayClient.with(port: port) { client in
+                try await body(client, sandbox.withLock { $0! })
             }
-            await upstreams.shutdown()
         }
     }
 
     static func provision(
-        _ client: any TestClientProtocol, card: String, body: Data, key: String? = demoKey
-    ) async throws -> TestResponse {
+        _ client: GatewayClient, card: String, body: Data, key: String? = demoKey
+    ) async throws -> GatewayResponse {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let key { headers[.authorization] = "Bearer \(key)" }
         return try await client.execute(
@@ -101,7 +137,39 @@ enum GatewayHarness {
     }
 }
 
-extension TestResponse {
+/// One keep-alive HTTP/1.1 connection to a live gateway (Hummingbird's test client). Requests on
+/// one client are served one after another; open another client for concurrency.
+struct GatewayClient: Sendable {
+    let client: TestClient
+    let port: Int
+
+    static func with<T: Sendable>(port: Int, _ body: (GatewayClient) async throws -> T) async throws -> T {
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(30)))
+        client.connect()
+        do {
+            let value = try await body(GatewayClient(client: client, port: port))
+            try await client.shutdown()
+            return value
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> GatewayResponse {
+        var headers = headers
+        headers[.connection] = "keep-alive"
+        let response = try await client.execute(.init(uri, method: method, authority: "localhost", headers: headers, body: body))
+        return GatewayResponse(head: response.head, body: response.body ?? ByteBuffer())
+    }
+}
+
+struct GatewayResponse: Sendable {
+    let head: HTTPResponse
+    let body: ByteBuffer
+    var status: HTTPResponse.Status { head.status }
+    var headers: HTTPFields { head.headerFields }
+
     var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:]
     }

@@ -121,8 +121,8 @@ import Testing
     }
 }
 
-/// Starts the gateway (`buildApplication`, run as a service) on an ephemeral loopback port with no
-/// upstreams (these tests only need `/healthz`), and stops it when `body` returns.
+/// Starts the production gateway (`buildGateway`, its service group) on an ephemeral loopback port
+/// with no issuers (these tests only need `/healthz`), and stops it gracefully when `body` returns.
 enum LiveListener {
     /// The sandbox config with `edit` applied to `server`.
     static func config(_ edit: (inout ServerConfig) -> Void = { _ in }) throws -> GatewayConfig {
@@ -131,43 +131,24 @@ enum LiveListener {
         return config
     }
 
-    struct DidNotStart: Error {}
-
-    /// Builds the application the way the runner does, with a fresh store and no upstreams.
+    /// The composition root with a fresh store and no issuers.
     static func build(_ config: GatewayConfig, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
-        async throws -> some ApplicationProtocol
+        async throws -> GatewayProcess
     {
-        let store = try await GatewayHarness.temporaryStore()
-        return try buildApplication(
-            config: config, store: store, upstreams: UpstreamDirectory(issuers: [:]), environment: [:],
-            logger: GatewayHarness.logger, onServerRunning: onServerRunning)
+        var config = config
+        config.issuers = [:]
+        return try buildGateway(
+            config: config, environment: [:], logger: GatewayHarness.logger, store: try await GatewayHarness.temporaryStore(),
+            onServerRunning: onServerRunning)
     }
 
-    /// Runs the application in its own service group (no signal handlers in the test process)
-    /// and stops it gracefully once `body` is done, as SIGTERM would.
     static func run(_ config: GatewayConfig, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
-        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-        let app = try await build(config) { announce.yield($0) }
-        let services = ServiceGroup(configuration: .init(services: [app], logger: GatewayHarness.logger))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { announce.finish() }
-                try await services.run()
-            }
-            var announced = ports.makeAsyncIterator()
-            guard let port = await announced.next() else {
-                try await group.waitForAll()
-                throw DidNotStart()
-            }
-            do {
-                try await body(port)
-            } catch {
-                await services.triggerGracefulShutdown()
-                throw error
-            }
-            await services.triggerGracefulShutdown()
-            try await group.waitForAll()
-        }
+        var config = config
+        config.issuers = [:]
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.serve({ onServerRunning in
+            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+        }, body)
     }
 }
 

@@ -42,30 +42,16 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipMessage)))
     func twoInstancesOnOnePostgresShareStateAndCallTheUpstreamOnce() async throws {
         let logger = Logger(label: "two-instances")
-        var config = try GatewayHarness.sandboxConfig()
-        config.server.port = 0
-        let sandbox = SandboxUpstreams(config: config, logger: logger)
+        let config = try GatewayHarness.sandboxConfig()
         try await PostgresTestServer.with { server in
             let stores = try (0..<2).map { _ in try PostgresGatewayStore(url: server.url, logger: logger) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for store in stores { group.addTask { await store.run() } }
-                group.addTask { try await sandbox.run() }
                 defer { group.cancelAll() }
-                for store in stores { try await store.migrate() }
-                try await stores[0].importCards(config.sandbox.cards.map(\.record))
-                let endpoints = await sandbox.endpoints()
-                var directories: [UpstreamDirectory] = []
-                for _ in stores {
-                    directories.append(try await UpstreamDirectory.build(config: config, environment: [:], sandbox: endpoints, logger: logger))
-                }
-                let apps = try zip(stores, directories).map { store, upstreams in
-                    try buildApplication(config: config, store: store, upstreams: upstreams, logger: logger)
-                }
                 let body = try GatewayHarness.requestBody()
-                let upstreamDirectories = directories
-                do {
-                try await apps[0].test(.live) { first in
-                    try await apps[1].test(.live) { second in
+                // Two whole gateways (each with its own simulators), one database.
+                try await GatewayHarness.run(config: config, logger: logger, store: stores[0]) { first, firstSandbox in
+                    try await GatewayHarness.run(config: config, logger: logger, store: stores[1]) { second, secondSandbox in
                         // A card registered on one instance is seen by the other.
                         let put = try await CardRegistryAPITests.send(first, .put, "/v1/cards/card_shared", json: CardRegistryAPITests.bridgeCard)
                         #expect(put.status == .created)
@@ -77,7 +63,8 @@ import Testing
                         let (answerA, answerB) = try await (a, b)
                         #expect(answerA.status == .ok && answerB.status == .ok)
                         #expect(String(buffer: answerA.body) == String(buffer: answerB.body))
-                        #expect(await sandbox.crossmint.log.count == 1)
+                        let calls = await firstSandbox.crossmint.log.count + secondSandbox.crossmint.log.count
+                        #expect(calls == 1)
 
                         // And either instance shows the audit trail.
                         let id = try #require(answerA.json["provisioning_id"] as? String)
@@ -86,11 +73,6 @@ import Testing
                         #expect(outcomes?.sorted() == ["replayed", "succeeded"])
                     }
                 }
-                } catch {
-                    for directory in upstreamDirectories { await directory.shutdown() }
-                    throw error
-                }
-                for directory in upstreamDirectories { await directory.shutdown() }
             }
         }
     }

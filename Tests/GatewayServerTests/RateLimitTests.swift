@@ -35,13 +35,13 @@ final class ManualClock: Clock, Sendable {
 struct RateLimitTests {
     static let opsKey = GatewayHarness.opsKey
 
-    static func get(_ client: any TestClientProtocol, _ uri: String, key: String?) async throws -> TestResponse {
+    static func get(_ client: GatewayClient, _ uri: String, key: String?) async throws -> GatewayResponse {
         var headers: HTTPFields = [:]
         if let key { headers[.authorization] = "Bearer \(key)" }
         return try await client.execute(uri: uri, method: .get, headers: headers)
     }
 
-    static func expectRateLimited(_ response: TestResponse, retryAfter: String = "1", sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectRateLimited(_ response: GatewayResponse, retryAfter: String = "1", sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(response.status == .tooManyRequests, sourceLocation: sourceLocation)
         #expect(response.headers[.contentType] == "application/problem+json", sourceLocation: sourceLocation)
         #expect(response.json["code"] as? String == "rate_limited", sourceLocation: sourceLocation)

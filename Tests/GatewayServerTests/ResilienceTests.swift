@@ -29,12 +29,12 @@ struct ResilienceTests {
         return config
     }
 
-    static func addFault(_ client: any TestClientProtocol, _ json: String) async throws {
+    static func addFault(_ client: GatewayClient, _ json: String) async throws {
         let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
         #expect(response.status == .ok, "fault \(json) refused: \(String(buffer: response.body))")
     }
 
-    static func events(_ client: any TestClientProtocol, _ response: TestResponse) async throws -> [[String: Any]] {
+    static func events(_ client: GatewayClient, _ response: GatewayResponse) async throws -> [[String: Any]] {
         let id = try #require(response.json["provisioning_id"] as? String)
         let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
         return try #require(audit.json["events"] as? [[String: Any]])

@@ -9,6 +9,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import ProvisioningCore
+import SandboxGateway
 import Testing
 
 /// Each exploit of a second tenant (client `other`, program `other`) and of an admin key against
@@ -19,7 +20,7 @@ import Testing
     static let other = GatewayHarness.otherKey
     static let ops = GatewayHarness.opsKey
 
-    static func put(_ client: any TestClientProtocol, _ id: String, _ json: String, key: String) async throws -> TestResponse {
+    static func put(_ client: GatewayClient, _ id: String, _ json: String, key: String) async throws -> GatewayResponse {
         try await send(client, .put, "/v1/cards/\(id)", json, key)
     }
 

@@ -11,15 +11,15 @@ import Testing
 /// Google Pay push provisioning, token activation and Apple Watch through the unified API, end to
 /// end against the sandbox simulators.
 struct WalletFlowTests {
-    static func googlePay(_ client: any TestClientProtocol, card: String, json: String, key: String = GatewayHarness.demoKey,
-                          idempotencyKey: String? = nil) async throws -> TestResponse {
+    static func googlePay(_ client: GatewayClient, card: String, json: String, key: String = GatewayHarness.demoKey,
+                          idempotencyKey: String? = nil) async throws -> GatewayResponse {
         var headers: HTTPFields = [.authorization: "Bearer \(key)", .contentType: "application/json"]
         if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
         return try await client.execute(uri: "/v1/cards/\(card)/wallet-provisioning/google-pay", method: .post, headers: headers,
                                         body: ByteBuffer(string: json))
     }
 
-    static func activate(_ client: any TestClientProtocol, _ json: String) async throws -> TestResponse {
+    static func activate(_ client: GatewayClient, _ json: String) async throws -> GatewayResponse {
         try await CardRegistryAPITests.send(client, .post, "/v1/token-activations", json: json)
     }
 

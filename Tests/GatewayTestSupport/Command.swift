@@ -29,7 +29,7 @@ public enum Command {
 
     public static func run(
         _ executable: String, _ arguments: [String], workingDirectory: String? = nil, asUser user: String? = nil,
-        limit: Duration = defaultLimit
+        environment: [String: String] = [:], limit: Duration = defaultLimit
     ) async throws -> Result {
         // Not swift-subprocess's userID/groupID: its fork path calls glibc's setgid() in the
         // child of a multithreaded parent, which can wait forever on the parent's threads (seen
@@ -46,6 +46,7 @@ public enum Command {
         return try await withLimit(limit, what, onExpiry: { pid.kill(SIGKILL) }) {
             let result = try await Subprocess.run(
                 .path(FilePath(executablePath)), arguments: Arguments(argumentList),
+                environment: .inherit.updating(Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })),
                 workingDirectory: workingDirectory.map { FilePath($0) },
                 input: .none, output: .sequence, error: .sequence
             ) { execution in

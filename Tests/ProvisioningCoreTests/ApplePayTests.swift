@@ -57,9 +57,10 @@ import Testing
         #expect("\(request!.leafCertificate)" == "<redacted>")
     }
 
-    @Test func everyCodeHasOneStatusAndOnlyUpstreamOutagesAndThrottlingAreRetryable() {
+    @Test func everyCodeHasOneStatusAndOnlyOutagesThrottlingAndShutdownAreRetryable() {
         let retryable = Set(GatewayError.Code.allCases.filter(\.isRetryable))
-        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited])
+        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown])
+        #expect(GatewayError.Code.shuttingDown.httpStatus == 503)
         #expect(GatewayError.Code.rateLimited.httpStatus == 429)
         #expect(GatewayError.Code.invalidRequest.httpStatus == 400)
         #expect(GatewayError.Code.upstreamProtocolError.httpStatus == 502)

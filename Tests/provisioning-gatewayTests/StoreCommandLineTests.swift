@@ -95,10 +95,12 @@ import Testing
               postgres:
                 url: postgres://gateway@127.0.0.1:1/gateway
                 connect_timeout_ms: 500
-            vault: { key: env:GATEWAY_TEST_VAULT_KEY_UNSET }
+            vault: { key: env:GATEWAY_TEST_VAULT_KEY }
             """)
         defer { try? FileManager.default.removeItem(at: file) }
-        let run = try await CommandLineTests.run(["--config", file.path, "--port", "0"])
+        // Every secret is there: the store is what fails.
+        let run = try await CommandLineTests.run(["--config", file.path, "--port", "0"],
+                                                 environment: ["GATEWAY_TEST_VAULT_KEY": Data(repeating: 7, count: 32).base64EncodedString()])
         #expect(run.status != 0)
         #expect(run.stderr.contains("postgres 127.0.0.1:1/gateway"))
         #expect(!run.stderr.contains("Fatal error") && !run.stderr.contains("Stack dump"))

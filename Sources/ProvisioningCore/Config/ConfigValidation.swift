@@ -24,6 +24,10 @@ extension GatewayConfig {
         }
         if !(1...1_000_000).contains(server.maxConnections) { problems.append(.init("server.max_connections", "must be 1 to 1000000")) }
         problems += server.authFailureLimit.problems(path: "server.auth_failure_limit")
+        if !(0...600_000).contains(server.shutdownDelayMS) { problems.append(.init("server.shutdown_delay_ms", "must be 0 to 600000")) }
+        if let timeout = server.shutdownTimeoutMS, !(1...600_000).contains(timeout) {
+            problems.append(.init("server.shutdown_timeout_ms", "must be 1 to 600000"))
+        }
 
         var seenClients = Set<String>()
         for (index, client) in clients.enumerated() {

@@ -29,6 +29,12 @@ public struct GatewayConfig: Sendable, Decodable {
         trust = try c.decodeIfPresent(TrustConfig.self, forKey: .trust) ?? TrustConfig()
         sandbox = try c.decodeIfPresent(SandboxConfig.self, forKey: .sandbox) ?? SandboxConfig()
     }
+
+    /// The longest deadline any route has (`server.deadline_ms` or a rule's `deadline_ms`): how
+    /// long a request may legitimately run.
+    public var longestDeadlineMS: Int {
+        routing.rules.compactMap(\.deadlineMS).reduce(server.deadlineMS, max)
+    }
 }
 
 public struct ServerConfig: Sendable, Decodable {
@@ -51,6 +57,11 @@ public struct ServerConfig: Sendable, Decodable {
     public var maxConnections = 4_096
     /// Requests with a missing or wrong API key, per source address (token bucket).
     public var authFailureLimit = RateLimitConfig.authFailureDefault
+    /// On SIGTERM/SIGINT `/readyz` answers 503 at once, and requests are still served for this
+    /// long before the listener closes: a load balancer needs a few seconds to stop sending.
+    public var shutdownDelayMS = 0
+    /// Then requests in flight get this long to finish; the longest route deadline when absent.
+    public var shutdownTimeoutMS: Int?
 
     public init() {}
     enum CodingKeys: String, CodingKey {
@@ -63,6 +74,8 @@ public struct ServerConfig: Sendable, Decodable {
         case readTimeoutMS = "read_timeout_ms"
         case maxConnections = "max_connections"
         case authFailureLimit = "auth_failure_limit"
+        case shutdownDelayMS = "shutdown_delay_ms"
+        case shutdownTimeoutMS = "shutdown_timeout_ms"
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -77,6 +90,8 @@ public struct ServerConfig: Sendable, Decodable {
         readTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .readTimeoutMS) ?? readTimeoutMS
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
         authFailureLimit = try c.decodeIfPresent(RateLimitConfig.self, forKey: .authFailureLimit) ?? authFailureLimit
+        shutdownDelayMS = try c.decodeIfPresent(Int.self, forKey: .shutdownDelayMS) ?? shutdownDelayMS
+        shutdownTimeoutMS = try c.decodeIfPresent(Int.self, forKey: .shutdownTimeoutMS)
     }
 }
 

@@ -4,12 +4,13 @@ import Gateway
 import Logging
 import ProvisioningCore
 import Sandbox
+import ServiceLifecycle
 
 /// The simulators the sandbox config asks for: one per distinct `sandbox://<kind>[/<name>]`
 /// endpoint, each on its own ephemeral loopback port, knowing the demo cards, with one key per
 /// upstream kind made up at start-up (never written anywhere). `bridge`, `tmp` and `crossmint` are
 /// the simulators behind `sandbox://bridge`, `sandbox://tmp` and `sandbox://crossmint`.
-public struct SandboxUpstreams: Sendable {
+public struct SandboxUpstreams: Service, CustomStringConvertible {
     /// One running simulator: where it is configured, what it saw, and its fault queue.
     public struct Instance: Sendable {
         public let url: String
@@ -103,11 +104,21 @@ public struct SandboxUpstreams: Sendable {
         instances = all
     }
 
-    /// Serves every simulator until the calling task is cancelled.
+    public var description: String { "sandbox simulators" }
+
+    /// Serves every simulator until a graceful shutdown (after the gateway's server has stopped).
+    /// Requests a simulator still holds (a `timeout` fault) are abandoned, not waited for: the
+    /// gateway that sent them has already given up on them.
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for instance in instances.values { group.addTask { try await instance.server.run() } }
-            try await group.waitForAll()
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for instance in instances.values { group.addTask { try await instance.server.run() } }
+                    try await group.waitForAll()
+                }
+            }
+        } catch is CancellationError {
+            return
         }
     }
 

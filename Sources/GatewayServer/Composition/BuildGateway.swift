@@ -1,0 +1,200 @@
+import Foundation
+import Gateway
+import GatewayStore
+import Hummingbird
+import Logging
+import OpenAPIHummingbird
+import ProvisioningAPI
+import ProvisioningCore
+import ServiceLifecycle
+import UnixSignals
+
+/// What a composition adds to the production gateway. The sandbox (module `SandboxGateway`) uses it
+/// for its simulators, demo cards and fault routes; production passes nothing.
+public struct GatewayExtensions: Sendable {
+    /// Run beside the gateway: started before the server, stopped after it.
+    public var services: [any Service]
+    /// After migrations, before the upstreams are built: e.g. seeding the store.
+    public var prepareStore: (@Sendable (any GatewayStore) async throws -> Void)?
+    /// Where `sandbox://` endpoints and `sandbox` credentials point, once known (simulators pick
+    /// their ports when they start). Without it such endpoints are configuration errors.
+    public var sandboxEndpoints: (@Sendable () async throws -> SandboxEndpoints)?
+    /// The fault-injection routes; 404 without it.
+    public var faults: (any FaultInjection)?
+
+    public init(
+        services: [any Service] = [], prepareStore: (@Sendable (any GatewayStore) async throws -> Void)? = nil,
+        sandboxEndpoints: (@Sendable () async throws -> SandboxEndpoints)? = nil, faults: (any FaultInjection)? = nil
+    ) {
+        self.services = services
+        self.prepareStore = prepareStore
+        self.sandboxEndpoints = sandboxEndpoints
+        self.faults = faults
+    }
+}
+
+/// The composition root: one function builds the whole gateway (store, upstream clients, purge job,
+/// HTTP server, drain) for `serve` and for every end-to-end test. Nothing runs until the returned
+/// process runs; migrations run before the server listens.
+///
+/// - Parameters:
+///   - store: a store the caller opened (tests); the config's store otherwise.
+///   - clock: the one clock that decides time-based behaviour (rate limits, drain, purge).
+public func buildGateway(
+    config: GatewayConfig,
+    environment: [String: String] = ProcessInfo.processInfo.environment,
+    logger: Logger,
+    store givenStore: (any GatewayStore)? = nil,
+    extensions: GatewayExtensions = GatewayExtensions(),
+    health givenHealth: UpstreamHealth? = nil,
+    clock: some Clock<Duration> = ContinuousClock(),
+    onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) throws -> GatewayProcess {
+    // Every secret the environment must hold is checked before anything opens or listens.
+    var problems = UpstreamDirectory.missingSecrets(config: config, environment: environment)
+    do {
+        _ = try VaultKeyring.resolve(config.vault, environment: environment)
+    } catch {
+        problems += error.problems
+    }
+    guard problems.isEmpty else { throw ConfigError(source: "environment", problems: problems) }
+
+    let storeService: StoreService
+    let store: any GatewayStore
+    if let givenStore {
+        store = givenStore
+        storeService = StoreService(store: nil, name: "given")
+    } else {
+        let opened = try StoreBootstrap.open(config.store, baseDirectory: config.baseDirectory, environment: environment, logger: logger)
+        store = opened.store
+        storeService = StoreService(store: opened.service, name: opened.name)
+    }
+
+    let metrics = GatewayMetrics()
+    let health = givenHealth ?? UpstreamHealth(metrics: metrics)
+    let upstreams = UpstreamDirectory()
+    let readiness = Readiness()
+
+    // Failed authentications are security events (source address and reason, never the key).
+    let securityAudit = SecurityAudit(store: store, logger: logger)
+    let reportAuthFailure: @Sendable (String, String) async -> Void = { source, reason in
+        await securityAudit.note(SecurityEvent(at: Date(), kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
+        await onAuthFailure(source, reason)
+    }
+    let router = Router(context: GatewayRequestContext.self)
+    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: ProblemMiddleware(logger: logger))
+    router.add(middleware: ClientAuthMiddleware(
+        authenticator: ClientAuthenticator(clients: config.clients),
+        clientLimits: RateLimiter(clock: clock, defaultLimit: .clientDefault,
+                                  limits: Dictionary(uniqueKeysWithValues: config.clients.compactMap { client in
+                                      client.rateLimit.map { (ClientID(client.id), $0) }
+                                  })),
+        failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit),
+        metricsPublic: config.server.metricsPublic,
+        onAuthFailure: reportAuthFailure))
+    router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
+
+    let spec = try OpenAPISpec.yaml()
+    router.get("/openapi.yaml") { _, _ in
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
+    }
+
+    let deadline = Duration.milliseconds(config.server.deadlineMS)
+    let local = try LocalIssuer.build(config: config, store: store, environment: environment)
+    let service = ProvisioningService(
+        store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
+        validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
+        chainValidator: local.validator, health: health, metrics: metrics,
+        activationIssuer: config.routing.activations.issuer.map { IssuerID($0) },
+        issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
+            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
+        },
+        logger: logger)
+    let handler = APIHandler(
+        service: service, store: store, registration: CardRegistration(config: config),
+        audit: securityAudit,
+        // A duplicate waits as long as the longest deadline any route has, so a claim still being
+        // served is never taken for an abandoned one.
+        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
+                                      waitLimit: .milliseconds(config.longestDeadlineMS),
+                                      sealer: ResponseSealer(keyring: local.vault.keyring)),
+        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, faults: extensions.faults)
+    try handler.registerHandlers(on: router)
+
+    // The server's own start/stop chatter stays below the gateway's banner and request logs.
+    var serverLogger = logger
+    serverLogger.logLevel = max(logger.logLevel, .notice)
+    var app = Application(
+        router: router,
+        // HTTPS when `server.tls` is set, and the listener's limits (Transport/GatewayListener.swift).
+        server: try GatewayListener.server(config: config),
+        configuration: .init(address: .hostname(config.server.host, port: config.server.port), serverName: "provisioning-gateway"),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+        logger: serverLogger)
+    // Before the listener opens: the schema, the composition's own preparation, then the upstreams
+    // (whose sandbox endpoints are known only once the simulators listen).
+    app.beforeServerStarts {
+        do {
+            try await store.migrate()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(store: storeService.name, reason: "migration failed (\(error))")
+        }
+        if let prepare = extensions.prepareStore { try await prepare(store) }
+        let endpoints = try await extensions.sandboxEndpoints?() ?? SandboxEndpoints()
+        try await upstreams.load(config: config, environment: environment, sandbox: endpoints, logger: logger)
+        for upstream in upstreams.issuers.values {
+            for (index, endpoint) in upstream.endpoints.enumerated() {
+                health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
+            }
+        }
+    }
+
+    // Start order; a graceful shutdown stops them in reverse: drain (readiness 503, then the
+    // delay), the server (listener closed, requests in flight finish), the composition's services,
+    // the purge job, the upstream clients, the store.
+    let services: [any Service] = [
+        storeService,
+        UpstreamClientsService(upstreams: upstreams),
+        PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
+    ] + extensions.services + [
+        app,
+        DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),
+    ]
+    return GatewayProcess(
+        store: store, upstreams: upstreams, health: health, readiness: readiness,
+        services: services.map { LoggedService(base: $0, logger: logger) },
+        shutdownTimeout: .milliseconds(config.server.shutdownDelayMS + (config.server.shutdownTimeoutMS ?? config.longestDeadlineMS)),
+        logger: logger)
+}
+
+/// A built gateway: its services, and what tests look at while it runs.
+public struct GatewayProcess: Sendable {
+    public let store: any GatewayStore
+    public let upstreams: UpstreamDirectory
+    public let health: UpstreamHealth
+    public let readiness: Readiness
+    let services: [LoggedService]
+    /// The drain delay plus `server.shutdown_timeout_ms`: after it, what still runs is cancelled.
+    public let shutdownTimeout: Duration
+    let logger: Logger
+
+    /// The one service group: a service that fails or stops on its own shuts the group down
+    /// gracefully (requests in flight still finish) with its cause logged. With `stopOnSignals`
+    /// (`serve`), SIGTERM and SIGINT start a graceful shutdown.
+    public func serviceGroup(stopOnSignals: Bool = false) -> ServiceGroup {
+        let signals: [UnixSignal] = stopOnSignals ? [.sigterm, .sigint] : []
+        var configuration = ServiceGroupConfiguration(
+            services: services.map {
+                .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)
+            },
+            gracefulShutdownSignals: signals, logger: logger)
+        configuration.maximumGracefulShutdownDuration = shutdownTimeout
+        // What does not stop within a second of being cancelled is not going to.
+        configuration.maximumCancellationDuration = .seconds(5)
+        return ServiceGroup(configuration: configuration)
+    }
+}
