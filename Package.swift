@@ -240,6 +240,7 @@ let package = Package(
             dependencies: [
                 "provisioning-gateway", "GatewayStore", "ProvisioningCore", "GatewayTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

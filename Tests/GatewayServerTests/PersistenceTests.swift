@@ -79,7 +79,7 @@ import Testing
 }
 
 /// A value a test's closure sets and the test reads afterwards.
-final class ProvisioningIDBox: Sendable {
+final class ProvisioningIDBox: Sendable {  // also any string a closure reports
     private let storage = Mutex<String?>(nil)
     var value: String? {
         get { storage.withLock { $0 } }

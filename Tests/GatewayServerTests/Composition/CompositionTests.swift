@@ -1,0 +1,132 @@
+import Foundation
+import Gateway
+import GatewayServer
+import GatewayStore
+import GatewayTestSupport
+import Logging
+import ProvisioningCore
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+/// The composition root's lifecycle: one service group, migrations before the listener, a failing
+/// service stopping everything with its cause logged, readiness turning 503 on shutdown.
+@Suite struct CompositionTests {
+    struct Broken: Error, CustomStringConvertible {
+        var description: String { "the disk caught fire" }
+    }
+
+    /// A service that fails once told to, standing for any background part that breaks.
+    struct FailingService: Service, CustomStringConvertible {
+        let trigger: AsyncStream<Void>
+        var description: String { "failing-test-service" }
+        func run() async throws {
+            for await _ in trigger { throw Broken() }
+        }
+    }
+
+    static func productionConfig() throws -> GatewayConfig {
+        var config = try GatewayHarness.sandboxConfig()
+        config.sandbox.enabled = false
+        config.issuers = [:]
+        config.sandbox.cards = []
+        config.local.enabled = false
+        return config
+    }
+
+    @Test func aFailingServiceStopsTheWholeGroupWithItsCauseLogged() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "composition") { captured.handler(label: $0) }
+        let (trigger, fire) = AsyncStream.makeStream(of: Void.self)
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let process = try buildGateway(
+            config: try Self.productionConfig(), environment: [:], logger: logger, store: try await GatewayHarness.temporaryStore(),
+            extensions: GatewayExtensions(services: [FailingService(trigger: trigger)]),
+            onServerRunning: { announce.yield($0) })
+        let group = process.serviceGroup()
+        let outcome = ProvisioningIDBox()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                do { try await group.run() } catch { outcome.value = "\(type(of: error)): \(error)" }
+                announce.finish()
+            }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            // Serving before the failure...
+            let status = try await GatewayClient.with(port: port) { client in try await client.execute(uri: "/healthz", method: .get).status }
+            #expect(status == .ok)
+            fire.yield()
+            // ...and the whole group, server included, stops on its own once it happens.
+            try await tasks.waitForAll()
+        }
+        #expect(outcome.value == "Broken: the disk caught fire")
+        #expect(captured.text.contains("a gateway service failed; shutting down cause=the disk caught fire service=failing-test-service"),
+                "\(captured.text)")
+    }
+
+    @Test func migrationsRunBeforeTheServerListens() async throws {
+        // A store that was never migrated: the first request already finds the schema.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("unmigrated-\(UUID().uuidString)/gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        let config = try Self.productionConfig()
+        try await GatewayHarness.serve({ onServerRunning in
+            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+        }) { port in
+            let versions = try await store.schemaVersions()
+            #expect(!versions.isEmpty)
+            let status = try await GatewayClient.with(port: port) { client in try await client.execute(uri: "/readyz", method: .get).status }
+            #expect(status == .ok)
+        }
+    }
+
+    @Test func readinessTurns503AtOnceWhileRequestsAreStillServedForTheDelay() async throws {
+        var config = try Self.productionConfig()
+        // Long enough that the listener is certainly still open while the test looks; the drain
+        // is ended by the test clock, not by waiting.
+        config.server.shutdownDelayMS = 600_000
+        let clock = TestClock()
+        let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+        let process = try buildGateway(
+            config: config, environment: [:], logger: GatewayHarness.logger, store: try await GatewayHarness.temporaryStore(), clock: clock,
+            onServerRunning: { announce.yield($0) })
+        let group = process.serviceGroup()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                defer { announce.finish() }
+                try await group.run()
+            }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await GatewayClient.with(port: port) { client in
+                #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+                // Asleep on the test clock: the purge job, from the start...
+                await clock.waitForSleepers(1)
+                await group.triggerGracefulShutdown()
+                // ...and now the drain service too: shutdown has begun.
+                await clock.waitForSleepers(2)
+                #expect(process.readiness.isDraining)
+                let readiness = try await client.execute(uri: "/readyz", method: .get)
+                #expect(readiness.status == .serviceUnavailable)
+                #expect(readiness.json["code"] as? String == "shutting_down")
+                #expect(readiness.json["retryable"] as? Bool == true)
+                // Other requests are still served during the delay.
+                #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            }
+            clock.advance(by: .milliseconds(600_000))
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadline() throws {
+        var config = try Self.productionConfig()
+        config.server.deadlineMS = 4_000
+        config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 9_000)]
+        config.server.shutdownDelayMS = 2_000
+        let store = try SQLiteGatewayStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
+        let defaulted = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
+        #expect(defaulted.shutdownTimeout == .milliseconds(11_000))
+        config.server.shutdownTimeoutMS = 500
+        let explicit = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
+        #expect(explicit.shutdownTimeout == .milliseconds(2_500))
+    }
+}

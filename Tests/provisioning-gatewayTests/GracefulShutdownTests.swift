@@ -1,0 +1,71 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayTestSupport
+import NIOCore
+import NIOHTTP1
+import NIOFoundationCompat
+import NIOPosix
+import Testing
+
+/// SIGTERM to the real executable: `/readyz` answers 503 at once, requests are still served for
+/// `server.shutdown_delay_ms`, the request in flight finishes with its 200, and the exit code is 0.
+@Suite struct GracefulShutdownTests {
+    static func send(_ method: HTTPMethod, _ url: String, body: Data? = nil) async throws -> (status: Int, json: [String: Any]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer sk_sandbox_demo")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(data: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(buffer: bytes))) as? [String: Any] ?? [:])
+    }
+
+    @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("drain-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: ["shutdown_delay_ms: 1500"])
+        defer { try? FileManager.default.removeItem(at: config) }
+        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+
+        let (seen, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            #expect(try await Self.send(.GET, "\(base)/readyz").status == 200)
+            // Bridge's next answer takes 3 s: the request sent now is in flight when SIGTERM comes.
+            let fault = try await Self.send(.POST, "\(base)/v1/sandbox/faults", body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":3000}"#.utf8))
+            #expect(fault.status == 200)
+            async let slow = Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body)
+            // The simulator has taken the request once its fault is used up.
+            for _ in 0..<200 {
+                let pending = try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any]
+                if pending?.isEmpty == true { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            running.signal(SIGTERM)
+            // 503 at once (polled for a generous second: the signal is delivered asynchronously)...
+            var readiness = (status: 0, json: [String: Any]())
+            for _ in 0..<100 {
+                readiness = try await Self.send(.GET, "\(base)/readyz")
+                if readiness.status == 503 { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            // ...while other requests are still served during the delay...
+            let health = try await Self.send(.GET, "\(base)/healthz").status
+            // ...and the request in flight finishes with its answer.
+            let answer = try await slow
+            return (readiness: readiness.status, code: readiness.json["code"] as? String, health: health,
+                    answer: answer.status, issuer: answer.json["issuer"] as? String)
+        }
+        #expect(seen.readiness == 503)
+        #expect(seen.code == "shutting_down")
+        #expect(seen.health == 200)
+        #expect(seen.answer == 200)
+        #expect(seen.issuer == "bridge")
+        #expect(status == 0)
+    }
+}
