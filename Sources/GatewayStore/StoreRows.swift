@@ -76,13 +76,3 @@ enum StoreRows {
     }
 }
 
-/// A store that cannot be used, named so ops know which one.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public let store: String
-    public let reason: String
-    public init(store: String, reason: String) {
-        self.store = store
-        self.reason = reason
-    }
-    public var description: String { "\(store): \(reason)" }
-}

@@ -112,3 +112,14 @@ extension GatewayStore {
     public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws { try await putVaultEntry(cardID, sealed: sealed, event: nil) }
     @discardableResult public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool { try await deleteVaultEntry(cardID, event: nil) }
 }
+
+/// A store that cannot be used, named so ops know which one.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public let store: String
+    public let reason: String
+    public init(store: String, reason: String) {
+        self.store = store
+        self.reason = reason
+    }
+    public var description: String { "\(store): \(reason)" }
+}

@@ -1,36 +1,11 @@
 import ArgumentParser
 import Foundation
-import Gateway
-import GatewayStore
-import Logging
-import ProvisioningCore
+import GatewayServer
 
 struct Cards: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the card registry.",
         subcommands: [Import.self, Delete.self])
-
-    /// The loaded config and a migrated store for `body`; every failure is a message and exit 2.
-    static func withStore<T: Sendable>(
-        config path: String, _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> T
-    ) async -> T {
-        let gatewayConfig: GatewayConfig
-        do {
-            gatewayConfig = try ConfigLoader.load(path: path)
-        } catch {
-            Serve.fail("\(error)")
-        }
-        do {
-            return try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory, environment: ProcessInfo.processInfo.environment,
-                                                      logger: Logger(label: "provisioning-gateway")) { opened in
-                try await body(gatewayConfig, opened.store)
-            }
-        } catch let error as GatewayError {
-            Serve.fail(error.detail)
-        } catch {
-            Serve.fail("the store is not usable: \(error)")
-        }
-    }
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -51,26 +26,7 @@ struct Cards: AsyncParsableCommand {
 
         func run() async throws {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
-            let file = self.file
-            let result = await Cards.withStore(config: config) { gatewayConfig, store in
-                let importer = CardImport(registration: CardRegistration(config: gatewayConfig))
-                do {
-                    let name = String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))
-                    return try await importer.run(text, into: store) { count in
-                        SecurityEvent(at: Date(), kind: .cardsImported, actor: CommandLineActor.name, detail: ["count": "\(count)", "file": name])
-                    }
-                } catch CardRegistryError.issuerReferenceInUse {
-                    return .rejected([CardImport.Problem(
-                        line: 1, reason: "an issuer reference in the file is already used by another card (or twice in the file)")])
-                }
-            }
-            switch result {
-            case .imported(let count):
-                print("imported \(count) card\(count == 1 ? "" : "s") from \(file)")
-            case .rejected(let problems):
-                for problem in problems { FileHandle.standardError.write(Data("\(file): \(problem)\n".utf8)) }
-                Serve.fail("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(file)")
-            }
+            report(await OperatorTools.importCards(config: config, csv: text, fileName: file, actor: CommandLineActor.name))
         }
     }
 
@@ -84,13 +40,22 @@ struct Cards: AsyncParsableCommand {
         var cardID: String
 
         func run() async throws {
-            let id = cardID
-            guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
-            let deleted = await Cards.withStore(config: config) { _, store in
-                try await store.deleteCard(CardID(id), owners: nil,
-                                           event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: CommandLineActor.name, cardID: CardID(id))) != nil
-            }
-            print(deleted ? "deleted card \(id) and its vault entry" : "no card \(id)")
+            report(await OperatorTools.deleteCard(config: config, cardID: cardID, actor: CommandLineActor.name))
         }
+    }
+}
+
+/// Prints what an operator command produced; a failure is its message and exit 2.
+func report(_ outcome: ToolOutcome) {
+    for line in outcome.output { print(line) }
+    for line in outcome.diagnostics { FileHandle.standardError.write(Data("\(line)\n".utf8)) }
+    if let failure = outcome.failure { Serve.fail(failure) }
+}
+
+/// Who ran a command, for the security audit: `cli:<login>`.
+enum CommandLineActor {
+    static var name: String {
+        let user = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "\(getuid())"
+        return "cli:" + String(user.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) ? $0 : "?" })
     }
 }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-import Gateway
 import GatewayServer
-import GatewayStore
 import Logging
 import ProvisioningCore
 import SandboxGateway
@@ -30,18 +28,12 @@ struct Serve: AsyncParsableCommand {
     var logLevel: Logger.Level = .info
 
     func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            // No input (a card id, a header, a path) can start a log line of its own.
-            return LineSafeLogHandler(handler)
-        }
+        GatewayLogging.bootstrap(level: logLevel)
         let logger = Logger(label: "provisioning-gateway")
 
         var gatewayConfig: GatewayConfig
         do {
-            gatewayConfig = try ConfigLoader.load(path: config)
+            gatewayConfig = try GatewayConfigFile.load(path: config)
         } catch {
             Self.fail("\(error)")
         }

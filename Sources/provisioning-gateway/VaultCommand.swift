@@ -1,9 +1,6 @@
 import ArgumentParser
 import Foundation
-import Gateway
-import GatewayStore
-import Logging
-import ProvisioningCore
+import GatewayServer
 
 struct Vault: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,39 +19,6 @@ struct Vault: AsyncParsableCommand {
         var cardID: String
     }
 
-    /// The vault and its store, for `body`; every failure is a clear message and exit 2.
-    static func withVault<T: Sendable>(
-        _ options: ConfigOption, _ body: @escaping @Sendable (CardVault, any GatewayStore) async throws -> T
-    ) async -> T {
-        let gatewayConfig: GatewayConfig
-        do {
-            gatewayConfig = try ConfigLoader.load(path: options.config)
-        } catch {
-            Serve.fail("\(error)")
-        }
-        let environment = ProcessInfo.processInfo.environment
-        do {
-            let keyring = try VaultKeyring.resolve(gatewayConfig.vault, environment: environment)
-            return try await StoreBootstrap.withStore(gatewayConfig.store, baseDirectory: gatewayConfig.baseDirectory, environment: environment,
-                                                      logger: Logger(label: "provisioning-gateway")) { opened in
-                try await body(CardVault(store: opened.store, keyring: keyring), opened.store)
-            }
-        } catch let error as GatewayError {
-            Serve.fail(error.detail)
-        } catch {
-            Serve.fail("\(error)")
-        }
-    }
-
-    /// The registered card, or a clear failure: the vault holds data only for registry cards.
-    static func registeredCard(_ id: String, in store: any GatewayStore) async throws -> CardRecord {
-        guard InputRules.isCardID(id) else { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
-        guard let card = try await store.card(CardID(id)) else {
-            throw GatewayError(.cardNotFound, "card \(id) is not in the registry: register it first (PUT /v1/cards/\(id) or cards import)")
-        }
-        return card
-    }
-
     struct Put: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Seal a registered card's number, expiry and name into the vault.")
         @OptionGroup var options: Options
@@ -67,19 +31,8 @@ struct Vault: AsyncParsableCommand {
 
         func run() async throws {
             let number = self.number ?? readLine(strippingNewline: true) ?? ""
-            let data: CardData
-            do {
-                data = try CardData(number: number, name: name, expiry: expiry)
-            } catch {
-                Serve.fail(error.detail)
-            }
-            let id = options.cardID
-            await Vault.withVault(options.file) { vault, store in
-                let card = try await Vault.registeredCard(id, in: store)
-                try await vault.put(card, data, event: SecurityEvent(
-                    at: Date(), kind: .vaultPut, actor: CommandLineActor.name, cardID: card.id, detail: ["program": card.program.rawValue]))
-            }
-            print("sealed card data for \(id) (number ending \(data.number.suffix(4)))")
+            report(await OperatorTools.putVaultEntry(
+                config: options.file.config, cardID: options.cardID, number: number, expiry: expiry, name: name, actor: CommandLineActor.name))
         }
     }
 
@@ -88,12 +41,7 @@ struct Vault: AsyncParsableCommand {
         @OptionGroup var options: Options
 
         func run() async throws {
-            let id = options.cardID
-            guard InputRules.isCardID(id) else { Serve.fail(InputRules.cardIDRule) }
-            let deleted = await Vault.withVault(options.file) { vault, _ in
-                try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: CommandLineActor.name, cardID: CardID(id)))
-            }
-            print(deleted ? "deleted the vault entry for \(id)" : "no vault entry for \(id)")
+            report(await OperatorTools.deleteVaultEntry(config: options.file.config, cardID: options.cardID, actor: CommandLineActor.name))
         }
     }
 
@@ -108,27 +56,7 @@ struct Vault: AsyncParsableCommand {
         @OptionGroup var options: ConfigOption
 
         func run() async throws {
-            let report = await Vault.withVault(options) { vault, store in
-                let report = try await vault.rotate()
-                try await store.appendSecurityEvent(SecurityEvent(
-                    at: Date(), kind: .vaultRotated, actor: CommandLineActor.name,
-                    detail: ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
-                             "orphans_deleted": "\(report.orphansDeleted.count)"]))
-                return report
-            }
-            print("re-sealed \(report.resealed), already current \(report.current), orphans deleted \(report.orphansDeleted.count), "
-                + "unreadable \(report.unreadable.count)")
-            if !report.unreadable.isEmpty {
-                Serve.fail("no listed key opens the entries of: \(report.unreadable.map(\.rawValue).joined(separator: ", "))")
-            }
+            report(await OperatorTools.rotateVault(config: options.config, actor: CommandLineActor.name))
         }
-    }
-}
-
-/// Who ran a command, for the security audit: `cli:<login>`.
-enum CommandLineActor {
-    static var name: String {
-        let user = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "\(getuid())"
-        return "cli:" + String(user.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) ? $0 : "?" })
     }
 }

@@ -1,0 +1,175 @@
+import Foundation
+import Gateway
+import GatewayStore
+import Logging
+import ProvisioningCore
+
+/// What a one-shot operator command produced: lines for standard output, and a failure message
+/// (the command exits non-zero) or nil. Card numbers never appear in either.
+public struct ToolOutcome: Sendable, Equatable {
+    public var output: [String]
+    public var diagnostics: [String]
+    public var failure: String?
+
+    static func ok(_ lines: String...) -> ToolOutcome { ToolOutcome(output: lines, diagnostics: [], failure: nil) }
+    static func failed(_ message: String, diagnostics: [String] = []) -> ToolOutcome {
+        ToolOutcome(output: [], diagnostics: diagnostics, failure: message)
+    }
+}
+
+/// The store and vault commands of the CLI (`cards import|delete`, `vault put|delete|rotate`),
+/// behind the composition root: the executable parses arguments and prints, and imports no store,
+/// vault or registry module itself. Every change writes its security event with `actor`.
+public enum OperatorTools {
+    /// Reads the config at `path`, opens and migrates its store, runs `body`; every failure is an
+    /// outcome with a clear message, never a crash.
+    static func withStore(
+        config path: String, environment: [String: String],
+        _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> ToolOutcome
+    ) async -> ToolOutcome {
+        let config: GatewayConfig
+        do {
+            config = try ConfigLoader.load(path: path)
+        } catch {
+            return .failed("\(error)")
+        }
+        do {
+            return try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
+                                                      logger: Logger(label: "provisioning-gateway")) { opened in
+                try await body(config, opened.store)
+            }
+        } catch let error as GatewayError {
+            return .failed(error.detail)
+        } catch let error as ConfigError {
+            return .failed("\(error)")
+        } catch {
+            return .failed("the store is not usable: \(error)")
+        }
+    }
+
+    /// `cards import`: every row or none.
+    public static func importCards(
+        config path: String, csv text: String, fileName: String, actor: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        await withStore(config: path, environment: environment) { config, store in
+            let importer = CardImport(registration: CardRegistration(config: config))
+            let name = String(URL(fileURLWithPath: fileName).lastPathComponent.prefix(128))
+            let result: CardImport.Result
+            do {
+                result = try await importer.run(text, into: store) { count in
+                    SecurityEvent(at: Date(), kind: .cardsImported, actor: actor, detail: ["count": "\(count)", "file": name])
+                }
+            } catch CardRegistryError.issuerReferenceInUse {
+                result = .rejected([CardImport.Problem(
+                    line: 1, reason: "an issuer reference in the file is already used by another card (or twice in the file)")])
+            }
+            switch result {
+            case .imported(let count):
+                return .ok("imported \(count) card\(count == 1 ? "" : "s") from \(fileName)")
+            case .rejected(let problems):
+                return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)",
+                               diagnostics: problems.map { "\(fileName): \($0)" })
+            }
+        }
+    }
+
+    /// `cards delete`: the card and its vault entry.
+    public static func deleteCard(
+        config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
+        return await withStore(config: path, environment: environment) { _, store in
+            let deleted = try await store.deleteCard(
+                CardID(id), owners: nil, event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: actor, cardID: CardID(id))) != nil
+            return .ok(deleted ? "deleted card \(id) and its vault entry" : "no card \(id)")
+        }
+    }
+
+    /// The vault over the config's store and key ring.
+    static func withVault(
+        config path: String, environment: [String: String],
+        _ body: @escaping @Sendable (CardVault, any GatewayStore) async throws -> ToolOutcome
+    ) async -> ToolOutcome {
+        await withStore(config: path, environment: environment) { config, store in
+            try await body(CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment)), store)
+        }
+    }
+
+    /// The registered card, or a clear failure: the vault holds data only for registry cards.
+    static func registeredCard(_ id: String, in store: any GatewayStore) async throws -> CardRecord {
+        guard InputRules.isCardID(id) else { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
+        guard let card = try await store.card(CardID(id)) else {
+            throw GatewayError(.cardNotFound, "card \(id) is not in the registry: register it first (PUT /v1/cards/\(id) or cards import)")
+        }
+        return card
+    }
+
+    /// `vault put`: seals a registered card's data under the active key.
+    public static func putVaultEntry(
+        config path: String, cardID id: String, number: String, expiry: String, name: String, actor: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        let data: CardData
+        do {
+            data = try CardData(number: number, name: name, expiry: expiry)
+        } catch {
+            return .failed(error.detail)
+        }
+        return await withVault(config: path, environment: environment) { vault, store in
+            let card = try await registeredCard(id, in: store)
+            try await vault.put(card, data, event: SecurityEvent(
+                at: Date(), kind: .vaultPut, actor: actor, cardID: card.id, detail: ["program": card.program.rawValue]))
+            return .ok("sealed card data for \(id) (number ending \(data.number.suffix(4)))")
+        }
+    }
+
+    /// `vault delete`.
+    public static func deleteVaultEntry(
+        config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
+        return await withVault(config: path, environment: environment) { vault, _ in
+            let deleted = try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: actor, cardID: CardID(id)))
+            return .ok(deleted ? "deleted the vault entry for \(id)" : "no vault entry for \(id)")
+        }
+    }
+
+    /// `vault rotate`: re-seals every entry under the active key, deletes orphans.
+    public static func rotateVault(
+        config path: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        await withVault(config: path, environment: environment) { vault, store in
+            let report = try await vault.rotate()
+            try await store.appendSecurityEvent(SecurityEvent(
+                at: Date(), kind: .vaultRotated, actor: actor,
+                detail: ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
+                         "orphans_deleted": "\(report.orphansDeleted.count)"]))
+            var outcome = ToolOutcome.ok("re-sealed \(report.resealed), already current \(report.current), "
+                + "orphans deleted \(report.orphansDeleted.count), unreadable \(report.unreadable.count)")
+            if !report.unreadable.isEmpty {
+                outcome.failure = "no listed key opens the entries of: \(report.unreadable.map(\.rawValue).joined(separator: ", "))"
+            }
+            return outcome
+        }
+    }
+}
+
+/// The process-wide logging the executable sets up: lines on standard error at `level`, each
+/// escaped so no input (a card id, a header, a path) can start a log line of its own.
+public enum GatewayLogging {
+    public static func bootstrap(level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return LineSafeLogHandler(handler)
+        }
+    }
+}
+
+/// The config file as start-up reads it (for the executable, which does not import `Gateway`).
+public enum GatewayConfigFile {
+    public static func load(path: String) throws(ConfigError) -> GatewayConfig {
+        try ConfigLoader.load(path: path)
+    }
+}
