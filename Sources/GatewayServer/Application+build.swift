@@ -19,8 +19,11 @@ public func buildApplication(
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
+    // The one clock behind every decision time makes: deadlines, backoff, Retry-After, breaker
+    // windows, idempotency waits, rate limits.
+    let clock = GatewayClock(clock)
     let metrics = GatewayMetrics()
-    let health = health ?? UpstreamHealth(metrics: metrics)
+    let health = health ?? UpstreamHealth(metrics: metrics, clock: clock)
     for upstream in upstreams.issuers.values {
         for (index, endpoint) in upstream.endpoints.enumerated() {
             health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
@@ -33,7 +36,7 @@ public func buildApplication(
         await onAuthFailure(source, reason)
     }
     let router = Router(context: GatewayRequestContext.self)
-    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware(logger: logger))
     router.add(middleware: ClientAuthMiddleware(
         authenticator: ClientAuthenticator(clients: config.clients),
@@ -61,7 +64,7 @@ public func buildApplication(
         issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
             if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
         },
-        logger: logger)
+        clock: clock, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(config: config),
         audit: securityAudit,
@@ -70,7 +73,7 @@ public func buildApplication(
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                       waitLimit: config.routing.rules.compactMap(\.deadlineMS).map { Duration.milliseconds($0) }
                                           .reduce(deadline, max),
-                                      sealer: ResponseSealer(keyring: local.vault.keyring)),
+                                      sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock),
         upstreams: upstreams, health: health, metrics: metrics, sandbox: config.sandbox.enabled ? sandbox : nil,
         configuredIssuers: config.issuers)
     try handler.registerHandlers(on: router)
