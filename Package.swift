@@ -214,7 +214,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", "GatewayTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", "GatewayTestSupport", "Sandbox", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "GatewayServerTests",

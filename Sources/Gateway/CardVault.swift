@@ -65,7 +65,7 @@ public struct CardVault: CardDataSource {
         do {
             sealed = try await store.vaultEntry(card.id)
         } catch {
-            throw GatewayError(.internal, "the vault could not be read")
+            throw GatewayError(.internal, "the vault could not be read", cause: error)
         }
         guard let sealed else { return nil }
         return try open(sealed, card: card).data

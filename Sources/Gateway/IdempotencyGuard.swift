@@ -14,14 +14,17 @@ public struct IdempotencyGuard: Sendable {
     let pollInterval: Duration
     /// Stored answers hold activation data and encrypted pass data: they are sealed at rest.
     let sealer: ResponseSealer
+    /// The wait limit and the polls are measured on it.
+    let clock: GatewayClock
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
-                pollInterval: Duration = .milliseconds(20)) {
+                pollInterval: Duration = .milliseconds(20), clock: GatewayClock = .continuous) {
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
         self.sealer = sealer
         self.pollInterval = pollInterval
+        self.clock = clock
     }
 
     public enum Outcome: Sendable {
@@ -35,6 +38,8 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
+    static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
+
     public func run(
         client: ClientID, key: String?, requestHash: String,
         _ operation: () async throws(GatewayError) -> StoredResponse
@@ -43,7 +48,7 @@ public struct IdempotencyGuard: Sendable {
         guard !key.isEmpty, key.count <= Self.maxKeyLength, key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
             throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters")
         }
-        let giveUp = ContinuousClock.now.advanced(by: waitLimit)
+        let giveUp = clock.now.advanced(by: waitLimit)
         while true {
             let now = Date()
             let claim: IdempotencyClaim
@@ -53,7 +58,7 @@ public struct IdempotencyGuard: Sendable {
                     expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
                     staleBefore: now.addingTimeInterval(-Double(waitLimit.wholeMilliseconds) / 1000 - 1))
             } catch {
-                throw GatewayError(.internal, "the store could not record the Idempotency-Key")
+                throw GatewayError(.internal, "the store could not record the Idempotency-Key", cause: error)
             }
             switch claim {
             case .acquired:
@@ -68,22 +73,27 @@ public struct IdempotencyGuard: Sendable {
                     let sealed = StoredResponse(status: response.status, body: try sealer.seal(response.body, client: client, key: key))
                     try await store.completeIdempotencyKey(client: client, key: key, response: sealed)
                 } catch {
-                    throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key")
+                    throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
                 }
                 return .fresh(response)
             case .replay(let stored):
                 do {
                     return .replayed(StoredResponse(status: stored.status, body: try sealer.open(stored.body, client: client, key: key)))
                 } catch {
-                    throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened")
+                    throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened", cause: error)
                 }
             case .mismatch:
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
             case .inProgress:
-                guard ContinuousClock.now < giveUp else {
-                    throw GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
+                guard clock.now < giveUp else {
+                    throw Self.stillRunning
                 }
-                try? await Task.sleep(for: pollInterval)
+                // A caller that went away stops waiting at once, and the store is not asked again.
+                do {
+                    try await clock.sleep(for: pollInterval)
+                } catch {
+                    throw Self.stillRunning
+                }
             }
         }
     }

@@ -43,13 +43,16 @@ public struct ProvisioningService: Sendable {
     let activationIssuer: IssuerID?
     /// Issuer accounts limited to some programs (`issuers.<name>.programs`); absent means any.
     let issuerPrograms: [IssuerID: Set<ProgramID>]
+    /// Deadlines and latencies are read from it.
+    let clock: GatewayClock
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
-        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], logger: Logger
+        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], clock: GatewayClock = .continuous, logger: Logger
     ) {
+        self.clock = clock
         self.activationIssuer = activationIssuer
         self.issuerPrograms = issuerPrograms
         self.store = store
@@ -70,16 +73,19 @@ public struct ProvisioningService: Sendable {
         var event: AuditEvent
         var attempts = 0
         var lastRecorded: GatewayError?
+        /// The request's logger, with its provisioning's metadata.
+        var logger: Logger
     }
 
     public func provisionApplePay(
-        cardID: CardID, request: ApplePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate()
+        cardID: CardID, request: ApplePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate(),
+        logger: Logger? = nil
     ) async throws(GatewayError) -> ApplePayProvisioning {
         let validated = validatedIssuers
         let chainValidator = chainValidator
         let (issuer, payload) = try await run(
             .applePay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: request.device.type,
-            fallbackAllowed: true
+            fallbackAllowed: true, logger: logger
         ) { (issuer) async throws(GatewayError) in
             guard validated.contains(issuer), let chainValidator else { return }
             do throws(ApplePayChainValidator.Failure) {
@@ -94,10 +100,12 @@ public struct ProvisioningService: Sendable {
     }
 
     public func provisionGooglePay(
-        cardID: CardID, request: GooglePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate()
+        cardID: CardID, request: GooglePayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate(),
+        logger: Logger? = nil
     ) async throws(GatewayError) -> GooglePayProvisioning {
         let (issuer, payload) = try await run(
-            .googlePay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false
+            .googlePay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            logger: logger
         ) { (connector, card, context) async throws(GatewayError) in
             try await connector.provisionGooglePay(request, card: card!, context: context)
         }
@@ -106,10 +114,12 @@ public struct ProvisioningService: Sendable {
 
     /// Activates a wallet token at the card's issuer, or, without a card, at `activationIssuer`.
     public func activateToken(
-        _ request: TokenActivationRequest, cardID: CardID?, client: Client, provisioningID: ProvisioningID = .generate()
+        _ request: TokenActivationRequest, cardID: CardID?, client: Client, provisioningID: ProvisioningID = .generate(),
+        logger: Logger? = nil
     ) async throws(GatewayError) -> TokenActivation {
         let (issuer, result) = try await run(
-            .tokenActivation, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false
+            .tokenActivation, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            logger: logger
         ) { (connector, card, context) async throws(GatewayError) in
             try await connector.activateToken(request, card: card, context: context)
         }
@@ -129,15 +139,16 @@ public struct ProvisioningService: Sendable {
 
     /// One request of any operation: card and client checks, routing, the issuer's attempts under
     /// its resilience rules, the local fallback where allowed, and the audit trail. `prepare` runs
-    /// once per issuer before its first attempt (chain validation).
+    /// once per issuer before its first attempt (chain validation). `requestLogger`: the request's
+    /// own (its `request_id`), else the service's.
     private func run<T: Sendable>(
         _ operation: AuditOperation, cardID: CardID?, client: Client, provisioningID: ProvisioningID, deviceType: DeviceType?,
-        fallbackAllowed: Bool,
+        fallbackAllowed: Bool, logger requestLogger: Logger?,
         prepare: (IssuerID) async throws(GatewayError) -> Void = { _ in },
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> (IssuerID, T) {
-        let started = ContinuousClock.now
-        var logger = logger
+        let started = clock.now
+        var logger = requestLogger ?? logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         logger[metadataKey: "operation"] = "\(operation.rawValue)"
         if let cardID { logger[metadataKey: "card_id"] = "\(cardID)" }
@@ -145,7 +156,7 @@ public struct ProvisioningService: Sendable {
         var trail = Trail(event: AuditEvent(
             provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
             deviceType: deviceType, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
-            latencyMS: 0))
+            latencyMS: 0), logger: logger)
 
         // Rules match a wallet; a token activation goes to the card's own issuer, else to routing.activations.
         let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
@@ -187,6 +198,7 @@ public struct ProvisioningService: Sendable {
             }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"
+            trail.logger = logger
             // An issuer whose contract has no place for this operation is never called.
             guard serves(issuer, operation) else {
                 throw GatewayError(.walletNotSupported, operation == .tokenActivation
@@ -195,15 +207,17 @@ public struct ProvisioningService: Sendable {
             }
             let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
             let deadline = started.advanced(by: routeDeadline ?? self.deadline)
-            let context = ProvisioningContext(provisioningID: provisioningID, deadline: deadline)
+            let context = ProvisioningContext(
+                provisioningID: provisioningID, deadline: deadline, clock: clock,
+                logMetadata: logger.handler.metadata.mapValues { "\($0)" })
             do throws(GatewayError) {
                 let value = try await serve(issuer, card: card, context: context, trail: &trail, prepare: prepare, call: call)
-                logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(started.duration(to: .now).wholeMilliseconds)"])
+                logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)"])
                 metrics?.request(operation: operation.rawValue, outcome: "succeeded")
                 return (issuer, value)
             } catch where error.isRetryable && fallbackAllowed {
                 guard let card, let fallback = routing.fallback(for: card, wallet: wallet), fallback != issuer, fallback == local?.issuer,
-                      ContinuousClock.now < deadline
+                      clock.now < deadline
                 else { throw error }
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
                 metrics?.fallback(issuer: issuer, to: fallback)
@@ -222,11 +236,13 @@ public struct ProvisioningService: Sendable {
                 var event = trail.event
                 event.attempt = 0
                 event.endpoint = nil
-                event.fail(with: error, since: started)
-                try? await record(event)
+                event.fail(with: error, latency: started.duration(to: clock.now))
+                try? await record(event, logger: logger)
             }
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
-            logger.notice("\(operation.rawValue) failed", metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
+            var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"]
+            if let cause = error.cause { failure["cause"] = "\(cause)" }
+            logger.notice("\(operation.rawValue) failed", metadata: failure)
             throw error.with(provisioningID: provisioningID)
         }
     }
@@ -240,7 +256,7 @@ public struct ProvisioningService: Sendable {
     ) async throws(GatewayError) -> T {
         try await prepare(issuer)
         if let upstream = upstreams.issuers[issuer] {
-            return try await caller.call(upstream, context: context, onAttempt: { (report) async throws(GatewayError) in
+            return try await caller.call(upstream, context: context, logger: trail.logger, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector) async throws(GatewayError) in
                 try await call(connector, card, context)
@@ -249,14 +265,14 @@ public struct ProvisioningService: Sendable {
         guard let local, local.issuer == issuer else {
             throw GatewayError(.internal, "issuer \(issuer) has no connector")
         }
-        let started = ContinuousClock.now
+        let started = clock.now
         do throws(GatewayError) {
             let value = try await call(local, card, context)
-            try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: nil, latency: started.duration(to: .now)),
+            try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: nil, latency: started.duration(to: clock.now)),
                             trail: &trail)
             return value
         } catch {
-            try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: error, latency: started.duration(to: .now)),
+            try await audit(AttemptReport(issuer: issuer, endpoint: local.endpoint, error: error, latency: started.duration(to: clock.now)),
                             trail: &trail)
             throw error
         }
@@ -277,7 +293,7 @@ public struct ProvisioningService: Sendable {
             event.upstreamStatus = report.issuer == LocalConnector.issuerID ? nil : 200
         }
         event.latencyMS = Int(report.latency.wholeMilliseconds)
-        try await record(event)
+        try await record(event, logger: trail.logger)
         trail.lastRecorded = report.error
     }
 
@@ -288,20 +304,25 @@ public struct ProvisioningService: Sendable {
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.
-    public func recordReplay(provisioningID: ProvisioningID, cardID: CardID, client: Client, operation: AuditOperation) async {
+    public func recordReplay(
+        provisioningID: ProvisioningID, cardID: CardID, client: Client, operation: AuditOperation, logger: Logger? = nil
+    ) async {
+        var logger = logger ?? self.logger
+        logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         let event = AuditEvent(
             provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, operation: operation, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
-        try? await record(event)
+        try? await record(event, logger: logger)
     }
 
     /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.
-    private func record(_ event: AuditEvent) async throws(GatewayError) {
+    private func record(_ event: AuditEvent, logger: Logger) async throws(GatewayError) {
         do {
             try await store.appendAudit(event)
         } catch {
-            logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "error_type": "\(type(of: error))"])
-            throw GatewayError(.internal, "the audit trail could not be written")
+            let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
+            logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
+            throw failure
         }
     }
 
@@ -310,7 +331,7 @@ public struct ProvisioningService: Sendable {
         do {
             record = try await store.card(id)
         } catch {
-            throw GatewayError(.internal, "the card registry failed")
+            throw GatewayError(.internal, "the card registry failed", cause: error)
         }
         guard let record else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }
         return record

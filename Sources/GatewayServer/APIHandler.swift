@@ -61,7 +61,7 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body)
         ) { () async throws(GatewayError) -> StoredResponse in
-            let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client)
+            let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
             let answer = Components.Schemas.ApplePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue,
                 issuer: result.issuer.rawValue,
@@ -76,7 +76,8 @@ struct APIHandler: APIProtocol {
         case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)
             let answer = try Self.decodeStored(stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay)
+            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay,
+                                       logger: RequestScope.logger)
             return .ok(.init(body: .json(answer)))
         }
     }
@@ -93,7 +94,7 @@ struct APIHandler: APIProtocol {
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: cardID, body: body, operation: .googlePay)
         ) { () async throws(GatewayError) -> StoredResponse in
-            let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client)
+            let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
             let payload = result.payload
             let answer = Components.Schemas.GooglePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue,
@@ -118,12 +119,13 @@ struct APIHandler: APIProtocol {
             do {
                 answer = try JSONDecoder().decode(Components.Schemas.GooglePayProvisioningResponse.self, from: outcome.stored.body)
             } catch {
-                throw GatewayError(.internal, "a stored answer could not be read")
+                throw GatewayError(.internal, "a stored answer could not be read", cause: error)
             }
         }
         if case .replayed = outcome {
             try await service.authorizeReplay(cardID: cardID, client: client)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay)
+            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay,
+                                       logger: RequestScope.logger)
         }
         return .ok(.init(body: .json(answer)))
     }
@@ -135,7 +137,8 @@ struct APIHandler: APIProtocol {
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
         if let cardID = body.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
-        let activation = try await service.activateToken(request, cardID: body.cardId.map { CardID($0) }, client: client)
+        let activation = try await service.activateToken(request, cardID: body.cardId.map { CardID($0) }, client: client,
+                                                         logger: RequestScope.logger)
         let result = activation.result
         return .ok(.init(body: .json(.init(
             provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,
@@ -163,7 +166,7 @@ struct APIHandler: APIProtocol {
         do {
             return try JSONDecoder().decode(Components.Schemas.ApplePayProvisioningResponse.self, from: stored.body)
         } catch {
-            throw GatewayError(.internal, "a stored answer could not be read")
+            throw GatewayError(.internal, "a stored answer could not be read", cause: error)
         }
     }
 

@@ -1,4 +1,5 @@
 import Gateway
+import Logging
 import NIOCore
 
 /// Values the middleware establishes for the rest of one request: the generated OpenAPI handlers
@@ -6,6 +7,8 @@ import NIOCore
 enum RequestScope {
     @TaskLocal static var client: Client?
     @TaskLocal static var requestID: String = ""
+    /// The gateway's logger with this request's `request_id`: every line a request logs goes through it.
+    @TaskLocal static var logger: Logger?
     /// The caller's address, formatted only when a security event names it.
     @TaskLocal static var remoteAddress: SocketAddress?
 }

@@ -26,12 +26,12 @@ public struct AuditEvent: Sendable, Equatable {
     public var upstreamStatus: Int?
     public var latencyMS: Int
 
-    /// Marks this attempt as failed with `error`, its latency counted from `started`.
-    public mutating func fail(with error: GatewayError, since started: ContinuousClock.Instant) {
+    /// Marks this attempt as failed with `error` after `latency`.
+    public mutating func fail(with error: GatewayError, latency: Duration) {
         outcome = .failed
         errorCode = error.code
         upstreamStatus = error.upstreamStatus
-        latencyMS = Int(started.duration(to: .now).wholeMilliseconds)
+        latencyMS = Int(latency.wholeMilliseconds)
     }
 
     public init(

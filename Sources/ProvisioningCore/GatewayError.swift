@@ -92,13 +92,21 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let condition: UpstreamCondition?
     /// The upstream's `Retry-After`, when it sent one.
     public let retryAfter: Duration?
+    /// For the gateway's own log only, never sent to the caller: what the underlying error said
+    /// when this one wraps another (a store failure), one line and short.
+    public private(set) var cause: String?
 
-    public init(_ code: Code, _ detail: String, upstreamStatus: Int? = nil, condition: UpstreamCondition? = nil, retryAfter: Duration? = nil) {
+    /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
+    public init(
+        _ code: Code, _ detail: String, upstreamStatus: Int? = nil, condition: UpstreamCondition? = nil, retryAfter: Duration? = nil,
+        cause: (any Error)? = nil
+    ) {
         self.code = code
         self.detail = detail
         self.upstreamStatus = upstreamStatus
         self.condition = condition ?? upstreamStatus.map { .status($0) }
         self.retryAfter = retryAfter
+        self.cause = cause.map(Self.describe)
     }
 
     /// The same failure under the code an issuer's retry table gives it.
@@ -106,8 +114,25 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         guard newCode != code else { return self }
         var copy = GatewayError(newCode, detail, upstreamStatus: upstreamStatus, condition: condition, retryAfter: retryAfter)
         copy.provisioningID = provisioningID
+        copy.cause = cause
         return copy
     }
+
+    /// An underlying error as one short log-safe line: its type and description, control
+    /// characters replaced, at most `maxCauseLength` characters. A wrapped `GatewayError` gives its
+    /// own code, detail and cause.
+    public static func describe(_ error: any Error) -> String {
+        let text: String
+        if let error = error as? GatewayError {
+            text = error.description + (error.cause.map { " (\($0))" } ?? "")
+        } else {
+            text = "\(type(of: error)): \(String(describing: error))"
+        }
+        let line = String(text.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : Character($0) })
+        return line.count > maxCauseLength ? String(line.prefix(maxCauseLength - 1)) + "…" : line
+    }
+
+    public static let maxCauseLength = 300
 
     public func with(provisioningID: ProvisioningID) -> GatewayError {
         var copy = self

@@ -5,13 +5,27 @@ public struct ProvisioningContext: Sendable {
     public let provisioningID: ProvisioningID
     /// Sent to upstreams that honour an idempotency key; the same for every attempt.
     public let idempotencyKey: String
-    public let deadline: ContinuousClock.Instant
+    /// The request's one deadline, on `clock`.
+    public let deadline: GatewayClock.Instant
+    /// The gateway's clock: what is left before the deadline is read from it.
+    public let clock: GatewayClock
+    /// The request's logger metadata (`request_id`, `provisioning_id`, ...), so an upstream's log
+    /// lines are lines of the request that caused them. Never holds card data.
+    public let logMetadata: [String: String]
 
-    public init(provisioningID: ProvisioningID, idempotencyKey: String? = nil, deadline: ContinuousClock.Instant) {
+    public init(
+        provisioningID: ProvisioningID, idempotencyKey: String? = nil, deadline: GatewayClock.Instant, clock: GatewayClock,
+        logMetadata: [String: String] = [:]
+    ) {
         self.provisioningID = provisioningID
         self.idempotencyKey = idempotencyKey ?? provisioningID.rawValue
         self.deadline = deadline
+        self.clock = clock
+        self.logMetadata = logMetadata
     }
+
+    /// Time left before the deadline (negative once it passed).
+    public var remaining: Duration { clock.now.duration(to: deadline) }
 }
 
 /// One upstream issuer's dialect: build its request, call it, decode its answer, map its errors.

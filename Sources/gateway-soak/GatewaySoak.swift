@@ -8,6 +8,9 @@ import NIOHTTP1
 /// Drives a running sandbox gateway with Apple Pay provisionings while queuing random faults at
 /// its simulators, then prints the success rate, latency percentiles and upstream attempts per
 /// request (read back from the audit trail). `scripts/soak.sh` starts a gateway and runs this.
+/// Exits 1 when something went wrong beyond the faults: an internal error, an answer that is
+/// neither a payload nor a problem with a provisioning id, or an answer whose outcome is not the
+/// last event of its audit trail.
 @main
 struct GatewaySoak: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -70,11 +73,20 @@ struct GatewaySoak: AsyncParsableCommand {
         _ = try await send(client, .DELETE, "/v1/sandbox/faults", body: nil)
 
         var attempts: [Int] = []
+        var errors: [String] = []
         for result in results {
-            guard let id = result.provisioningID else { continue }
+            if result.code == "internal" { errors.append("an internal error") }
+            guard let id = result.provisioningID else {
+                if result.code != "rate_limited" { errors.append("HTTP \(result.status) \(result.code ?? "-") without a provisioning id") }
+                continue
+            }
             let (_, audit) = try await send(client, .GET, "/v1/provisionings/\(id)", body: nil)
             let events = audit["events"] as? [[String: Any]] ?? []
             attempts.append(events.filter { ($0["attempt"] as? Int ?? 0) > 0 && $0["issuer"] as? String != "local" }.count)
+            let recorded = result.status == 200
+                ? events.last?["outcome"] as? String == "succeeded"
+                : events.last?["error_code"] as? String == result.code
+            if !recorded { errors.append("\(id): the answer is not the audit trail's last outcome") }
         }
         try await client.shutdown()
 
@@ -90,6 +102,10 @@ struct GatewaySoak: AsyncParsableCommand {
         print("latency p50 / p99   \(String(format: "%.0f", percentile(0.5))) ms / \(String(format: "%.0f", percentile(0.99))) ms  (max \(String(format: "%.0f", latencies.last ?? 0)) ms)")
         print("attempts / request  \(String(format: "%.2f", Double(attempts.reduce(0, +)) / Double(max(attempts.count, 1))))")
         if !codes.isEmpty { print("problems            " + codes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) }
+        if !errors.isEmpty {
+            print("errors              \(errors.count): " + Set(errors).sorted().prefix(5).joined(separator: "; "))
+            throw ExitCode.failure
+        }
     }
 
     func send(_ client: HTTPClient, _ method: HTTPMethod, _ path: String, body: Data?) async throws -> (Int, [String: Any]) {

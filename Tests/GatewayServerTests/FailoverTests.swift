@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import GatewayTestSupport
 import GatewayServer
 import Hummingbird
 import HummingbirdTesting
@@ -7,14 +8,6 @@ import ProvisioningCore
 import Sandbox
 import Synchronization
 import Testing
-
-/// A clock the test moves by hand, for the breakers: open durations pass without sleeping.
-final class ManualTime: Sendable {
-    private let base = ContinuousClock.now
-    private let offset = Mutex<Duration>(.zero)
-    func advance(by duration: Duration) { offset.withLock { $0 += duration } }
-    var now: ContinuousClock.Instant { base.advanced(by: offset.withLock { $0 }) }
-}
 
 /// Endpoints in failover order, circuit breakers per endpoint, the admin view and the metrics.
 struct FailoverTests {
@@ -44,8 +37,10 @@ struct FailoverTests {
     }
 
     @Test func anOpenBreakerSkipsItsEndpointUntilHalfOpen() async throws {
-        let time = ManualTime()
-        let health = UpstreamHealth(now: { time.now })
+        // The breakers' clock, moved by hand: open durations pass without sleeping. (The rest of
+        // the gateway keeps real time, so the retries' backoffs run as usual.)
+        let time = TestClock()
+        let health = UpstreamHealth(clock: GatewayClock(time))
         let config = try Self.twoEndpoints(first: "sandbox://bridge/primary")
         try await GatewayHarness.run(config: config, health: health) { client, sandbox in
             let primary = try #require(sandbox.instance(issuer: "bridge", endpoint: 0))

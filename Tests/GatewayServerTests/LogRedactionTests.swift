@@ -7,9 +7,11 @@ import Testing
 /// Everything logged at trace level while the three demo cards are provisioned, then searched for
 /// anything the caller or the upstream sent.
 final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let linesLock = Mutex<[String]>([])
 
-    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+    var text: String { linesLock.withLock { $0.joined(separator: "\n") } }
+    /// Every line so far, in order.
+    var lines: [String] { linesLock.withLock { $0 } }
 
     func handler(label: String) -> some LogHandler {
         Handler(label: label, sink: self)
@@ -30,7 +32,7 @@ final class CapturedLog: Sendable {
                  file: String, function: String, line: UInt) {
             let all = self.metadata.merging(extra ?? [:]) { $1 }
             let line = "\(level) \(label): \(message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
-            sink.lines.withLock { $0.append(line) }
+            sink.linesLock.withLock { $0.append(line) }
         }
     }
 }

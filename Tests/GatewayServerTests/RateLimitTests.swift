@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import GatewayTestSupport
 @testable import GatewayServer
 import HTTPTypes
 import Hummingbird
@@ -8,27 +9,6 @@ import NIOCore
 import ProvisioningCore
 import Synchronization
 import Testing
-
-/// A clock that moves only when a test says so.
-final class ManualClock: Clock, Sendable {
-    struct Instant: InstantProtocol {
-        var offset: Duration
-        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
-        func duration(to other: Instant) -> Duration { other.offset - offset }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    private let current = Mutex(Instant(offset: .zero))
-    var now: Instant { current.withLock { $0 } }
-    var minimumResolution: Duration { .nanoseconds(1) }
-
-    func advance(by duration: Duration) { current.withLock { $0 = $0.advanced(by: duration) } }
-
-    /// Nothing here sleeps on it; if something did, it would wait for a test to move the clock.
-    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-        while now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-    }
-}
 
 /// Per-client rate limits, the failed-authentication throttle per source address, and `/metrics`
 /// behind an admin key, through the real HTTP stack with a clock the tests move.
@@ -54,7 +34,7 @@ struct RateLimitTests {
 
     @Test func aClientOverItsLimitIsRefusedUntilATokenComesBackAndOthersAreNot() async throws {
         let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 1, burst: 3), GatewayHarness.sandboxConfig())
-        let clock = ManualClock()
+        let clock = TestClock()
         try await GatewayHarness.run(config: config, clock: clock) { client, _ in
             for _ in 0..<3 {
                 #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
@@ -76,7 +56,7 @@ struct RateLimitTests {
 
     @Test func retryAfterIsWholeSecondsRoundedUp() async throws {
         let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 0.4, burst: 1), GatewayHarness.sandboxConfig())
-        let clock = ManualClock()
+        let clock = TestClock()
         try await GatewayHarness.run(config: config, clock: clock) { client, _ in
             #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
             Self.expectRateLimited(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey), retryAfter: "3")
@@ -93,7 +73,7 @@ struct RateLimitTests {
     @Test func failedAuthenticationIsThrottledPerSourceButAValidKeyStillWorks() async throws {
         var config = try GatewayHarness.sandboxConfig()
         config.server.authFailureLimit = RateLimitConfig(requestsPerSecond: 1, burst: 3)
-        let clock = ManualClock()
+        let clock = TestClock()
         let failures = Locked<[String]>([])
         try await GatewayHarness.run(config: config, clock: clock, onAuthFailure: { source, reason in
             failures.withLock { $0.append("\(source) \(reason)") }
@@ -158,8 +138,8 @@ struct RateLimitTests {
     // MARK: The limiter's table
 
     @Test func theSourceTableIsBoundedDroppingFullBucketsFirstThenTheOldest() {
-        let clock = ManualClock()
-        let limiter = RateLimiter<String, ManualClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 2), capacity: 10)
+        let clock = TestClock()
+        let limiter = RateLimiter<String, TestClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 2), capacity: 10)
         for index in 0..<10 {
             #expect(limiter.take("source-\(index)") == .allowed)
             clock.advance(by: .milliseconds(10))
@@ -178,8 +158,8 @@ struct RateLimitTests {
     }
 
     @Test func anEmptyBucketIsNeverDroppedSoAFloodOfNewSourcesCannotResetIt() {
-        let clock = ManualClock()
-        let limiter = RateLimiter<String, ManualClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1), capacity: 10)
+        let clock = TestClock()
+        let limiter = RateLimiter<String, TestClock>(clock: clock, defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1), capacity: 10)
         // The attacker's own source, exhausted, then the table filled with fresh sources (each empty too).
         #expect(limiter.take("attacker") == .allowed)
         #expect(limiter.take("attacker") != .allowed)
@@ -212,7 +192,7 @@ struct RateLimitTests {
     }
 
     @Test func peekingMakesNoBucket() {
-        let limiter = RateLimiter<String, ManualClock>(clock: ManualClock(), defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1))
+        let limiter = RateLimiter<String, TestClock>(clock: TestClock(), defaultLimit: RateLimitConfig(requestsPerSecond: 1, burst: 1))
         #expect(limiter.peek("somebody") == .allowed)
         #expect(limiter.count == 0)
         #expect(limiter.take("somebody") == .allowed)

@@ -36,7 +36,8 @@ enum Fixtures {
     }
 
     static func context(id: String = "prv_test_\(UUID().uuidString.prefix(8))", seconds: Int64 = 10) -> ProvisioningContext {
-        ProvisioningContext(provisioningID: ProvisioningID(id), deadline: .now + .seconds(seconds))
+        let clock = GatewayClock.continuous
+        return ProvisioningContext(provisioningID: ProvisioningID(id), deadline: clock.now.advanced(by: .seconds(seconds)), clock: clock)
     }
 
     static let logger = Logger(label: "issuers-tests")

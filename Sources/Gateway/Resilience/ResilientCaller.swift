@@ -1,5 +1,6 @@
 import Foundation
 import Issuers
+import Logging
 import ProvisioningCore
 
 /// What one call to one upstream endpoint did, for the audit trail.
@@ -25,7 +26,7 @@ public struct AttemptReport: Sendable {
 ///    attempt is not started.
 ///
 /// The connector keeps the same `ProvisioningContext` (and so the same idempotency key) for every
-/// attempt.
+/// attempt. Time (what is left, latencies, waits) is read from the context's clock.
 public struct ResilientCaller: Sendable {
     let health: UpstreamHealth
     let metrics: GatewayMetrics?
@@ -39,7 +40,7 @@ public struct ResilientCaller: Sendable {
     }
 
     public func call<T: Sendable>(
-        _ upstream: UpstreamIssuer, context: ProvisioningContext,
+        _ upstream: UpstreamIssuer, context: ProvisioningContext, logger: Logger,
         onAttempt: (AttemptReport) async throws(GatewayError) -> Void,
         _ operation: (any IssuerConnector) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
@@ -50,10 +51,11 @@ public struct ResilientCaller: Sendable {
         var lastError: GatewayError?
         /// The endpoint that just failed, when the action was to fail over without waiting.
         var failedOverFrom: Int?
+        let clock = context.clock
 
         while true {
             if Task.isCancelled, let lastError { throw lastError }
-            let remaining = ContinuousClock.now.duration(to: context.deadline)
+            let remaining = context.remaining
             guard remaining >= policy.minAttemptTime else {
                 throw Self.expired(upstream.issuer, lastError: lastError)
             }
@@ -64,7 +66,7 @@ public struct ResilientCaller: Sendable {
             if failedOverFrom == index, let lastError {
                 do throws(GatewayError) {
                     try await Self.pause(policy.backoff(afterAttempt: attempts, unit: unit), policy: policy, context: context,
-                                         issuer: upstream.issuer, after: lastError)
+                                         issuer: upstream.issuer, after: lastError, logger: logger)
                 } catch {
                     health.release(issuer: upstream.issuer, index: index)
                     throw error
@@ -74,14 +76,14 @@ public struct ResilientCaller: Sendable {
             attempts += 1
             if attempts > 1 { metrics?.retry(issuer: upstream.issuer, reason: lastError?.condition?.description ?? "other") }
             let connector = upstream.endpoints[index]
-            let started = ContinuousClock.now
+            let started = clock.now
             let outcome: Result<T, GatewayError>
             do throws(GatewayError) {
                 outcome = .success(try await operation(connector))
             } catch {
                 outcome = .failure(error)
             }
-            let latency = started.duration(to: .now)
+            let latency = started.duration(to: clock.now)
 
             let error: GatewayError
             switch outcome {
@@ -127,24 +129,28 @@ public struct ResilientCaller: Sendable {
             if let retryAfter = failure.retryAfter {
                 // The upstream asked for more time than is left: its own answer (with its
                 // Retry-After, passed on to the caller) is the honest one.
-                guard ContinuousClock.now.advanced(by: retryAfter + policy.minAttemptTime) <= context.deadline else { throw failure }
+                guard clock.now.advanced(by: retryAfter + policy.minAttemptTime) <= context.deadline else { throw failure }
                 wait = max(wait, retryAfter)
             }
-            try await Self.pause(wait, policy: policy, context: context, issuer: upstream.issuer, after: failure)
+            try await Self.pause(wait, policy: policy, context: context, issuer: upstream.issuer, after: failure, logger: logger)
         }
     }
 
     /// Sleeps `wait` before the next attempt. A wait after which no attempt could finish is not
     /// started (`expired`); a caller that goes away ends the request with the last failure.
     private static func pause(
-        _ wait: Duration, policy: RetryPolicy, context: ProvisioningContext, issuer: IssuerID, after failure: GatewayError
+        _ wait: Duration, policy: RetryPolicy, context: ProvisioningContext, issuer: IssuerID, after failure: GatewayError,
+        logger: Logger
     ) async throws(GatewayError) {
-        guard ContinuousClock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
+        guard context.clock.now.advanced(by: wait + policy.minAttemptTime) <= context.deadline else {
             throw expired(issuer, lastError: failure)
         }
         guard wait > .zero else { return }
+        logger.debug("waiting before the next attempt", metadata: [
+            "issuer": "\(issuer)", "after": "\(failure.code.rawValue)", "wait_ms": "\(wait.wholeMilliseconds)",
+        ])
         do {
-            try await Task.sleep(for: wait)
+            try await context.clock.sleep(for: wait)
         } catch {
             throw failure
         }

@@ -29,17 +29,18 @@ public final class UpstreamHealth: Sendable {
     /// How many failures per endpoint the admin view keeps.
     static let recentFailureLimit = 20
 
-    public let now: @Sendable () -> ContinuousClock.Instant
+    /// Open windows are measured on it.
+    public let clock: GatewayClock
     private let wallClock: @Sendable () -> Date
     private let metrics: GatewayMetrics?
     private let endpoints: Mutex<[EndpointKey: Endpoint]>
 
     public init(
-        metrics: GatewayMetrics? = nil, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        metrics: GatewayMetrics? = nil, clock: GatewayClock = .continuous,
         wallClock: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.metrics = metrics
-        self.now = now
+        self.clock = clock
         self.wallClock = wallClock
         self.endpoints = Mutex([:])
     }
@@ -51,7 +52,7 @@ public final class UpstreamHealth: Sendable {
 
     /// May a call go to this endpoint now? Unknown endpoints are always allowed.
     public func acquire(issuer: IssuerID, index: Int) -> CircuitBreaker.Permission {
-        let now = now()
+        let now = clock.now
         let (permission, transition, url) = endpoints.withLock { all -> (CircuitBreaker.Permission, CircuitBreaker.Transition?, String) in
             guard var endpoint = all[EndpointKey(issuer: issuer, index: index)] else { return (.allowed, nil, "") }
             let (permission, transition) = endpoint.breaker.acquire(at: now)
@@ -65,7 +66,7 @@ public final class UpstreamHealth: Sendable {
 
     /// The end of an allowed call: nil error for a success.
     public func record(issuer: IssuerID, index: Int, error: GatewayError?) {
-        let now = now()
+        let now = clock.now
         let wall = wallClock()
         let (transition, url) = endpoints.withLock { all -> (CircuitBreaker.Transition?, String) in
             let key = EndpointKey(issuer: issuer, index: index)
@@ -110,7 +111,7 @@ public final class UpstreamHealth: Sendable {
 
     /// Every endpoint's state now, ordered by issuer then failover order.
     public func snapshot() -> [EndpointSnapshot] {
-        let now = now()
+        let now = clock.now
         let wall = wallClock()
         return endpoints.withLock { all in
             all.sorted { ($0.key.issuer.rawValue, $0.key.index) < ($1.key.issuer.rawValue, $1.key.index) }.map { key, endpoint in

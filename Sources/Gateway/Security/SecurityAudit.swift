@@ -18,8 +18,9 @@ public struct SecurityAudit: Sendable {
         do {
             try await store.appendSecurityEvent(event)
         } catch {
-            logger.error("security event write failed", metadata: ["kind": "\(event.kind.rawValue)", "error_type": "\(type(of: error))"])
-            throw GatewayError(.internal, "the security audit trail could not be written")
+            let failure = GatewayError(.internal, "the security audit trail could not be written", cause: error)
+            logger.error("security event write failed", metadata: ["kind": "\(event.kind.rawValue)", "cause": "\(failure.cause ?? "")"])
+            throw failure
         }
     }
 

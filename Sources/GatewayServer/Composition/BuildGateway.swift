@@ -71,8 +71,11 @@ public func buildGateway(
         storeService = StoreService(store: opened.service, name: opened.name)
     }
 
+    // The one clock behind every decision time makes: deadlines, backoff, Retry-After, breaker
+    // windows, idempotency waits, rate limits, the drain delay, the purge interval.
+    let clock = GatewayClock(clock)
     let metrics = GatewayMetrics()
-    let health = givenHealth ?? UpstreamHealth(metrics: metrics)
+    let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock)
     let upstreams = UpstreamDirectory()
     let readiness = Readiness()
 
@@ -83,7 +86,7 @@ public func buildGateway(
         await onAuthFailure(source, reason)
     }
     let router = Router(context: GatewayRequestContext.self)
-    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware(logger: logger))
     router.add(middleware: ClientAuthMiddleware(
         authenticator: ClientAuthenticator(clients: config.clients),
@@ -111,7 +114,7 @@ public func buildGateway(
         issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
             if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
         },
-        logger: logger)
+        clock: clock, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(config: config),
         audit: securityAudit,
@@ -119,7 +122,7 @@ public func buildGateway(
         // served is never taken for an abandoned one.
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                       waitLimit: .milliseconds(config.longestDeadlineMS),
-                                      sealer: ResponseSealer(keyring: local.vault.keyring)),
+                                      sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock),
         upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, faults: extensions.faults)
     try handler.registerHandlers(on: router)
 

@@ -6,8 +6,10 @@ import OpenAPIRuntime
 import ProvisioningCore
 
 /// Turns every error thrown below it into problem+json with a stable code, so a caller never
-/// sees a bare 500 or a stack trace for its own mistake.
+/// sees a bare 500 or a stack trace for its own mistake. An internal error is logged with its cause
+/// (the request's logger, so the line has its `request_id`); the cause never reaches the body.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Used when no request logger is in scope.
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -16,7 +18,10 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             let gatewayError = Self.gatewayError(from: error)
             if gatewayError.code == .internal {
-                logger.error("request failed", metadata: ["error_type": "\(type(of: error))", "path": "\(request.uri.path)"])
+                (RequestScope.logger ?? logger).error("request failed", metadata: [
+                    "code": "\(gatewayError.code.rawValue)", "detail": "\(gatewayError.detail)",
+                    "cause": "\(gatewayError.cause ?? "none")", "path": "\(request.uri.path)",
+                ])
             }
             return ProblemResponse.make(gatewayError)
         }
@@ -29,6 +34,10 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         case let error as ServerError:
             if let underlying = error.underlyingError as? GatewayError { return underlying }
             if let decoding = error.underlyingError as? DecodingError { return invalidBody(decoding) }
+            // A handler's own failure (a store error it did not map) is the gateway's, not the request's.
+            if error.httpStatus == .internalServerError {
+                return GatewayError(.internal, "the gateway failed", cause: error.underlyingError)
+            }
             // Everything else the generated code refuses is the shape of the request itself
             // (content type, missing body, path or query values).
             // (bounded and printable: it may quote a header the caller sent)
@@ -44,10 +53,10 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             default:
                 return error.status.code < 500
                     ? GatewayError(.invalidRequest, error.body ?? error.status.reasonPhrase)
-                    : GatewayError(.internal, "the gateway failed")
+                    : GatewayError(.internal, "the gateway failed", cause: error)
             }
         default:
-            return GatewayError(.internal, "the gateway failed")
+            return GatewayError(.internal, "the gateway failed", cause: error)
         }
     }
 

@@ -1,17 +1,30 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 
 /// Gives every request an id (the caller's `X-Request-Id` when it sends a sane one), echoed in the
-/// response and in problem bodies so a fintech's support ticket can name the request.
+/// response and in problem bodies so a fintech's support ticket can name the request, and logged
+/// as `request_id` on every line of the request: the gateway's lines (through `RequestScope.logger`)
+/// and Hummingbird's (its context logger, whose own `hb.request.id` it replaces).
 struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     static var headerName: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
+    static var metadataKey: String { "request_id" }
+    /// The gateway's logger, which the request's logger extends.
+    let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let sent = request.headers[Self.headerName]
         let id = sent.flatMap { $0.count <= 64 && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" } ? $0 : nil }
             ?? "req_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        var response = try await RequestScope.$requestID.withValue(id) { try await next(request, context) }
+        var context = context
+        context.logger[metadataKey: "hb.request.id"] = nil
+        context.logger[metadataKey: Self.metadataKey] = "\(id)"
+        var requestLogger = logger
+        requestLogger[metadataKey: Self.metadataKey] = "\(id)"
+        var response = try await RequestScope.$requestID.withValue(id) {
+            try await RequestScope.$logger.withValue(requestLogger) { try await next(request, context) }
+        }
         response.headers[Self.headerName] = id
         return response
     }

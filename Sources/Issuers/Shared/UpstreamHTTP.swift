@@ -46,11 +46,12 @@ public final class UpstreamHTTP: Sendable {
         try await client.shutdown()
     }
 
-    /// Sends one request; the time it may take is the issuer's per-try timeout cut to the deadline.
+    /// Sends one request; the time it may take is the issuer's per-try timeout cut to the deadline
+    /// (read on the context's clock). Its log lines carry the request's metadata.
     public func send(
         method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
     ) async throws(GatewayError) -> Response {
-        let remaining = ContinuousClock.now.duration(to: context.deadline)
+        let remaining = context.remaining
         guard remaining > .zero else {
             throw GatewayError(.deadlineExceeded, "the deadline passed before \(issuer) could be called")
         }
@@ -65,23 +66,25 @@ public final class UpstreamHTTP: Sendable {
         }
         request.headers.add(name: "Accept", value: "application/json")
 
-        let started = ContinuousClock.now
+        var logger = logger
+        for (key, value) in context.logMetadata { logger[metadataKey: key] = "\(value)" }
+        logger[metadataKey: "provisioning_id"] = "\(context.provisioningID)"
+        let clock = context.clock
+        let started = clock.now
         do {
             let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
             let buffer = try await response.body.collect(upTo: Self.maxResponseBytes)
             let status = Int(response.status.code)
             logger.info("upstream answered", metadata: [
                 "issuer": "\(issuer)", "status": "\(status)",
-                "latency_ms": "\(started.duration(to: .now).wholeMilliseconds)",
-                "provisioning_id": "\(context.provisioningID)",
+                "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
             ])
             return Response(status: status, headers: response.headers, body: Data(buffer: buffer))
         } catch {
             let mapped = Self.map(error, issuer: issuer, timedOutAfter: timeout)
             logger.warning("upstream call failed", metadata: [
                 "issuer": "\(issuer)", "code": "\(mapped.code.rawValue)",
-                "latency_ms": "\(started.duration(to: .now).wholeMilliseconds)",
-                "provisioning_id": "\(context.provisioningID)",
+                "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
             ])
             throw mapped
         }

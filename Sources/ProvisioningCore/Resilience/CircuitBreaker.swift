@@ -26,7 +26,7 @@ public struct CircuitBreaker: Sendable, Equatable {
 
     public enum State: Sendable, Equatable {
         case closed(consecutiveFailures: Int)
-        case open(until: ContinuousClock.Instant)
+        case open(until: GatewayClock.Instant)
         case halfOpen(probesInFlight: Int, successes: Int)
 
         public var name: String {
@@ -42,7 +42,7 @@ public struct CircuitBreaker: Sendable, Equatable {
     public enum Permission: Sendable, Equatable {
         case allowed
         /// Refused; the breaker may let a probe through at this instant.
-        case refused(until: ContinuousClock.Instant)
+        case refused(until: GatewayClock.Instant)
     }
 
     /// A change of state, for metrics and logs.
@@ -64,7 +64,7 @@ public struct CircuitBreaker: Sendable, Equatable {
 
     /// Asks to make a call at `now`. An open breaker whose time is up turns half-open and the call
     /// becomes a probe; every allowed call must be followed by `record`.
-    public mutating func acquire(at now: ContinuousClock.Instant) -> (Permission, Transition?) {
+    public mutating func acquire(at now: GatewayClock.Instant) -> (Permission, Transition?) {
         switch state {
         case .closed:
             return (.allowed, nil)
@@ -81,7 +81,7 @@ public struct CircuitBreaker: Sendable, Equatable {
 
     /// The outcome of an allowed call. `failure` means the endpoint looked unhealthy (5xx,
     /// timeout, connection failure, malformed answer), not that the request was refused (4xx).
-    public mutating func record(success: Bool, at now: ContinuousClock.Instant) -> Transition? {
+    public mutating func record(success: Bool, at now: GatewayClock.Instant) -> Transition? {
         switch state {
         case .closed(let failures):
             if success {

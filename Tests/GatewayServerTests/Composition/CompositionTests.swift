@@ -100,10 +100,10 @@ import Testing
             try await GatewayClient.with(port: port) { client in
                 #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
                 // Asleep on the test clock: the purge job, from the start...
-                await clock.waitForSleepers(1)
+                #expect(await clock.waitForSleepers(1))
                 await group.triggerGracefulShutdown()
                 // ...and now the drain service too: shutdown has begun.
-                await clock.waitForSleepers(2)
+                #expect(await clock.waitForSleepers(2))
                 #expect(process.readiness.isDraining)
                 let readiness = try await client.execute(uri: "/readyz", method: .get)
                 #expect(readiness.status == .serviceUnavailable)

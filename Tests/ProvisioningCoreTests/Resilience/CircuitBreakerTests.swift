@@ -3,10 +3,10 @@ import Testing
 
 /// Every transition of the breaker, driven by instants the test chooses (no sleeping).
 struct CircuitBreakerTests {
-    let t0 = ContinuousClock.now
+    let t0 = GatewayClock.Instant(offset: .seconds(1_000))
     let policy = CircuitBreaker.Policy(failureThreshold: 3, openDuration: .seconds(30), halfOpenProbes: 2)
 
-    func at(_ seconds: Double) -> ContinuousClock.Instant { t0.advanced(by: .milliseconds(Int(seconds * 1000))) }
+    func at(_ seconds: Double) -> GatewayClock.Instant { t0.advanced(by: .milliseconds(Int(seconds * 1000))) }
 
     /// Calls `acquire` then `record(success:)` at `time`, as a real call would.
     func call(_ breaker: inout CircuitBreaker, success: Bool, at time: Double) -> CircuitBreaker.Transition? {

@@ -1,0 +1,50 @@
+/// The one clock the gateway reads wherever time decides behaviour (deadlines, backoff,
+/// Retry-After, breaker open windows, idempotency waits, rate limits). It wraps any
+/// `Clock<Duration>`: production passes `ContinuousClock`, tests a clock they move by hand.
+///
+/// `ContinuousClock.Instant` cannot be made by a test clock, so instants here are the time since
+/// the clock was made: comparable, and the same type whatever clock is underneath.
+public struct GatewayClock: Clock, Sendable {
+    public typealias Duration = Swift.Duration
+
+    public struct Instant: InstantProtocol, Sendable {
+        public typealias Duration = Swift.Duration
+        /// Time since the clock's origin.
+        public let offset: Duration
+
+        public init(offset: Duration) {
+            self.offset = offset
+        }
+
+        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private let elapsed: @Sendable () -> Duration
+    private let sleeper: @Sendable (Duration) async throws -> Void
+    public let minimumResolution: Duration
+
+    /// Reads `clock` from now on; its current instant is this clock's origin. An `any Clock<Duration>`
+    /// is opened and passed the same way.
+    public init<C: Clock<Duration>>(_ clock: C) {
+        let origin = clock.now
+        elapsed = { origin.duration(to: clock.now) }
+        sleeper = { try await clock.sleep(for: $0) }
+        minimumResolution = clock.minimumResolution
+    }
+
+    /// The machine's monotonic clock.
+    public static var continuous: GatewayClock { GatewayClock(ContinuousClock()) }
+
+    public var now: Instant { Instant(offset: elapsed()) }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try await sleeper(now.duration(to: deadline))
+    }
+
+    /// Sleeps `duration` on the underlying clock; throws `CancellationError` when the task is cancelled.
+    public func sleep(for duration: Duration) async throws {
+        try await sleeper(duration)
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import GatewayTestSupport
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+/// What one request leaves in the log: every line carries its `request_id`, the provisioning's
+/// lines (the service's and the upstream attempts') its `provisioning_id`, and an internal error
+/// its cause, which the caller never sees.
+struct RequestLogTests {
+    static func provision(_ client: GatewayClient, card: String, requestID: String) async throws -> GatewayResponse {
+        try await client.execute(
+            uri: "/v1/cards/\(card)/wallet-provisioning/apple-pay", method: .post,
+            headers: [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
+                      HTTPField.Name("X-Request-Id")!: requestID],
+            body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+    }
+
+    @Test func everyLineOfAProvisioningCarriesItsRequestIDAndProvisioningID() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        let lines = Locked<[String]>([])
+        let provisioningID = Locked<String?>(nil)
+        try await GatewayHarness.run(config: try ResilienceTests.config(), logger: logger) { client, _ in
+            // One 503 first: an upstream failure, a wait, a retry and a success, all in one request.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":1}"#)
+            let before = captured.lines.count
+            let response = try await Self.provision(client, card: "card_bridge_demo", requestID: "req_log_test_1")
+            #expect(response.status == .ok)
+            provisioningID.withLock { $0 = response.json["provisioning_id"] as? String }
+            lines.withLock { $0 = Array(captured.lines.dropFirst(before)) }
+        }
+        let served = lines.withLock { $0 }
+        let id = try #require(provisioningID.withLock { $0 })
+        let expected = ["upstream answered", "waiting before the next attempt", "apple_pay succeeded"]
+        for message in expected {
+            #expect(served.contains { $0.contains(message) }, "no line says \(message): \(served)")
+        }
+        #expect(served.filter { $0.contains("upstream answered") }.count == 2, "the 503 and the 200: \(served)")
+        for line in served {
+            #expect(line.contains(" request_id=req_log_test_1"), "a line without the request id: \(line)")
+            #expect(!line.contains("hb.request.id"), "two names for one request id: \(line)")
+        }
+        for line in served where expected.contains(where: line.contains) {
+            #expect(line.contains(" provisioning_id=\(id)"), "a provisioning line without its provisioning id: \(line)")
+        }
+    }
+
+    @Test func anInternalErrorIsLoggedWithItsCauseAndAnsweredWithout() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(logger: logger, store: store) { client, _ in
+            // The registry's table goes away under the running gateway.
+            let database = try DatabaseQueue(path: store.path)
+            try await database.write { try $0.execute(sql: "DROP TABLE cards") }
+            let response = try await Self.provision(client, card: "card_bridge_demo", requestID: "req_broken_store")
+            #expect(response.status == .internalServerError)
+            #expect(response.json["code"] as? String == "internal")
+            let body = String(buffer: response.body)
+            #expect(!body.contains("no such table") && !body.contains("DatabaseError"), "the cause reached the caller: \(body)")
+        }
+        let failure = try #require(captured.lines.first { $0.contains("request failed") }, "\(captured.text)")
+        #expect(failure.contains("no such table: cards"), "the log line lacks the cause: \(failure)")
+        #expect(failure.contains(" request_id=req_broken_store"), "\(failure)")
+    }
+}

@@ -1,0 +1,117 @@
+import Crypto
+import Foundation
+import Gateway
+import GatewayStore
+import GatewayTestSupport
+import ProvisioningCore
+import Testing
+
+/// A duplicate's wait for a request still running, on a test clock, against a real SQLite store
+/// where "another request" holds the key.
+struct IdempotencyGuardTests {
+    static let client: ClientID = "demo"
+    static let key = "key-1"
+
+    static func store() async throws -> SQLiteGatewayStore {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("idempotency-\(UUID().uuidString)/gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        return store
+    }
+
+    /// The key held by a request that is still running.
+    static func holdKey(_ store: SQLiteGatewayStore) async throws {
+        let now = Date()
+        let claim = try await store.claimIdempotencyKey(client: client, key: key, requestHash: "hash", now: now,
+                                                        expiresAt: now.addingTimeInterval(3600), staleBefore: now.addingTimeInterval(-3600))
+        #expect(claim == .acquired)
+    }
+
+    static func guardOn(_ store: SQLiteGatewayStore, clock: TestClock) -> IdempotencyGuard {
+        IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10),
+                         sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))), pollInterval: .seconds(1),
+                         clock: GatewayClock(clock))
+    }
+
+    static func duplicate(_ guard: IdempotencyGuard) async -> GatewayError? {
+        do throws(GatewayError) {
+            _ = try await `guard`.run(client: client, key: key, requestHash: "hash") { () async throws(GatewayError) -> StoredResponse in
+                Issue.record("the duplicate ran the operation")
+                return StoredResponse(status: 200, body: Data())
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func aDuplicatePollsEveryIntervalAndGivesUpAtTheWaitLimit() async throws {
+        let store = try await Self.store()
+        try await Self.holdKey(store)
+        let clock = TestClock()
+        let waiting = Task { await Self.duplicate(Self.guardOn(store, clock: clock)) }
+        for poll in 1...10 {
+            #expect(await clock.waitForSleepers())
+            #expect(clock.requestedSleeps.count == poll)
+            clock.advance(by: .seconds(1))
+        }
+        let error = await waiting.value
+        #expect(error?.code == .idempotencyKeyInProgress)
+        #expect(clock.requestedSleeps == Array(repeating: .seconds(1), count: 10), "one poll a second for 10 s, then no more")
+    }
+
+    @Test func aDuplicateWaitingForTheFirstAnswerGetsIt() async throws {
+        let store = try await Self.store()
+        try await Self.holdKey(store)
+        let clock = TestClock()
+        let sealer = ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256)))
+        let duplicate = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10), sealer: sealer,
+                                         pollInterval: .seconds(1), clock: GatewayClock(clock))
+        let waiting = Task { () -> String? in
+            do throws(GatewayError) {
+                let outcome = try await duplicate.run(client: Self.client, key: Self.key, requestHash: "hash") {
+                    () async throws(GatewayError) -> StoredResponse in StoredResponse(status: 500, body: Data())
+                }
+                guard case .replayed(let stored) = outcome else { return nil }
+                return String(decoding: stored.body, as: UTF8.self)
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(await clock.waitForSleepers())
+        let body = try sealer.seal(Data("first answer".utf8), client: Self.client, key: Self.key)
+        try await store.completeIdempotencyKey(client: Self.client, key: Self.key, response: StoredResponse(status: 200, body: body))
+        clock.advance(by: .seconds(1))
+        #expect(await waiting.value == "first answer")
+        #expect(clock.requestedSleeps == [.seconds(1)])
+    }
+
+    /// A caller that goes away stops waiting at once: no further poll of the store, no spinning
+    /// until the wait limit.
+    @Test func aCancelledDuplicateStopsWaitingAtOnce() async throws {
+        let store = try await Self.store()
+        try await Self.holdKey(store)
+        let clock = TestClock()
+        let waiting = Task { await Self.duplicate(Self.guardOn(store, clock: clock)) }
+        #expect(await clock.waitForSleepers())
+        clock.advance(by: .seconds(1))
+        #expect(await clock.waitForSleepers())
+        let pollsBefore = clock.requestedSleeps.count
+        #expect(pollsBefore == 2)
+
+        let cancelled = ContinuousClock.now
+        waiting.cancel()
+        let watchdog = Task {
+            // An unbounded spin never returns by itself: after 5 s of real time, move the clock past
+            // the wait limit so the loop ends and the test can report it.
+            try await Task.sleep(for: .seconds(5))
+            clock.advance(by: .seconds(60))
+        }
+        let error = await waiting.value
+        watchdog.cancel()
+        #expect(cancelled.duration(to: .now) < .seconds(5), "the cancelled duplicate kept waiting")
+        #expect(error?.code == .idempotencyKeyInProgress)
+        #expect(clock.requestedSleeps.count == pollsBefore, "the store was polled \(clock.requestedSleeps.count - pollsBefore) times after cancellation")
+        #expect(clock.now == TestClock.Instant(offset: .seconds(1)), "it returned without the clock moving on")
+    }
+}

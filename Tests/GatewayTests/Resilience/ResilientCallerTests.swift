@@ -1,0 +1,181 @@
+import Foundation
+@testable import Gateway
+import GatewayTestSupport
+import Issuers
+import Logging
+import ProvisioningCore
+import Sandbox
+import Testing
+
+/// The caller's time decisions (backoff, Retry-After, the deadline) driven by a test clock, with
+/// the real Bridge connector against the Bridge simulator over loopback HTTP: every wait is
+/// asserted exactly, and nothing waits in real time.
+struct ResilientCallerTests {
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "bridge",
+                                 issuerReference: .init(["customer_id": "cust_1", "card_account_id": "ca_1"]))
+    /// Backoff ceilings 100, 200, 400 ms; with the jitter fixed at 0.5 the waits are 50, 100, 200 ms.
+    static let policy = RetryPolicy(maxAttempts: 3, baseBackoff: .milliseconds(100), maxBackoff: .seconds(1),
+                                    minAttemptTime: .milliseconds(50))
+    static let logger = Logger(label: "resilient-caller-tests")
+
+    static func request() throws -> ApplePayProvisioningRequest {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let body = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: root.appendingPathComponent("Config/sandbox/apple-pay-request.json"))) as! [String: Any]
+        return try ApplePayProvisioningRequest(
+            certificates: (body["certificates"] as! [String]).map { Data(base64Encoded: $0)! },
+            nonce: Data(base64Encoded: body["nonce"] as! String)!,
+            nonceSignature: Data(base64Encoded: body["nonce_signature"] as! String)!)
+    }
+
+    /// A Bridge simulator on a loopback port, and the issuer as the caller sees it.
+    struct Rig: Sendable {
+        let simulator: BridgeSimulator
+        let upstream: UpstreamIssuer
+        let clock: TestClock
+        let gatewayClock: GatewayClock
+
+        func context(deadlineIn: Duration) -> ProvisioningContext {
+            ProvisioningContext(provisioningID: "prv_caller_test", deadline: gatewayClock.now.advanced(by: deadlineIn), clock: gatewayClock)
+        }
+    }
+
+    static func withBridge<T: Sendable>(requestMS: Int = 5_000, _ body: (Rig) async throws -> T) async throws -> T {
+        let simulator = BridgeSimulator(apiKey: "bridge_key", accounts: [.init(customerID: "cust_1", cardAccountID: "ca_1")])
+        let server = simulator.server()
+        var timeouts = TimeoutConfig()
+        timeouts.requestMS = requestMS
+        let http = UpstreamHTTP(issuer: "bridge", timeouts: timeouts, logger: logger)
+        let clock = TestClock()
+        do {
+            let result = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await server.run() }
+                defer { group.cancelAll() }
+                let connector = BridgeConnector(issuer: "bridge", baseURL: await server.baseURL(), apiKey: Sensitive("bridge_key"), http: http)
+                let upstream = UpstreamIssuer(issuer: "bridge", kind: .bridge, endpoints: [connector], retry: policy,
+                                              decisions: .defaults(resendSafe: true), breaker: .default)
+                return try await body(Rig(simulator: simulator, upstream: upstream, clock: clock, gatewayClock: GatewayClock(clock)))
+            }
+            try await http.shutdown()
+            return result
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+
+    /// One Apple Pay call through the caller; `attemptTakes` is how far the gateway's clock moves
+    /// during each attempt (what a slow upstream would cost).
+    static func call(
+        _ rig: Rig, deadlineIn: Duration = .seconds(10), attemptTakes: Duration = .zero
+    ) async -> Result<ApplePayPayload, GatewayError> {
+        let caller = ResilientCaller(health: UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
+        let context = rig.context(deadlineIn: deadlineIn)
+        let request: ApplePayProvisioningRequest
+        do { request = try Self.request() } catch { return .failure(GatewayError(.internal, "fixture")) }
+        do throws(GatewayError) {
+            return .success(try await caller.call(rig.upstream, context: context, logger: logger, onAttempt: { _ in }) {
+                (connector) async throws(GatewayError) in
+                defer { rig.clock.advance(by: attemptTakes) }
+                return try await connector.provisionApplePay(request, card: card, context: context)
+            })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test func aRetryWaitsItsJitteredBackoffOnTheClockBeforeTheNextAttempt() async throws {
+        try await Self.withBridge { rig in
+            await rig.simulator.faults.add(Fault(mode: .unavailable, count: 2))
+            let call = Task { await Self.call(rig) }
+
+            // First 503: the caller sleeps 50 ms (ceiling 100 ms, jitter 0.5) and sends nothing meanwhile.
+            #expect(await rig.clock.waitForSleepers())
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
+            rig.clock.advance(by: .milliseconds(49))
+            #expect(rig.clock.sleeperCount == 1)
+            #expect(await rig.simulator.log.count == 1)
+            rig.clock.advance(by: .milliseconds(1))
+
+            // Second 503: 100 ms (ceiling 200 ms).
+            #expect(await rig.clock.waitForSleepers())
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50), .milliseconds(100)])
+            #expect(await rig.simulator.log.count == 2)
+            rig.clock.advance(by: .milliseconds(100))
+
+            let result = await call.value
+            #expect((try? result.get()) != nil, "\(result)")
+            #expect(await rig.simulator.log.requests.map(\.status) == [503, 503, 200])
+        }
+    }
+
+    @Test func aRetryAfterLongerThanTheBackoffIsWaitedExactly() async throws {
+        try await Self.withBridge { rig in
+            await rig.simulator.faults.add(Fault(mode: .throttled, count: 1, retryAfterSeconds: 2))
+            let call = Task { await Self.call(rig) }
+            #expect(await rig.clock.waitForSleepers())
+            #expect(rig.clock.requestedSleeps == [.seconds(2)], "the upstream's Retry-After, not the 50 ms backoff")
+            rig.clock.advance(by: .milliseconds(1_999))
+            #expect(await rig.simulator.log.count == 1)
+            rig.clock.advance(by: .milliseconds(1))
+            let result = await call.value
+            #expect((try? result.get()) != nil, "\(result)")
+            #expect(await rig.simulator.log.requests.map(\.status) == [429, 200])
+        }
+    }
+
+    @Test func aRetryAfterPastTheDeadlineIsNotWaitedForAndIsPassedOn() async throws {
+        try await Self.withBridge { rig in
+            await rig.simulator.faults.add(Fault(mode: .throttled, count: 1, retryAfterSeconds: 3))
+            // 3 s + the 50 ms an attempt needs do not fit in 3 s.
+            let result = await Self.call(rig, deadlineIn: .seconds(3))
+            guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
+            #expect(error.code == .upstreamUnavailable)
+            #expect(error.retryAfter == .seconds(3))
+            #expect(rig.clock.requestedSleeps.isEmpty)
+            #expect(await rig.simulator.log.count == 1)
+        }
+    }
+
+    @Test func noAttemptStartsWithLessThanItsMinimumTimeLeft() async throws {
+        try await Self.withBridge { rig in
+            let result = await Self.call(rig, deadlineIn: .milliseconds(49))
+            guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
+            #expect(error.code == .deadlineExceeded)
+            #expect(await rig.simulator.log.count == 0)
+        }
+    }
+
+    /// 600 ms per attempt within 1.2 s: the first attempt ends at 600 ms, waits 50 ms, the second
+    /// ends at 1250 ms, and no wait that leaves no time for an attempt is started.
+    @Test func theDeadlineEndsRetriesWithTheLastFailureNamed() async throws {
+        try await Self.withBridge { rig in
+            await rig.simulator.faults.add(Fault(mode: .unavailable, count: 5))
+            let call = Task { await Self.call(rig, deadlineIn: .milliseconds(1_200), attemptTakes: .milliseconds(600)) }
+            #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
+            let result = await call.value
+            guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
+            #expect(error.code == .deadlineExceeded)
+            #expect(error.detail.contains("after upstream_unavailable"), "\(error.detail)")
+            #expect(error.upstreamStatus == 503)
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
+            #expect(await rig.simulator.log.count == 2)
+        }
+    }
+
+    /// The same with upstream timeouts (a real 100 ms per-try timeout): the answer is the last
+    /// try's own timeout.
+    @Test func theDeadlineAfterTimeoutsAnswersTheTimeout() async throws {
+        try await Self.withBridge(requestMS: 100) { rig in
+            await rig.simulator.faults.add(Fault(mode: .timeout, count: 5, delay: .seconds(2)))
+            let call = Task { await Self.call(rig, deadlineIn: .milliseconds(1_200), attemptTakes: .milliseconds(600)) }
+            #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
+            let result = await call.value
+            guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
+            #expect(error.code == .upstreamTimeout)
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
+            #expect(await rig.simulator.log.count == 2)
+        }
+    }
+}
