@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 
 extension GatewayConfig {
