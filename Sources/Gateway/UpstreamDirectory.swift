@@ -102,7 +102,7 @@ public final class UpstreamDirectory: Sendable {
                 case .bridge:
                     BridgeConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, encoding: issuerConfig.wire.encoding ?? .hex, http: http)
                 case .tmp:
-                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, authOption: issuerConfig.wire.auth, http: http)
+                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, auth: issuerConfig.wire.auth ?? .bearer, http: http)
                 case .crossmint:
                     CrossmintConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, http: http)
                 }
