@@ -35,7 +35,11 @@ let package = Package(
     ],
     targets: [
         .target(
-            name: "ProvisioningCore"
+            name: "ByteText"
+        ),
+        .target(
+            name: "ProvisioningCore",
+            dependencies: ["ByteText"]
         ),
         .target(
             name: "PEMFiles",
@@ -52,6 +56,7 @@ let package = Package(
         .target(
             name: "Issuers",
             dependencies: [
+                "ByteText",
                 "PEMFiles",
                 "ProvisioningCore",
                 "WalletCrypto",
@@ -66,6 +71,7 @@ let package = Package(
         .target(
             name: "WalletCrypto",
             dependencies: [
+                "ByteText",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -88,6 +94,7 @@ let package = Package(
         .target(
             name: "Sandbox",
             dependencies: [
+                "ByteText",
                 "WalletCrypto",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -101,6 +108,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "ByteText",
                 "ProvisioningCore",
                 "Issuers",
                 "GatewayStore",
@@ -117,6 +125,7 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
+                "ByteText",
                 "PEMFiles",
                 "Gateway",
                 "GatewayStore",
@@ -172,6 +181,10 @@ let package = Package(
         .executableTarget(
             name: "wallet-crypto-bench",
             dependencies: ["WalletCrypto", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        .testTarget(
+            name: "ByteTextTests",
+            dependencies: ["ByteText"]
         ),
         .testTarget(
             name: "ProvisioningCoreTests",

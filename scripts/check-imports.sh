@@ -5,23 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# ByteText (the one hex/base64 implementation) is a Foundation-only leaf every module may import.
 declare -A allowed=(
+  [ByteText]=""
   [ProvisioningCore]=""
   [PEMFiles]=""
-  [WalletCrypto]=""
+  [WalletCrypto]="ByteText"
   [ProvisioningAPI]=""
-  [Sandbox]="WalletCrypto"
-  [Issuers]="ProvisioningCore WalletCrypto PEMFiles"
-  [GatewayStore]="ProvisioningCore PEMFiles"
-  [Gateway]="ProvisioningCore Issuers GatewayStore WalletCrypto"
-  [GatewayServer]="Gateway GatewayStore ProvisioningAPI ProvisioningCore PEMFiles"
-  [SandboxGateway]="GatewayServer Gateway ProvisioningAPI ProvisioningCore Sandbox WalletCrypto"
+  [Sandbox]="WalletCrypto ByteText"
+  [Issuers]="ProvisioningCore WalletCrypto PEMFiles ByteText"
+  [GatewayStore]="ProvisioningCore PEMFiles ByteText"
+  [Gateway]="ProvisioningCore Issuers GatewayStore WalletCrypto ByteText"
+  [GatewayServer]="Gateway GatewayStore ProvisioningAPI ProvisioningCore PEMFiles ByteText"
+  [SandboxGateway]="GatewayServer Gateway ProvisioningAPI ProvisioningCore Sandbox WalletCrypto ByteText"
   [provisioning-gateway]="GatewayServer SandboxGateway ProvisioningCore"
   [gateway-soak]=""
   [wallet-crypto-bench]="WalletCrypto"
 )
 # Besides first-party modules, what ProvisioningCore may import.
-core_system="Foundation Synchronization"
+core_system="Foundation Synchronization ByteText"
 
 first_party=()
 for dir in Sources/*/; do first_party+=("$(basename "$dir")"); done

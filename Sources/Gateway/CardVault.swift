@@ -1,3 +1,4 @@
+import ByteText
 import Crypto
 import Foundation
 import ProvisioningCore
@@ -25,21 +26,18 @@ public struct CardVault: CardDataSource {
 
     /// `env:NAME` holding 32 bytes as base64 or hex, or `sandbox`.
     public static func key(reference: String, environment: [String: String], path: String) throws(ConfigError) -> SymmetricKey {
-        switch SecretReference(parsing: reference) {
-        case .sandbox?:
-            return sandboxKey
-        case .environment(let name)?:
-            guard let text = environment[name], !text.isEmpty else {
-                throw ConfigError(source: "environment", problems: [.init(path, "environment variable \(name) is not set")])
-            }
-            let bytes = text.count == 64 ? Data(hex: text) : Data(base64Encoded: text)
-            guard let bytes, bytes.count == 32 else {
-                throw ConfigError(source: "environment", problems: [.init(path, "\(name) must hold 32 bytes as base64 or hex")])
-            }
-            return SymmetricKey(data: bytes)
-        case nil:
-            throw ConfigError(source: "environment", problems: [.init(path, "must be env:NAME or sandbox")])
+        let resolved: SecretReference.Resolved
+        do {
+            resolved = try SecretReference.resolve(reference, at: path, in: environment)
+        } catch {
+            throw ConfigError(source: "environment", problems: [error])
         }
+        guard case .value(let text) = resolved else { return sandboxKey }
+        let bytes = text.value.count == 64 ? Data(hex: text.value) : Data(base64Encoded: text.value)
+        guard let bytes, bytes.count == 32 else {
+            throw ConfigError(source: "environment", problems: [.init(path, "\(reference.dropFirst(4)) must hold 32 bytes as base64 or hex")])
+        }
+        return SymmetricKey(data: bytes)
     }
 
     /// What an entry is bound to: its card's program and id.

@@ -1,3 +1,4 @@
+import ByteText
 import Crypto
 import Foundation
 import ProvisioningCore

@@ -18,14 +18,16 @@ public enum ConfigLoader {
 
     public static func parse(yaml: String, source: String) throws(ConfigError) -> GatewayConfig {
         let config: GatewayConfig
+        // Wrong words (`action: hope`) are collected, not thrown, so every problem is reported at once.
+        let wordProblems = ConfigDecodingProblems()
         do {
-            config = try YAMLDecoder().decode(GatewayConfig.self, from: yaml)
+            config = try YAMLDecoder().decode(GatewayConfig.self, from: yaml, userInfo: [ConfigDecodingProblems.key: wordProblems])
         } catch let error as DecodingError {
             throw ConfigError(source: source, problems: [problem(from: error)])
         } catch {
             throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
         }
-        let problems = ConfigKeys.unknownKeys(in: yaml) + config.validate()
+        let problems = wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate()
         guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
         return config
     }
@@ -48,17 +50,7 @@ public enum ConfigLoader {
     }
 
     /// `issuers.bridge.endpoints[0].url`
-    static func keyPath(_ path: [any CodingKey]) -> String {
-        var text = ""
-        for key in path {
-            if let index = key.intValue {
-                text += "[\(index)]"
-            } else {
-                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
-            }
-        }
-        return text
-    }
+    static func keyPath(_ path: [any CodingKey]) -> String { ConfigProblem.keyPath(path) }
 
     private static func describe(_ type: Any.Type) -> String {
         switch type {

@@ -95,21 +95,19 @@ public final class UpstreamDirectory: Sendable {
 
             func secret(_ credential: String) -> Sensitive<String>? {
                 let keyPath = "\(path).credentials.\(credential)"
-                switch issuerConfig.credentials[credential].flatMap(SecretReference.init(parsing:)) {
-                case .environment(let variable)?:
-                    guard let value = environment[variable], !value.isEmpty else {
-                        problems.append(.init(keyPath, "environment variable \(variable) is not set"))
-                        return nil
+                do {
+                    switch try SecretReference.resolve(issuerConfig.credentials[credential], at: keyPath, in: environment) {
+                    case .value(let value):
+                        return value
+                    case .sandbox:
+                        guard let secret = sandbox.secrets[issuerConfig.kind] else {
+                            problems.append(.init(keyPath, "no \(issuerConfig.kind.rawValue) simulator is running"))
+                            return nil
+                        }
+                        return Sensitive(secret)
                     }
-                    return Sensitive(value)
-                case .sandbox?:
-                    guard let secret = sandbox.secrets[issuerConfig.kind] else {
-                        problems.append(.init(keyPath, "no \(issuerConfig.kind.rawValue) simulator is running"))
-                        return nil
-                    }
-                    return Sensitive(secret)
-                case nil:
-                    problems.append(.init(keyPath, "required"))
+                } catch {
+                    problems.append(error)
                     return nil
                 }
             }
@@ -145,7 +143,7 @@ public final class UpstreamDirectory: Sendable {
                 case .bridge:
                     BridgeConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, encoding: issuerConfig.wire.encoding ?? .hex, http: http)
                 case .tmp:
-                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, authOption: issuerConfig.wire.auth, http: http)
+                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, auth: issuerConfig.wire.auth ?? .bearer, http: http)
                 case .crossmint:
                     CrossmintConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, http: http)
                 }

@@ -1,3 +1,4 @@
+import ByteText
 import Crypto
 import Foundation
 import Gateway
@@ -59,7 +60,7 @@ struct APIHandler: APIProtocol {
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try Self.decode(body)
         let outcome = try await idempotency.run(
-            client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body)
+            client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay)
         ) { () async throws(GatewayError) -> StoredResponse in
             let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
             let answer = Components.Schemas.ApplePayProvisioningResponse(
@@ -146,11 +147,10 @@ struct APIHandler: APIProtocol {
             cardLast4: result.cardLast4, comment: result.comment))))
     }
 
-    /// The same request, however its JSON is spaced or ordered, hashes the same.
-    /// Apple Pay keeps its original form (card id, body), so keys stored before Google Pay existed still match.
-    static func requestHash(cardID: CardID, body: some Encodable, operation: AuditOperation = .applePay) -> String {
-        var bytes = Data(cardID.rawValue.utf8)
-        if operation != .applePay { bytes = Data("\(operation.rawValue):".utf8) + bytes }
+    /// The same request, however its JSON is spaced or ordered, hashes the same; the operation is
+    /// part of it, so one key cannot replay an Apple Pay answer for a Google Pay request.
+    static func requestHash(cardID: CardID, body: some Encodable, operation: AuditOperation) -> String {
+        var bytes = Data("\(operation.rawValue):\(cardID.rawValue)".utf8)
         bytes.append(0)
         bytes.append(encode(body))
         return Data(SHA256.hash(data: bytes)).lowercaseHex
@@ -182,10 +182,6 @@ struct APIHandler: APIProtocol {
                 throw GatewayError(.invalidRequest, "\(field): not valid \(encoding.rawValue)")
             }
             return data
-        }
-        guard ApplePayProvisioningRequest.certificateCountRange.contains(body.certificates.count) else {
-            throw GatewayError(.invalidRequest,
-                "certificates: expected the leaf and the subordinate CA (2 to 4 certificates), got \(body.certificates.count)")
         }
         var certificates: [Data] = []
         for (index, text) in body.certificates.enumerated() {

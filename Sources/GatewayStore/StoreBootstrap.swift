@@ -17,12 +17,14 @@ public enum StoreBootstrap {
     /// (the working directory when nil).
     public static func open(_ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger) throws -> Opened {
         if let postgres = config.postgres {
+            // Either env:NAME or a URL without a password (validation refuses anything else).
             var url = postgres.url
-            if case .environment(let name)? = SecretReference(parsing: url) {
-                guard let value = environment[name], !value.isEmpty else {
-                    throw StoreError(store: "postgres", reason: "store.postgres.url: environment variable \(name) is not set")
+            if case .environment? = SecretReference(parsing: url) {
+                do {
+                    if case .value(let value) = try SecretReference.resolve(url, at: "store.postgres.url", in: environment) { url = value.value }
+                } catch {
+                    throw StoreError(store: "postgres", reason: error.description)
                 }
-                url = value
             }
             let caFile = postgres.caFile.map { path in
                 path.hasPrefix("/") ? URL(fileURLWithPath: path)

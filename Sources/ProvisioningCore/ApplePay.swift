@@ -70,9 +70,6 @@ public struct ApplePayProvisioningRequest: Sendable {
         guard !nonceSignature.isEmpty, nonceSignature.count <= Self.maxNonceSignatureBytes else {
             throw GatewayError(.invalidRequest, "nonce_signature: must be 1 to \(Self.maxNonceSignatureBytes) bytes")
         }
-        if let identifier = device.primaryAccountIdentifier, identifier.isEmpty || identifier.count > 128 {
-            throw GatewayError(.invalidRequest, "device.primary_account_identifier: must be 1 to 128 characters")
-        }
         self.leafCertificate = Sensitive(certificates[0])
         self.subordinateCertificate = Sensitive(certificates[1])
         self.nonce = Sensitive(nonce)

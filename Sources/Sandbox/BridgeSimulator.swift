@@ -1,3 +1,4 @@
+import ByteText
 import Crypto
 import Foundation
 import Hummingbird
@@ -81,7 +82,7 @@ public struct BridgeSimulator: Sendable {
             guard let text = applePay[key] as? String, !text.isEmpty else {
                 return error(.badRequest, "missing_parameter", "\(key) is required", location: "body", key: key)
             }
-            let bytes = encoding == "hex" ? SimulatorHTTP.hexBytes(text) : Data(base64Encoded: text)
+            let bytes = encoding == "hex" ? Data(hex: text) : Data(base64Encoded: text)
             guard let bytes else {
                 return error(.badRequest, "invalid_parameter", "\(key) is not valid \(encoding)", location: "body", key: key)
             }
@@ -126,8 +127,7 @@ public struct BridgeSimulator: Sendable {
         }
         let opc = SandboxOPC.make(card: cards[cardAccountID] ?? .testVisa, walletAccountID: ids["client_wallet_account_id"]!,
                                   deviceID: ids["client_device_id"]!)
-        let text = opc.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let text = opc.base64URLEncodedString()
         let fingerprint = "\(customerID)/\(cardAccountID)/" + SHA256.hash(data: SimulatorHTTP.canonicalJSON(body)).description
         guard let answer = await replays.answer(key: idempotencyKey, fingerprint: fingerprint, fresh: ["opaque_payment_card": text]) else {
             return error(.unprocessableContent, "idempotency_key_reused", "Idempotency-Key was used with another request",

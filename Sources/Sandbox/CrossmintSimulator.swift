@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 import Hummingbird
 import Logging
@@ -33,7 +34,7 @@ public struct CrossmintSimulator: Sendable {
         var decoded: [String: Data] = [:]
         for name in ["certificate", "nonce", "nonceSignature"] {
             guard let text = query.get(name), !text.isEmpty else { return error(.badRequest, "\(name) is required") }
-            guard let bytes = SimulatorHTTP.base64URLBytes(text) else {
+            guard let bytes = Data(base64URLEncoded: text) else {
                 return error(.badRequest, "\(name) must be base64url without padding")
             }
             if name == "certificate", !SimulatorHTTP.looksLikeDER(bytes) {

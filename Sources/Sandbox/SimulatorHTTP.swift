@@ -42,26 +42,6 @@ enum SimulatorHTTP {
         return (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
     }
 
-    static func hexBytes(_ text: String) -> Data? {
-        guard text.count % 2 == 0 else { return nil }
-        var bytes = [UInt8]()
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return Data(bytes)
-    }
-
-    static func base64URLBytes(_ text: String) -> Data? {
-        guard !text.contains(where: { "+/=".contains($0) }) else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        standard += String(repeating: "=", count: (4 - standard.count % 4) % 4)
-        return Data(base64Encoded: standard)
-    }
-
     /// PassKit certificates are DER: an ASN.1 SEQUENCE.
     static func looksLikeDER(_ bytes: Data) -> Bool { bytes.first == 0x30 && bytes.count > 16 }
 }

@@ -10,12 +10,13 @@ struct SandboxFaultRoutes: FaultInjection {
     let issuers: [String: IssuerConfig]
 
     func add(_ body: Components.Schemas.SandboxFault) async throws(GatewayError) -> Components.Schemas.SandboxFaults {
-        let config = SandboxFaultConfig(issuer: body.issuer, mode: body.mode.rawValue, count: body.count ?? 1, endpoint: body.endpoint ?? 0,
+        guard let mode = SandboxFaultMode(rawValue: body.mode.rawValue) else { throw GatewayError(.invalidRequest, "mode: \(SandboxFaultMode.allowed)") }
+        let config = SandboxFaultConfig(issuer: body.issuer, mode: mode, count: body.count ?? 1, endpoint: body.endpoint ?? 0,
                                         delayMS: body.delayMs, retryAfterSeconds: body.retryAfterSeconds)
         if let problem = config.problems(path: "", issuers: issuers).first {
             throw GatewayError(.invalidRequest, "\(problem.path.drop { $0 == "." }): \(problem.reason)")
         }
-        guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode) else {
+        guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode.rawValue) else {
             throw GatewayError(.invalidRequest, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
         await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },

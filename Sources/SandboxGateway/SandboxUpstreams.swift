@@ -1,3 +1,4 @@
+import ByteText
 import Crypto
 import Foundation
 import Gateway
@@ -62,11 +63,16 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
                 }),
                 cards: demoCards(.bridge, idField: "card_account_id"))
         }
-        let tmpAuth = config.issuers.values.first { $0.kind == .tmp }?.wire.auth
+        let tmpAuth: TMPSimulator.Auth
+        if case .header(let name)? = config.issuers.values.first(where: { $0.kind == .tmp })?.wire.auth {
+            tmpAuth = .header(name)
+        } else {
+            tmpAuth = .bearer
+        }
         func makeTMP() -> TMPSimulator {
             TMPSimulator(
                 token: secrets[.tmp]!,
-                auth: tmpAuth.flatMap { $0.hasPrefix("header:") ? .header(String($0.dropFirst(7))) : nil } ?? .bearer,
+                auth: tmpAuth,
                 cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }),
                 cards: demoCards(.tmp, idField: "issuer_card_id"))
         }
@@ -130,7 +136,7 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
             endpoints.baseURLs[url] = await instance.server.baseURL()
         }
         for fault in config.sandbox.faults {
-            guard let faults = faults(issuer: fault.issuer, endpoint: fault.endpoint), let mode = FaultMode(rawValue: fault.mode) else { continue }
+            guard let faults = faults(issuer: fault.issuer, endpoint: fault.endpoint), let mode = FaultMode(rawValue: fault.mode.rawValue) else { continue }
             await faults.add(Fault(mode: mode, count: fault.count, delay: fault.delayMS.map { .milliseconds($0) },
                                    retryAfterSeconds: fault.retryAfterSeconds))
         }

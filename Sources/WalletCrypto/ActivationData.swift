@@ -21,10 +21,3 @@ public struct HMACActivationData: ActivationDataProvider {
         return Data(HMAC<SHA256>.authenticationCode(for: message, using: key))
     }
 }
-
-/// PKEncryptionScheme values an app may request.
-public enum EncryptionScheme: String, Sendable, CaseIterable {
-    case eccV2 = "ECC_V2"
-    /// No public specification exists; guessing would produce payloads no wallet opens.
-    case rsaV2 = "RSA_V2"
-}

@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 
 /// The JSON the Secure Element decrypts, in the field order and escaping a production TSP writes:
@@ -15,8 +16,8 @@ public struct PassPlaintext: Sendable, Equatable, Codable {
         self.primaryAccountNumber = primaryAccountNumber
         self.name = name
         self.expiration = String(format: "%02d/%02d", expiryMonth, expiryYear % 100)
-        self.nonce = Self.hex(nonce)
-        self.nonceSignature = Self.hex(nonceSignature)
+        self.nonce = nonce.lowercaseHex
+        self.nonceSignature = nonceSignature.lowercaseHex
     }
 
     enum CodingKeys: String, CodingKey {
@@ -39,8 +40,6 @@ public struct PassPlaintext: Sendable, Equatable, Codable {
         }
         return json + Data("}".utf8)
     }
-
-    static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
 }
 
 /// The plaintext holds the card number, name and nonces: printing it shows none of them.

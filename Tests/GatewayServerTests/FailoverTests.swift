@@ -187,7 +187,7 @@ struct FailoverTests {
     }
 
     @Test func faultsFromTheConfigArePlayedFromTheStart() async throws {
-        let config = try ResilienceTests.config { $0.sandbox.faults = [SandboxFaultConfig(issuer: "crossmint", mode: "unavailable", count: 1)] }
+        let config = try ResilienceTests.config { $0.sandbox.faults = [SandboxFaultConfig(issuer: "crossmint", mode: .unavailable, count: 1)] }
         try await GatewayHarness.run(config: config) { client, sandbox in
             let response = try await GatewayHarness.provision(client, card: "card_crossmint_demo", body: try GatewayHarness.requestBody())
             #expect(response.status == .ok)

@@ -141,7 +141,7 @@ import Testing
             let url = URL(string: "https://user:secret@issuer.example.com:8443/v0?key=k")!
             let connectors: [any IssuerConnector] = [
                 BridgeConnector(issuer: "bridge", baseURL: url, apiKey: Sensitive("k"), encoding: .hex, http: http),
-                TMPConnector(issuer: "tmp", baseURL: url, token: Sensitive("k"), authOption: nil, http: http),
+                TMPConnector(issuer: "tmp", baseURL: url, token: Sensitive("k"), http: http),
                 CrossmintConnector(issuer: "crossmint", baseURL: url, apiKey: Sensitive("k"), http: http),
             ]
             for connector in connectors { #expect(connector.endpoint == "https://issuer.example.com:8443/v0") }

@@ -8,16 +8,16 @@ public struct TMPConnector: IssuerConnector {
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let token: Sensitive<String>
-    let auth: TMPWire.Auth
+    let auth: TMPAuth
     let http: UpstreamHTTP
 
-    /// `authOption` is the config's `wire.auth`: nil or `bearer`, or `header:<Name>`.
-    public init(issuer: IssuerID, baseURL: URL, token: Sensitive<String>, authOption: String?, http: UpstreamHTTP) {
+    /// `auth` is the config's `wire.auth` (bearer when absent).
+    public init(issuer: IssuerID, baseURL: URL, token: Sensitive<String>, auth: TMPAuth = .bearer, http: UpstreamHTTP) {
         self.issuer = issuer
         self.baseURL = baseURL
         self.endpoint = EndpointLabel.render(baseURL)
         self.token = token
-        self.auth = TMPWire.Auth(option: authOption) ?? .bearer
+        self.auth = auth
         self.http = http
     }
 
@@ -92,7 +92,7 @@ public struct TMPConnector: IssuerConnector {
     private func post(_ body: some Encodable, to path: [String], context: ProvisioningContext) async throws(GatewayError) -> UpstreamHTTP.Response {
         let response = try await http.send(
             method: .POST, url: baseURL.appending(segments: path),
-            headers: [auth.header(token: token.value)], body: WireJSON.encode(body), context: context)
+            headers: [TMPWire.authHeader(auth, token: token.value)], body: WireJSON.encode(body), context: context)
         guard response.status == 200 else {
             let error = WireJSON.decodeError(TMPWire.ErrorBody.self, from: response.body)
             throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)

@@ -10,24 +10,11 @@ enum TMPWire {
     static let signedCardsPath = ["issuer", "push-provisioning", "signed-cards"]
     static let activationsPath = ["issuer", "push-provisioning", "tokens", "activations"]
 
-    /// UNCERTAIN: the seeds do not say how TMP authenticates; the config chooses.
-    enum Auth: Sendable, Equatable {
-        case bearer
-        case header(String)
-
-        init?(option: String?) {
-            switch option {
-            case nil, "bearer"?: self = .bearer
-            case let value? where value.hasPrefix("header:") && value.count > 7: self = .header(String(value.dropFirst(7)))
-            default: return nil
-            }
-        }
-
-        func header(token: String) -> (String, String) {
-            switch self {
-            case .bearer: ("Authorization", "Bearer \(token)")
-            case .header(let name): (name, token)
-            }
+    /// UNCERTAIN: the seeds do not say how TMP authenticates; the config chooses (`TMPAuth`).
+    static func authHeader(_ auth: TMPAuth, token: String) -> (String, String) {
+        switch auth {
+        case .bearer: ("Authorization", "Bearer \(token)")
+        case .header(let name): (name, token)
         }
     }
 

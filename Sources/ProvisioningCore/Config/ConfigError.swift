@@ -1,5 +1,5 @@
 /// A configuration problem at one key path. Start-up prints every one and stops.
-public struct ConfigProblem: Sendable, Equatable, CustomStringConvertible {
+public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public let path: String
     public let reason: String
     public init(_ path: String, _ reason: String) {

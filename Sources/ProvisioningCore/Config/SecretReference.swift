@@ -15,4 +15,27 @@ public enum SecretReference: Sendable, Equatable {
             return nil
         }
     }
+
+    /// A resolved reference: the environment variable's value, or `sandbox`, whose value the
+    /// caller's sandbox context supplies (simulator keys, demo vault keys).
+    public enum Resolved: Sendable {
+        case value(Sensitive<String>)
+        case sandbox
+    }
+
+    /// The one place `env:NAME` is looked up: `text` is what the config holds at `path`. A missing
+    /// reference, one that does not parse, or an unset or empty variable is a problem naming `path`
+    /// (and the variable, never its value).
+    public static func resolve(_ text: String?, at path: String, in environment: [String: String]) throws(ConfigProblem) -> Resolved {
+        guard let text else { throw ConfigProblem(path, "required") }
+        switch SecretReference(parsing: text) {
+        case .sandbox?:
+            return .sandbox
+        case .environment(let name)?:
+            guard let value = environment[name], !value.isEmpty else { throw ConfigProblem(path, "environment variable \(name) is not set") }
+            return .value(Sensitive(value))
+        case nil:
+            throw ConfigProblem(path, "must be env:NAME or sandbox")
+        }
+    }
 }

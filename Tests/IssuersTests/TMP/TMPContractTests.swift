@@ -8,7 +8,7 @@ import Testing
     static let card = CardRecord(id: "card_1", program: "demo", issuer: "tmp", issuerReference: .init(["issuer_card_id": "tmp_1"]))
 
     static func connector(auth: String? = nil, token: String = "tmp_token") -> ConnectorScenarios.MakeConnector {
-        { url, http in TMPConnector(issuer: "tmp", baseURL: url, token: Sensitive(token), authOption: auth, http: http) }
+        { url, http in TMPConnector(issuer: "tmp", baseURL: url, token: Sensitive(token), auth: auth.flatMap(TMPAuth.init(parsing:)) ?? .bearer, http: http) }
     }
 
     @Test(arguments: [(nil as String?, TMPSimulator.Auth.bearer), ("header:X-Api-Key", .header("X-Api-Key"))])
@@ -68,7 +68,7 @@ import Testing
         let request = try Fixtures.deviceRequest()
         try await withUpstreamHTTP("tmp", requestMS: 15_000) { http in
             let connector = TMPConnector(issuer: "tmp", baseURL: live.baseURL, token: Sensitive(live.key),
-                                         authOption: ProcessInfo.processInfo.environment["TMP_AUTH"], http: http)
+                                         auth: ProcessInfo.processInfo.environment["TMP_AUTH"].flatMap(TMPAuth.init(parsing:)) ?? .bearer, http: http)
             let error = await gatewayError { try await connector.provisionApplePay(request, card: card, context: Fixtures.context()) }
             #expect(error?.code != .upstreamProtocolError && error?.code != .upstreamAuthFailed, "\(String(describing: error))")
         }

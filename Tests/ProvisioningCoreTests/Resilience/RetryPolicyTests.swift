@@ -60,14 +60,14 @@ struct RetryPolicyTests {
     }
 
     @Test func theConfigRefusesRowsThatCouldProvisionTwice() {
-        let rejectedRetry = RetryDecisionConfig(on: "400", action: "retry")
+        let rejectedRetry = RetryDecisionConfig(on: "400", action: .retry)
         #expect(rejectedRetry.refusal(kind: .bridge)?.contains("4xx") == true)
-        #expect(RetryDecisionConfig(on: "4xx", action: "failover").refusal(kind: .bridge) != nil)
-        #expect(RetryDecisionConfig(on: "429", action: "retry").refusal(kind: .tmp) == nil)
+        #expect(RetryDecisionConfig(on: "4xx", action: .failover).refusal(kind: .bridge) != nil)
+        #expect(RetryDecisionConfig(on: "429", action: .retry).refusal(kind: .tmp) == nil)
         // TMP has no idempotency key: a timed-out request may have reached it.
-        #expect(RetryDecisionConfig(on: "timeout", action: "retry").refusal(kind: .tmp)?.contains("idempotency") == true)
-        #expect(RetryDecisionConfig(on: "timeout", action: "retry").refusal(kind: .bridge) == nil)
-        #expect(RetryDecisionConfig(on: "500", action: "fail").refusal(kind: .tmp) == nil)
+        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(kind: .tmp)?.contains("idempotency") == true)
+        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(kind: .bridge) == nil)
+        #expect(RetryDecisionConfig(on: "500", action: .fail).refusal(kind: .tmp) == nil)
     }
 
     @Test func onlyUnhealthyConditionsCountAgainstAnEndpoint() {

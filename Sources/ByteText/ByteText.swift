@@ -1,0 +1,71 @@
+import Foundation
+
+/// Bytes as text: the one hex, base64url and lenient base64 implementation every module uses.
+/// Standard base64 is Foundation's own (`Data(base64Encoded:)`, `base64EncodedString()`).
+extension Data {
+    /// Parses hex text, either case; nil on an odd length or a non-hex character.
+    public init?(hex: String) {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = Self.nibble(utf8[index]), let low = Self.nibble(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        self.init(bytes)
+    }
+
+    public var lowercaseHex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// RFC 4648 section 5 without padding (safe in a URL query); nil for anything else, including
+    /// the standard alphabet or padding.
+    public init?(base64URLEncoded text: String) {
+        guard !text.contains(where: { "+/=".contains($0) }) else { return nil }
+        self.init(base64Encoded: Self.standardBase64(Substring(text)))
+    }
+
+    /// RFC 4648 section 5, without padding.
+    public func base64URLEncodedString() -> String {
+        base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Base64 as upstreams actually write it: standard or URL alphabet, padding present, missing or
+    /// surplus (Bridge's own example `...F127==` has two characters of padding too many).
+    public init?(lenientBase64 text: String) {
+        var body = Substring(text)
+        while body.last == "=" { body = body.dropLast() }
+        guard !body.isEmpty, body.count % 4 != 1 else { return nil }
+        self.init(base64Encoded: Self.standardBase64(body))
+    }
+
+    /// The URL alphabet mapped to the standard one, padded to a multiple of four.
+    private static func standardBase64(_ text: Substring) -> String {
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        standard += String(repeating: "=", count: (4 - standard.count % 4) % 4)
+        return standard
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

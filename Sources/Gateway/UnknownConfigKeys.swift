@@ -1,0 +1,36 @@
+import ProvisioningCore
+import Yams
+
+/// Keys in the file that the config types do not read, each with its key path, so a misspelt key
+/// is reported instead of silently ignored. What a mapping accepts is what the decoded config
+/// encodes back to (`ConfigKeyShape`): the types' own coding keys, and for free-form maps
+/// (credentials, issuer_reference, issuer names) the file's own names.
+enum UnknownConfigKeys {
+    static func find(in yaml: String, decoded config: GatewayConfig) -> [ConfigProblem] {
+        guard let node = try? Yams.compose(yaml: yaml), let shape = try? ConfigKeyShape(of: config) else { return [] }
+        var problems: [ConfigProblem] = []
+        walk(node, shape, path: "", into: &problems)
+        return problems
+    }
+
+    private static func walk(_ node: Node, _ shape: ConfigKeyShape, path: String, into problems: inout [ConfigProblem]) {
+        switch (node, shape) {
+        case (.mapping(let mapping), .mapping(let keys, let values)):
+            for (keyNode, value) in mapping {
+                guard let key = keyNode.string else { continue }
+                let childPath = path.isEmpty ? key : "\(path).\(key)"
+                guard let child = values[key] else {
+                    problems.append(.init(childPath, "unknown key (expected one of: \(keys.joined(separator: ", ")))"))
+                    continue
+                }
+                walk(value, child, path: childPath, into: &problems)
+            }
+        case (.sequence(let sequence), .list(let items)):
+            for (index, (item, itemShape)) in zip(sequence, items).enumerated() {
+                walk(item, itemShape, path: "\(path)[\(index)]", into: &problems)
+            }
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+
+/// A config value that is one of a few words (`retry`, `failover`, `fail`), parsed once when the
+/// file is read. A wrong word is a problem naming its key path and the words allowed; while the
+/// config loader reads the rest of the file (to report every problem at once) `placeholder`
+/// stands in for it, and the load fails, so nothing else ever sees a placeholder. Decoded
+/// without the loader's `ConfigDecodingProblems`, a wrong word throws.
+public protocol ConfigWord: RawRepresentable<String>, CaseIterable, Codable, Sendable {
+    static var placeholder: Self { get }
+    /// "must be ..." as the problem says it.
+    static var allowed: String { get }
+}
+
+extension ConfigWord {
+    public static var allowed: String { "must be one of: " + allCases.map(\.rawValue).joined(separator: ", ") }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        if let word = Self(rawValue: text) {
+            self = word
+        } else {
+            try ConfigDecodingProblems.note(ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), Self.allowed), in: decoder)
+            self = .placeholder
+        }
+    }
+}
+
+/// Problems found while decoding that do not stop the decoding, so one run of the loader reports
+/// every one. Pass an instance in the decoder's `userInfo` under `key`.
+public final class ConfigDecodingProblems: @unchecked Sendable {
+    public static let key = CodingUserInfoKey(rawValue: "ConfigDecodingProblems")!
+    private let lock = NSLock()
+    private var found: [ConfigProblem] = []
+
+    public init() {}
+
+    public var problems: [ConfigProblem] { lock.withLock { found } }
+
+    /// Records `problem` when the decoder collects problems; throws it as a decoding error otherwise.
+    public static func note(_ problem: ConfigProblem, in decoder: any Decoder) throws {
+        guard let collector = decoder.userInfo[key] as? ConfigDecodingProblems else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: problem.reason))
+        }
+        collector.lock.withLock { collector.found.append(problem) }
+    }
+}
+
+extension ConfigProblem {
+    /// `issuers.bridge.endpoints[0].url`
+    public static func keyPath(_ path: [any CodingKey]) -> String {
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return text
+    }
+}
+
+extension RetryAction: ConfigWord {
+    public static var placeholder: RetryAction { .fail }
+    public static var allowed: String { "must be retry, failover or fail" }
+}
+
+/// `sandbox.faults[].mode`: what the simulator does to the next requests.
+public enum SandboxFaultMode: String, ConfigWord {
+    case unavailable, throttled, timeout, reset, slow, garbage, rejected
+    public static var placeholder: SandboxFaultMode { .unavailable }
+}
+
+/// TMP's `wire.auth`: `bearer` (Authorization: Bearer, the default) or `header:<Name>` (the
+/// token alone in that header). The seeds do not say how TMP authenticates; the config chooses.
+public enum TMPAuth: Sendable, Equatable, Codable {
+    case bearer
+    case header(String)
+
+    public init?(parsing text: String) {
+        if text == "bearer" {
+            self = .bearer
+        } else if text.hasPrefix("header:"), text.count > 7 {
+            self = .header(String(text.dropFirst(7)))
+        } else {
+            return nil
+        }
+    }
+
+    public var text: String {
+        switch self {
+        case .bearer: "bearer"
+        case .header(let name): "header:\(name)"
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        if let auth = TMPAuth(parsing: text) {
+            self = auth
+        } else {
+            try ConfigDecodingProblems.note(
+                ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), "must be 'bearer' or 'header:<Header-Name>'"), in: decoder)
+            self = .bearer
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+}

@@ -1,0 +1,39 @@
+import ByteText
+import Foundation
+import Testing
+
+@Suite struct ByteTextTests {
+    @Test func hexRoundTripsAnyCase() {
+        let bytes = Data([0x00, 0x0f, 0xa0, 0xff, 0x42])
+        #expect(bytes.lowercaseHex == "000fa0ff42")
+        #expect(Data(hex: "000FA0ff42") == bytes)
+        #expect(Data(hex: "") == Data())
+    }
+
+    @Test(arguments: ["abc", "zz", "0g", "  ", "+f", "-1"])
+    func hexRefusesWhatIsNotHex(_ text: String) {
+        #expect(Data(hex: text) == nil)
+    }
+
+    @Test func base64URLHasNoPaddingAndRoundTrips() {
+        let bytes = Data([0xfb, 0xff, 0xfe, 0x01])
+        let text = bytes.base64URLEncodedString()
+        #expect(text == "-__-AQ")
+        #expect(Data(base64URLEncoded: text) == bytes)
+    }
+
+    @Test(arguments: ["+//+AQ==", "-__-AQ==", "+//+AQ"])
+    func base64URLRefusesTheStandardAlphabetAndPadding(_ text: String) {
+        #expect(Data(base64URLEncoded: text) == nil)
+    }
+
+    @Test(arguments: ["+//+AQ==", "-__-AQ", "-__-AQ==", "+//+AQ", "+//+AQ===="])
+    func lenientBase64ReadsEitherAlphabetAndAnyPadding(_ text: String) {
+        #expect(Data(lenientBase64: text) == Data([0xfb, 0xff, 0xfe, 0x01]))
+    }
+
+    @Test(arguments: ["", "====", "A", "AAAAA", "not base64!"])
+    func lenientBase64RefusesWhatIsNotBase64(_ text: String) {
+        #expect(Data(lenientBase64: text) == nil)
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Gateway
+import ProvisioningCore
+import Testing
+
+/// The unknown-key check reads what each mapping accepts from the config types themselves.
+@Suite struct UnknownConfigKeysTests {
+    func problems(_ yaml: String) -> [String] { ConfigLoaderTests().problems(yaml) }
+
+    static let everyKey = """
+        server:
+          host: 127.0.0.1
+          port: 8080
+          max_body_bytes: 65536
+          deadline_ms: 15000
+          tls: { certificate: cert.pem, private_key: key.pem }
+          allow_plaintext: false
+          metrics_public: false
+          idle_timeout_ms: 30000
+          read_timeout_ms: 10000
+          max_connections: 100
+          auth_failure_limit: { requests_per_second: 1, burst: 10 }
+        clients:
+          - id: acme
+            api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d
+            programs: [acme]
+            admin: false
+            activations_without_card: true
+            rate_limit: { requests_per_second: 5, burst: 10 }
+        issuers:
+          bridge:
+            kind: bridge
+            endpoints: [ { url: https://api.bridge.xyz/v0 } ]
+            credentials: { api_key: env:BRIDGE_API_KEY, any_name_at_all: env:OTHER }
+            timeouts: { connect_ms: 1000, request_ms: 4000 }
+            wire: { encoding: base64 }
+            validate_chain: true
+            retry:
+              max_attempts: 3
+              base_backoff_ms: 100
+              max_backoff_ms: 1000
+              min_attempt_ms: 250
+              decisions: [ { on: "500", action: fail, code: upstream_unavailable } ]
+            circuit_breaker: { failure_threshold: 5, open_ms: 30000, half_open_probes: 1 }
+            programs: [acme]
+            tls: { ca_file: ca.pem, client_certificate: client.pem, client_key: client.key }
+          tmp:
+            kind: tmp
+            endpoints: [ { url: https://tmp.example/v1 } ]
+            credentials: { token: env:TMP_TOKEN }
+            wire: { auth: "header:X-Api-Key" }
+        routing:
+          rules:
+            - { match: { program: acme, card_id_prefix: c_, wallet: apple_pay }, issuer: bridge, fallback: local, deadline_ms: 10000 }
+          activations: { issuer: tmp }
+        store:
+          sqlite: { path: gw.sqlite }
+          postgres: { url: env:DATABASE_URL, connect_timeout_ms: 2000, ca_file: db-ca.pem }
+          idempotency_ttl_seconds: 3600
+        local: { enabled: true, activation_key: env:ACTIVATION_KEY }
+        vault:
+          keys:
+            - { id: k1, key: env:VAULT_KEY_1, active: true }
+            - { id: k0, key: env:VAULT_KEY_0 }
+        trust: { anchors: [apple] }
+        """
+
+    @Test func aFileUsingEveryKeyHasNoUnknownKey() {
+        #expect(problems(Self.everyKey) == [])
+    }
+
+    @Test func theSandboxFilesCardsAndFaultsHaveNoUnknownKey() {
+        #expect(problems(ConfigLoaderTests.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
+
+            sandbox:
+              enabled: true
+              cards:
+                - card_id: c1
+                  program: acme
+                  issuer: bridge
+                  issuer_reference: { customer_id: cu_1, card_account_id: ca_1 }
+                  card: { number: "4111111111111111", name: A Person, expiry: 12/30 }
+              faults:
+                - { issuer: bridge, mode: slow, count: 2, endpoint: 0, delay_ms: 10, retry_after_seconds: 1 }
+            """) == [])
+    }
+
+    @Test func unknownKeysAreReportedAtEveryDepthWithTheirPaths() {
+        let yaml = Self.everyKey
+            .replacingOccurrences(of: "  port: 8080", with: "  port: 8080\n  prot: 1")
+            .replacingOccurrences(of: "wire: { encoding: base64 }", with: "wire: { encodng: base64 }")
+            .replacingOccurrences(of: "rate_limit: { requests_per_second: 5, burst: 10 }", with: "rate_limit: { requests_per_second: 5, burst: 10, brust: 1 }")
+            .replacingOccurrences(of: "[ { url: https://api.bridge.xyz/v0 } ]", with: "[ { url: https://api.bridge.xyz/v0, weight: 2 } ]")
+            .replacingOccurrences(of: "action: fail, code: upstream_unavailable", with: "action: fail, code: upstream_unavailable, why: x")
+            .replacingOccurrences(of: "half_open_probes: 1 }", with: "half_open_probes: 1, open_msec: 1 }")
+            .replacingOccurrences(of: "card_id_prefix: c_,", with: "card_id_prefix: c_, cardid: x,")
+            .replacingOccurrences(of: "- { id: k0, key: env:VAULT_KEY_0 }", with: "- { id: k0, key: env:VAULT_KEY_0, activ: true }")
+            + "\nsandbox_enabled: true\n"
+        #expect(problems(yaml) == [
+            "server.prot: unknown key (expected one of: host, port, max_body_bytes, deadline_ms, tls, allow_plaintext, metrics_public, "
+                + "idle_timeout_ms, read_timeout_ms, max_connections, auth_failure_limit, shutdown_delay_ms, shutdown_timeout_ms)",
+            "clients[0].rate_limit.brust: unknown key (expected one of: requests_per_second, burst)",
+            "issuers.bridge.endpoints[0].weight: unknown key (expected one of: url)",
+            "issuers.bridge.wire.encodng: unknown key (expected one of: encoding, auth)",
+            "issuers.bridge.retry.decisions[0].why: unknown key (expected one of: on, action, code)",
+            "issuers.bridge.circuit_breaker.open_msec: unknown key (expected one of: failure_threshold, open_ms, half_open_probes)",
+            "routing.rules[0].match.cardid: unknown key (expected one of: program, card_id_prefix, wallet)",
+            "vault.keys[1].activ: unknown key (expected one of: id, key, active)",
+            "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox)",
+        ])
+    }
+
+    @Test func aWrongWordNamesItsPathAndTheWordsAllowed() {
+        let yaml = Self.everyKey.replacingOccurrences(of: "auth: \"header:X-Api-Key\"", with: "auth: basic")
+            .replacingOccurrences(of: "action: fail,", with: "action: later,")
+        #expect(problems(yaml) == [
+            "issuers.bridge.retry.decisions[0].action: must be retry, failover or fail",
+            "issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>'",
+        ])
+    }
+
+    @Test func theTypedWordsAreWhatTheFileSaid() throws {
+        let config = try ConfigLoader.parse(yaml: Self.everyKey, source: "t.yaml")
+        #expect(config.issuers["tmp"]?.wire.auth == .header("X-Api-Key"))
+        #expect(config.issuers["bridge"]?.retry.decisions.first?.action == .fail)
+        #expect(config.issuers["bridge"]?.credentials["any_name_at_all"] == "env:OTHER")
+    }
+}
