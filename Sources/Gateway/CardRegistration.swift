@@ -1,4 +1,5 @@
 import Foundation
+import Issuers
 import ProvisioningCore
 
 /// The checks every way into the registry shares (the API's PUT and the CSV import): the card id's
@@ -30,7 +31,7 @@ public struct CardRegistration: Sendable {
         if issuer == "local" && localEnabled {
             expected = []
         } else if let config = issuers[issuer] {
-            expected = config.kind.requiredReferenceFields
+            expected = IssuerCatalog.profiles[config.kind]?.referenceFields ?? []
             if InputRules.isName(program), !config.serves(program: program) {
                 problems.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
             }
@@ -40,7 +41,7 @@ public struct CardRegistration: Sendable {
             return problems
         }
         for field in expected where reference[field] == nil {
-            problems.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind.rawValue)") card")
+            problems.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind)") card")
         }
         for (field, value) in reference.sorted(by: { $0.key < $1.key }) {
             guard expected.contains(field) else {

@@ -1,4 +1,5 @@
 import Foundation
+import Issuers
 import ProvisioningCore
 import Yams
 
@@ -27,7 +28,7 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
         }
-        let problems = wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate()
+        let problems = wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles)
         guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
         return config
     }

@@ -61,12 +61,15 @@ public final class UpstreamDirectory: Sendable {
     public static func missingSecrets(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
         config.issuers.keys.sorted().flatMap { name -> [ConfigProblem] in
             let issuer = config.issuers[name]!
-            return issuer.credentials.keys.sorted().compactMap { credential in
-                guard case .environment(let variable)? = issuer.credentials[credential].flatMap(SecretReference.init(parsing:)),
-                      environment[variable].map({ $0.isEmpty }) ?? true
-                else { return nil }
-                return ConfigProblem("issuers.\(name).credentials.\(credential)", "environment variable \(variable) is not set")
+            var problems: [ConfigProblem] = []
+            for credential in issuer.credentials.keys.sorted() {
+                do throws(ConfigProblem) {
+                    _ = try SecretReference.resolve(issuer.credentials[credential], at: "issuers.\(name).credentials.\(credential)", in: environment)
+                } catch {
+                    problems.append(error)
+                }
             }
+            return problems
         }
     }
 
@@ -92,6 +95,10 @@ public final class UpstreamDirectory: Sendable {
             let issuerConfig = config.issuers[name]!
             let issuer = IssuerID(name)
             let path = "issuers.\(name)"
+            guard let definition = IssuerCatalog.definition(issuerConfig.kind) else {
+                problems.append(.init("\(path).kind", "no issuer kind \(issuerConfig.kind) in this build"))
+                continue
+            }
 
             func secret(_ credential: String) -> Sensitive<String>? {
                 let keyPath = "\(path).credentials.\(credential)"
@@ -101,7 +108,7 @@ public final class UpstreamDirectory: Sendable {
                         return value
                     case .sandbox:
                         guard let secret = sandbox.secrets[issuerConfig.kind] else {
-                            problems.append(.init(keyPath, "no \(issuerConfig.kind.rawValue) simulator is running"))
+                            problems.append(.init(keyPath, "no \(issuerConfig.kind) simulator is running"))
                             return nil
                         }
                         return Sensitive(secret)
@@ -136,19 +143,16 @@ public final class UpstreamDirectory: Sendable {
             }
             let http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger)
             clients.append(http)
-            let credential: Sensitive<String>? = secret(issuerConfig.kind == .tmp ? "token" : "api_key")
-            guard let credential, baseURLs.count == issuerConfig.endpoints.count else { continue }
-            let endpoints: [any IssuerConnector] = baseURLs.map { baseURL in
-                switch issuerConfig.kind {
-                case .bridge:
-                    BridgeConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, encoding: issuerConfig.wire.encoding ?? .hex, http: http)
-                case .tmp:
-                    TMPConnector(issuer: issuer, baseURL: baseURL, token: credential, auth: issuerConfig.wire.auth ?? .bearer, http: http)
-                case .crossmint:
-                    CrossmintConnector(issuer: issuer, baseURL: baseURL, apiKey: credential, http: http)
-                }
+            // Every credential the kind names, resolved once; the definition types them.
+            var secrets: [String: Sensitive<String>] = [:]
+            for credential in definition.credentialNames {
+                if let value = secret(credential) { secrets[credential] = value }
             }
-            let defaults = RetryDecisionTable.defaults(resendSafe: issuerConfig.kind.resendSafe)
+            guard secrets.count == definition.credentialNames.count, baseURLs.count == issuerConfig.endpoints.count else { continue }
+            let endpoints: [any IssuerConnector] = baseURLs.map { baseURL in
+                definition.makeConnector(issuer: issuer, baseURL: baseURL, secret: { secrets[$0]! }, options: issuerConfig.wire, http: http)
+            }
+            let defaults = RetryDecisionTable.defaults(resendSafe: definition.resendSafe)
             issuers[issuer] = UpstreamIssuer(
                 issuer: issuer, kind: issuerConfig.kind, endpoints: endpoints, retry: issuerConfig.retry.policy,
                 decisions: defaults.overridden(by: issuerConfig.retry.decisions.compactMap { $0.rule(defaults: defaults) }),

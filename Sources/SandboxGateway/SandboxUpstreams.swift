@@ -33,11 +33,9 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
         var logger = logger
         logger.logLevel = max(logger.logLevel, .notice)
         self.config = config
-        var secrets: [IssuerKind: String] = [:]
-        for kind in IssuerKind.allCases {
-            secrets[kind] = "sk_sim_" + Data((0..<16).map { _ in UInt8.random(in: .min ... .max) }).lowercaseHex
-        }
-        self.secrets = secrets
+        // One key per upstream kind, made up now and never written anywhere.
+        let random = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) }).lowercaseHex
+        func secret(_ kind: IssuerKind) -> String { "sk_sim_\(kind)_\(random)" }
 
         let routing = config.routing.table
         func cards(_ kind: IssuerKind) -> [SandboxCardConfig] {
@@ -57,49 +55,48 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
         }
         func makeBridge() -> BridgeSimulator {
             BridgeSimulator(
-                apiKey: secrets[.bridge]!,
-                accounts: Set(references(.bridge).map {
+                apiKey: secret("bridge"),
+                accounts: Set(references("bridge").map {
                     BridgeSimulator.Account(customerID: $0["customer_id"] ?? "", cardAccountID: $0["card_account_id"] ?? "")
                 }),
-                cards: demoCards(.bridge, idField: "card_account_id"))
+                cards: demoCards("bridge", idField: "card_account_id"))
         }
         let tmpAuth: TMPSimulator.Auth
-        if case .header(let name)? = config.issuers.values.first(where: { $0.kind == .tmp })?.wire.auth {
+        if case .header(let name)? = config.issuers.values.first(where: { $0.kind == "tmp" })?.wire.auth {
             tmpAuth = .header(name)
         } else {
             tmpAuth = .bearer
         }
         func makeTMP() -> TMPSimulator {
             TMPSimulator(
-                token: secrets[.tmp]!,
+                token: secret("tmp"),
                 auth: tmpAuth,
-                cardIDs: Set(references(.tmp).compactMap { $0["issuer_card_id"] }),
-                cards: demoCards(.tmp, idField: "issuer_card_id"))
+                cardIDs: Set(references("tmp").compactMap { $0["issuer_card_id"] }),
+                cards: demoCards("tmp", idField: "issuer_card_id"))
         }
         func makeCrossmint() -> CrossmintSimulator {
-            CrossmintSimulator(apiKey: secrets[.crossmint]!, cardIDs: Set(references(.crossmint).compactMap { $0["issuer_card_id"] }),
-                               cards: demoCards(.crossmint, idField: "issuer_card_id"))
+            CrossmintSimulator(apiKey: secret("crossmint"), cardIDs: Set(references("crossmint").compactMap { $0["issuer_card_id"] }),
+                               cards: demoCards("crossmint", idField: "issuer_card_id"))
         }
         let primaryBridge = makeBridge(), primaryTMP = makeTMP(), primaryCrossmint = makeCrossmint()
         bridge = primaryBridge
         tmp = primaryTMP
         crossmint = primaryCrossmint
-        func makeInstance(_ url: String, _ kind: IssuerKind, primary: Bool) -> Instance {
-            switch kind {
-            case .bridge:
-                let simulator = primary ? primaryBridge : makeBridge()
-                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
-            case .tmp:
-                let simulator = primary ? primaryTMP : makeTMP()
-                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
-            case .crossmint:
-                let simulator = primary ? primaryCrossmint : makeCrossmint()
-                return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
-            }
+        // The simulator of each issuer kind: one line per kind (the primary serves `sandbox://<kind>`,
+        // further `sandbox://<kind>/<name>` endpoints get their own).
+        let simulators: [IssuerKind: (_ primary: Bool) -> any SimulatedUpstream] = [
+            "bridge": { $0 ? primaryBridge : makeBridge() },
+            "tmp": { $0 ? primaryTMP : makeTMP() },
+            "crossmint": { $0 ? primaryCrossmint : makeCrossmint() },
+        ]
+        func makeInstance(_ url: String, _ kind: IssuerKind, primary: Bool) -> Instance? {
+            guard let simulator = simulators[kind]?(primary) else { return nil }
+            return Instance(url: url, kind: kind, log: simulator.log, faults: simulator.faults, server: simulator.server(logger: logger))
         }
+        secrets = Dictionary(uniqueKeysWithValues: simulators.keys.map { ($0, secret($0)) })
         var all: [String: Instance] = [:]
-        for kind in IssuerKind.allCases {
-            let url = "sandbox://\(kind.rawValue)"
+        for kind in simulators.keys {
+            let url = "sandbox://\(kind)"
             all[url] = makeInstance(url, kind, primary: true)
         }
         for issuer in config.issuers.values {
@@ -158,3 +155,14 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
         for instance in instances.values { await instance.faults.clear() }
     }
 }
+
+/// What the sandbox needs of any simulator: what it saw, its fault queue, its server.
+protocol SimulatedUpstream: Sendable {
+    var log: SimulatorLog { get }
+    var faults: SimulatorFaults { get }
+    func server(logger: Logger) -> SimulatorServer
+}
+
+extension BridgeSimulator: SimulatedUpstream {}
+extension TMPSimulator: SimulatedUpstream {}
+extension CrossmintSimulator: SimulatedUpstream {}

@@ -24,14 +24,14 @@ public struct BridgeConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        let (customerID, cardAccountID) = try accountPath(card)
+        let account = try BridgeReference(card)
         let body = BridgeWire.ProvisioningRequest(applePay: .init(
             encoding: encoding.rawValue,
             leafCert: encoding.encode(request.leafCertificate.value),
             subordinateCert: encoding.encode(request.subordinateCertificate.value),
             nonce: encoding.encode(request.nonce.value),
             nonceSignature: encoding.encode(request.nonceSignature.value)))
-        let response = try await send(body, customerID: customerID, cardAccountID: cardAccountID, context: context)
+        let response = try await send(body, account: account, context: context)
         let answer = try WireJSON.decode(BridgeWire.ProvisioningResponse.self, from: response.body, issuer: issuer).applePay
         return try ApplePayPayload(
             activationData: PayloadText.require(BridgeWire.activationData(answer.activationData), field: "activation_data", issuer: issuer),
@@ -44,31 +44,24 @@ public struct BridgeConnector: IssuerConnector {
     public func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> GooglePayPayload
     {
-        let (customerID, cardAccountID) = try accountPath(card)
+        let account = try BridgeReference(card)
         try request.check(maxIDLength: BridgeWire.maxGoogleIDLength, issuer: issuer)
         let body = BridgeWire.GooglePayProvisioningRequest(googlePay: .init(
             clientWalletAccountID: request.walletAccountID, clientDeviceID: request.deviceID))
-        let response = try await send(body, customerID: customerID, cardAccountID: cardAccountID, context: context)
+        let response = try await send(body, account: account, context: context)
         let answer = try WireJSON.decode(BridgeWire.GooglePayProvisioningResponse.self, from: response.body, issuer: issuer).googlePay
         return try GooglePayPayload(opaquePaymentCard: PayloadText.require(
             PayloadText.lenientBase64(answer.opaquePaymentCard), field: "opaque_payment_card", issuer: issuer))
     }
 
-    private func accountPath(_ card: CardRecord) throws(GatewayError) -> (String, String) {
-        guard let customerID = card.issuerReference["customer_id"], let cardAccountID = card.issuerReference["card_account_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the Bridge customer_id and card_account_id")
-        }
-        return (customerID, cardAccountID)
-    }
-
     /// One call to the provisioning endpoint with the stable Idempotency-Key; a non-200 is mapped
     /// to its unified error.
-    private func send(_ body: some Encodable, customerID: String, cardAccountID: String, context: ProvisioningContext)
+    private func send(_ body: some Encodable, account: BridgeReference, context: ProvisioningContext)
         async throws(GatewayError) -> UpstreamHTTP.Response
     {
         let response = try await http.send(
             method: .POST,
-            url: baseURL.appending(segments: BridgeWire.applePayPath(customerID: customerID, cardAccountID: cardAccountID)),
+            url: baseURL.appending(segments: BridgeWire.applePayPath(customerID: account.customerID, cardAccountID: account.cardAccountID)),
             headers: [(BridgeWire.apiKeyHeader, apiKey.value), (BridgeWire.idempotencyKeyHeader, context.idempotencyKey)],
             body: WireJSON.encode(body),
             context: context)

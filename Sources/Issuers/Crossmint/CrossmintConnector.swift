@@ -21,9 +21,7 @@ public struct CrossmintConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        guard let cardID = card.issuerReference["issuer_card_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the Crossmint issuer_card_id")
-        }
+        let cardID = try IssuerCardReference(card, kind: .crossmint).issuerCardID
         let url = baseURL.appending(segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request))
         let response = try await http.send(
             method: .GET, url: url, headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)

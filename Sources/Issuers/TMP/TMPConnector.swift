@@ -24,9 +24,7 @@ public struct TMPConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        guard let cardID = card.issuerReference["issuer_card_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the TMP issuer_card_id")
-        }
+        let cardID = try IssuerCardReference(card, kind: .tmp).issuerCardID
         let body = TMPWire.SignCardRequest(
             cardId: cardID,
             certificate: request.leafCertificate.value.base64EncodedString(),
@@ -46,9 +44,7 @@ public struct TMPConnector: IssuerConnector {
     public func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> GooglePayPayload
     {
-        guard let cardID = card.issuerReference["issuer_card_id"] else {
-            throw GatewayError(.internal, "card \(card.id) lacks the TMP issuer_card_id")
-        }
+        let cardID = try IssuerCardReference(card, kind: .tmp).issuerCardID
         try request.check(maxIDLength: TMPWire.maxIDLength, issuer: issuer)
         let body = TMPWire.SignCardGoogleRequest(cardId: cardID, clientWalletAccountId: request.walletAccountID,
                                                  clientDeviceId: request.deviceID)

@@ -3,7 +3,9 @@ import Foundation
 
 extension GatewayConfig {
     /// Every meaning problem in the file, each with its key path. Empty means valid.
-    public func validate() -> [ConfigProblem] {
+    /// `profiles`: the issuer kinds this build knows (`IssuerCatalog.profiles`); kind-specific
+    /// rules (credentials, wire options, reference fields, resend safety) come from them.
+    public func validate(profiles: IssuerProfiles) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         if !(1...65_535).contains(server.port) && server.port != 0 {
             problems.append(.init("server.port", "must be 0 to 65535"))
@@ -58,6 +60,10 @@ extension GatewayConfig {
         for name in issuers.keys.sorted() {
             let issuer = issuers[name]!
             let path = "issuers.\(name)"
+            guard let profile = profiles[issuer.kind] else {
+                problems.append(.init("\(path).kind", "must be one of: \(profiles.keys.map(\.rawValue).sorted().joined(separator: ", "))"))
+                continue
+            }
             if name == "local" { problems.append(.init(path, "'local' is reserved for the gateway's own encryptor")) }
             if issuer.endpoints.isEmpty { problems.append(.init("\(path).endpoints", "must list at least one endpoint")) }
             for (index, endpoint) in issuer.endpoints.enumerated() {
@@ -77,8 +83,8 @@ extension GatewayConfig {
                     problems.append(.init("\(path).tls", "must name ca_file, or client_certificate and client_key"))
                 }
             }
-            for credential in issuer.kind.requiredCredentials where issuer.credentials[credential] == nil {
-                problems.append(.init("\(path).credentials.\(credential)", "required for a \(issuer.kind.rawValue) issuer (env:NAME)"))
+            for credential in profile.credentialNames where issuer.credentials[credential] == nil {
+                problems.append(.init("\(path).credentials.\(credential)", "required for a \(issuer.kind) issuer (env:NAME)"))
             }
             for credential in issuer.credentials.keys.sorted() {
                 let value = issuer.credentials[credential]!
@@ -93,12 +99,7 @@ extension GatewayConfig {
             }
             if issuer.timeouts.connectMS <= 0 { problems.append(.init("\(path).timeouts.connect_ms", "must be positive")) }
             if issuer.timeouts.requestMS <= 0 { problems.append(.init("\(path).timeouts.request_ms", "must be positive")) }
-            if issuer.wire.encoding != nil, issuer.kind != .bridge {
-                problems.append(.init("\(path).wire.encoding", "only Bridge issuers take an encoding option"))
-            }
-            if let encoding = issuer.wire.encoding, encoding == .base64URL {
-                problems.append(.init("\(path).wire.encoding", "must be hex or base64"))
-            }
+            problems += profile.wireProblems(issuer.wire, path: "\(path).wire")
             let retry = issuer.retry
             if !(1...10).contains(retry.maxAttempts) { problems.append(.init("\(path).retry.max_attempts", "must be 1 to 10")) }
             if retry.baseBackoffMS < 1 { problems.append(.init("\(path).retry.base_backoff_ms", "must be positive")) }
@@ -114,7 +115,7 @@ extension GatewayConfig {
                 if RetryRule.Match(parsing: decision.on) == nil {
                     problems.append(.init("\(rowPath).on", "must be connect_failed, timeout, reset, malformed, an HTTP status, 4xx or 5xx"))
                 }
-                if let refusal = decision.refusal(kind: issuer.kind) { problems.append(.init("\(rowPath).action", refusal)) }
+                if let refusal = decision.refusal(for: profile) { problems.append(.init("\(rowPath).action", refusal)) }
                 if let code = decision.code, GatewayError.Code(rawValue: code) == nil {
                     problems.append(.init("\(rowPath).code", "unknown error code '\(code)'"))
                 }
@@ -123,9 +124,6 @@ extension GatewayConfig {
             if breaker.failureThreshold < 1 { problems.append(.init("\(path).circuit_breaker.failure_threshold", "must be at least 1")) }
             if breaker.openMS < 1 { problems.append(.init("\(path).circuit_breaker.open_ms", "must be positive")) }
             if breaker.halfOpenProbes < 1 { problems.append(.init("\(path).circuit_breaker.half_open_probes", "must be at least 1")) }
-            if issuer.wire.auth != nil, issuer.kind != .tmp {
-                problems.append(.init("\(path).wire.auth", "only TMP issuers take an auth option"))
-            }
         }
 
         // Two issuer names for one upstream account would let the same upstream card be registered
@@ -178,7 +176,10 @@ extension GatewayConfig {
         }
         if let issuer = routing.activations.issuer {
             if let config = issuers[issuer] {
-                if config.kind != .tmp { problems.append(.init("routing.activations.issuer", "\(issuer) is a \(config.kind.rawValue) issuer: only TMP activates tokens")) }
+                if let profile = profiles[config.kind], !profile.activatesTokens {
+                    let activating = profiles.values.filter(\.activatesTokens).map(\.kind.rawValue).sorted().joined(separator: ", ")
+                    problems.append(.init("routing.activations.issuer", "\(issuer) is a \(config.kind) issuer: only \(activating) issuers activate tokens"))
+                }
             } else {
                 problems.append(.init("routing.activations.issuer", "unknown issuer '\(issuer)'"))
             }
@@ -264,8 +265,8 @@ extension GatewayConfig {
                 if card.issuer != nil { problems.append(.init("\(path).issuer", "unknown issuer '\(issuerName)'")) }
                 continue
             }
-            for field in issuer.kind.requiredReferenceFields where (card.issuerReference[field] ?? "").isEmpty {
-                problems.append(.init("\(path).issuer_reference.\(field)", "required for a \(issuer.kind.rawValue) card"))
+            for field in profiles[issuer.kind]?.referenceFields ?? [] where (card.issuerReference[field] ?? "").isEmpty {
+                problems.append(.init("\(path).issuer_reference.\(field)", "required for a \(issuer.kind) card"))
             }
             if !issuer.serves(program: card.program) {
                 problems.append(.init("\(path).program", "issuers.\(issuerName).programs does not include '\(card.program)'"))

@@ -147,37 +147,6 @@ public struct ClientConfig: Sendable, Codable {
     }
 }
 
-public enum IssuerKind: String, Sendable, Codable, CaseIterable {
-    case bridge, tmp, crossmint
-
-    /// The issuer-reference fields a card of this kind must carry to be addressable upstream.
-    /// Bridge's path names both the customer and the card account (see UPSTREAMS.md).
-    public var requiredCredentials: [String] {
-        switch self {
-        case .bridge, .crossmint: ["api_key"]
-        case .tmp: ["token"]
-        }
-    }
-
-    /// Whether sending the same provisioning request twice is harmless: Bridge honours an
-    /// Idempotency-Key that the gateway keeps the same across attempts; Crossmint's call is a GET.
-    /// TMP's signed-cards POST has no idempotency key in its contract.
-    public var resendSafe: Bool {
-        switch self {
-        case .bridge, .crossmint: true
-        case .tmp: false
-        }
-    }
-
-    /// The issuer-reference fields a card of this kind carries: all required, no others allowed.
-    public var requiredReferenceFields: [String] {
-        switch self {
-        case .bridge: ["customer_id", "card_account_id"]
-        case .tmp, .crossmint: ["issuer_card_id"]
-        }
-    }
-}
-
 public struct IssuerConfig: Sendable, Codable {
     public var kind: IssuerKind
     public var endpoints: [EndpointConfig]
@@ -271,8 +240,8 @@ public struct RetryDecisionConfig: Sendable, Codable {
         self.code = code
     }
 
-    /// Why this row may not be used for an issuer of `kind`, or nil when it may.
-    public func refusal(kind: IssuerKind) -> String? {
+    /// Why this row may not be used for an issuer of `profile`'s kind, or nil when it may.
+    public func refusal(for profile: any IssuerProfile) -> String? {
         guard let match = RetryRule.Match(parsing: on), action != .fail else { return nil }
         switch match {
         case .condition(.status(let status)) where (400..<500).contains(status) && status != 429:
@@ -282,8 +251,8 @@ public struct RetryDecisionConfig: Sendable, Codable {
         case .condition(.connectFailed), .condition(.status(429)), .condition(.status(503)):
             return nil
         default:
-            return kind.resendSafe ? nil
-                : "\(kind.rawValue) has no idempotency key: a request that may have reached it is never sent again"
+            return profile.resendSafe ? nil
+                : "\(profile.kind) has no idempotency key: a request that may have reached it is never sent again"
         }
     }
 

@@ -59,15 +59,25 @@ struct RetryPolicyTests {
         #expect(RetryRule.Match(parsing: "sometimes") == nil)
     }
 
+    /// An issuer kind that is resend-safe or not, and nothing else.
+    struct Profile: IssuerProfile {
+        let resendSafe: Bool
+        var kind: IssuerKind { resendSafe ? "safe-kind" : "unsafe-kind" }
+        var credentialNames: [String] { [] }
+        var referenceFields: [String] { [] }
+        var activatesTokens: Bool { false }
+        func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem] { [] }
+    }
+
     @Test func theConfigRefusesRowsThatCouldProvisionTwice() {
         let rejectedRetry = RetryDecisionConfig(on: "400", action: .retry)
-        #expect(rejectedRetry.refusal(kind: .bridge)?.contains("4xx") == true)
-        #expect(RetryDecisionConfig(on: "4xx", action: .failover).refusal(kind: .bridge) != nil)
-        #expect(RetryDecisionConfig(on: "429", action: .retry).refusal(kind: .tmp) == nil)
-        // TMP has no idempotency key: a timed-out request may have reached it.
-        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(kind: .tmp)?.contains("idempotency") == true)
-        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(kind: .bridge) == nil)
-        #expect(RetryDecisionConfig(on: "500", action: .fail).refusal(kind: .tmp) == nil)
+        #expect(rejectedRetry.refusal(for: Profile(resendSafe: true))?.contains("4xx") == true)
+        #expect(RetryDecisionConfig(on: "4xx", action: .failover).refusal(for: Profile(resendSafe: true)) != nil)
+        #expect(RetryDecisionConfig(on: "429", action: .retry).refusal(for: Profile(resendSafe: false)) == nil)
+        // A kind with no idempotency key (TMP): a timed-out request may have reached it.
+        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(for: Profile(resendSafe: false))?.contains("idempotency") == true)
+        #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(for: Profile(resendSafe: true)) == nil)
+        #expect(RetryDecisionConfig(on: "500", action: .fail).refusal(for: Profile(resendSafe: false)) == nil)
     }
 
     @Test func onlyUnhealthyConditionsCountAgainstAnEndpoint() {
