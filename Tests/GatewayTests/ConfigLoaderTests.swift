@@ -76,6 +76,19 @@ import WalletCrypto
         #expect(problems("server:\n  port: eighty\n") == ["server.port: expected an integer"])
     }
 
+    /// What each kind allows comes from its definition (Issuers/<Kind>/): its credential names,
+    /// its wire options, whether it activates tokens, its cards' reference fields.
+    @Test func kindSpecificRulesComeFromTheKindsDefinition() {
+        let tmpWithBridgeOptions = Self.minimal.replacingOccurrences(of: "kind: bridge", with: "kind: tmp")
+            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "api_key: env:BRIDGE_API_KEY\n    wire: { encoding: base64 }")
+        #expect(problems(tmpWithBridgeOptions) == [
+            "issuers.bridge.credentials.token: required for a tmp issuer (env:NAME)",
+            "issuers.bridge.wire.encoding: tmp issuers take no encoding option (only bridge does)",
+        ])
+        let bridgeActivating = Self.minimal + "\nrouting:\n  activations: { issuer: bridge }\n"
+        #expect(problems(bridgeActivating) == ["routing.activations.issuer: bridge is a bridge issuer: only tmp issuers activate tokens"])
+    }
+
     @Test func anUnknownIssuerKindIsNamed() {
         let problems = problems(Self.minimal.replacingOccurrences(of: "kind: bridge", with: "kind: stripe"))
         #expect(problems.count == 1)
