@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// Runs one simulator as a real HTTP server on an ephemeral loopback port and tells its address.
 public final class SimulatorServer: Sendable {
@@ -25,7 +26,10 @@ public final class SimulatorServer: Sendable {
         self.logger = logger
     }
 
-    /// Serves until the calling task is cancelled.
+    /// Serves until a graceful shutdown (when run in a service group) or until the calling task is
+    /// cancelled. Either way the listener closes first and requests still in flight get
+    /// `drainLimit` before they are abandoned: cancelling a server that may still accept a
+    /// connection trips a fatal error in NIO (a child channel's writer released unfinished).
     public func run() async throws {
         let listening = self.listening
         let router = Router(context: SimulatorContext.self)
@@ -36,8 +40,28 @@ public final class SimulatorServer: Sendable {
             configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: name),
             onServerRunning: { channel in await listening.set(channel.localAddress?.port ?? 0) },
             logger: logger)
-        try await app.run()
+        var configuration = ServiceGroupConfiguration(services: [app], logger: logger)
+        configuration.maximumGracefulShutdownDuration = Self.drainLimit
+        let group = ServiceGroup(configuration: configuration)
+        // Not a child task: the caller's cancellation must not reach the server before its
+        // listener has closed. It still hears a graceful shutdown of the caller's group.
+        let serving = Task { try await group.run() }
+        do {
+            try await withTaskCancellationHandler {
+                try await serving.value
+            } onCancel: {
+                Task { await group.triggerGracefulShutdown() }
+            }
+        } catch {
+            // Requests abandoned after the drain limit end the group with an error; stopping
+            // was asked for, so that is the expected end.
+            if Task.isCancelled || Task.isShuttingDownGracefully { return }
+            throw error
+        }
     }
+
+    /// How long requests in flight (a held `timeout` fault) may run once the simulator stops.
+    static let drainLimit: Duration = .milliseconds(200)
 
     /// The upstream's API base URL once the server listens (`http://127.0.0.1:<port><basePath>`).
     public func baseURL() async -> URL {

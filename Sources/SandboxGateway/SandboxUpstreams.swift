@@ -109,19 +109,13 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
 
     public var description: String { "sandbox simulators" }
 
-    /// Serves every simulator until a graceful shutdown (after the gateway's server has stopped).
-    /// Requests a simulator still holds (a `timeout` fault) are abandoned, not waited for: the
-    /// gateway that sent them has already given up on them.
+    /// Serves every simulator until a graceful shutdown (after the gateway's server has stopped):
+    /// each closes its listener, and requests it still holds (a `timeout` fault) are abandoned
+    /// shortly after, not waited for: the gateway that sent them has already given up on them.
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for instance in instances.values { group.addTask { try await instance.server.run() } }
-                    try await group.waitForAll()
-                }
-            }
-        } catch is CancellationError {
-            return
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for instance in instances.values { group.addTask { try await instance.server.run() } }
+            try await group.waitForAll()
         }
     }
 

@@ -17,7 +17,8 @@ import Testing
 /// `ResilientCallerTests`. Only a generous real-time upper bound remains here.
 struct ResilienceTests {
     static let deadlineMS = 3_000
-    static let perTryMS = 800
+    /// Real time: generous, so a loaded CI machine answering slowly is not taken for a timeout.
+    static let perTryMS = 2_000
 
     /// The sandbox with millisecond-scale timing.
     static func config(_ mutate: (inout GatewayConfig) -> Void = { _ in }) throws -> GatewayConfig {
@@ -121,8 +122,8 @@ struct ResilienceTests {
             }
             #expect(await simulator.log.count - before == scenario.attempts, "attempts counted at the simulator")
             // Real time is only what the upstream's own delays and per-try timeouts cost (at most
-            // three 800 ms timeouts); the bound is generous for a loaded machine.
-            #expect(elapsed < .seconds(10), "took \(elapsed)")
+            // three 2 s timeouts); the bound is generous for a loaded machine.
+            #expect(elapsed < .seconds(20), "took \(elapsed)")
             // One wait before each attempt after the first (a backoff, or the Retry-After).
             let requestWaits = Self.requestWaits(clock)
             #expect(requestWaits.count == scenario.attempts - 1, "waits: \(requestWaits)")

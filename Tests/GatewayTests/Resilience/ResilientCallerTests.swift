@@ -65,6 +65,15 @@ struct ResilientCallerTests {
         }
     }
 
+    /// Whether the simulator has counted `count` requests within a generous real-time bound.
+    static func simulatorCount(_ rig: Rig, reaches count: Int) async -> Bool {
+        for _ in 0..<500 {
+            if await rig.simulator.log.count >= count { return await rig.simulator.log.count == count }
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { return false }
+        }
+        return false
+    }
+
     /// One Apple Pay call through the caller; `attemptTakes` is how far the gateway's clock moves
     /// during each attempt (what a slow upstream would cost).
     static func call(
@@ -164,10 +173,10 @@ struct ResilientCallerTests {
         }
     }
 
-    /// The same with upstream timeouts (a real 100 ms per-try timeout): the answer is the last
+    /// The same with upstream timeouts (a real 400 ms per-try timeout): the answer is the last
     /// try's own timeout.
     @Test func theDeadlineAfterTimeoutsAnswersTheTimeout() async throws {
-        try await Self.withBridge(requestMS: 100) { rig in
+        try await Self.withBridge(requestMS: 400) { rig in
             await rig.simulator.faults.add(Fault(mode: .timeout, count: 5, delay: .seconds(2)))
             let call = Task { await Self.call(rig, deadlineIn: .milliseconds(1_200), attemptTakes: .milliseconds(600)) }
             #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
@@ -175,7 +184,8 @@ struct ResilientCallerTests {
             guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
             #expect(error.code == .upstreamTimeout)
             #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
-            #expect(await rig.simulator.log.count == 2)
+            // The second request reaches the simulator however slow a loaded machine connects.
+            #expect(await Self.simulatorCount(rig, reaches: 2))
         }
     }
 }
