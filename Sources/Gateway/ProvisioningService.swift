@@ -205,6 +205,10 @@ public struct ProvisioningService: Sendable {
                     ? "\(issuer) does not activate wallet tokens"
                     : "\(issuer) does not provision for \(operation.rawValue)")
             }
+            // Nor is an issuer the config narrowed to other wallets (token activation is no wallet).
+            if operation != .tokenActivation, let used = upstreams.issuers[issuer]?.wallets, !used.contains(wallet) {
+                throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
+            }
             let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
             let deadline = started.advanced(by: routeDeadline ?? self.deadline)
             let context = ProvisioningContext(

@@ -23,6 +23,8 @@ public struct UpstreamIssuer: Sendable {
     public let retry: RetryPolicy
     public let decisions: RetryDecisionTable
     public let breaker: CircuitBreaker.Policy
+    /// The wallets it is used for: its kind's, or fewer when `issuers.<name>.wallets` narrows them.
+    public var wallets: Set<Wallet> = Set(Wallet.allCases)
 }
 
 /// Every configured issuer, loaded once before the server starts (sandbox endpoints are known only
@@ -156,7 +158,7 @@ public final class UpstreamDirectory: Sendable {
             issuers[issuer] = UpstreamIssuer(
                 issuer: issuer, kind: issuerConfig.kind, endpoints: endpoints, retry: issuerConfig.retry.policy,
                 decisions: defaults.overridden(by: issuerConfig.retry.decisions.compactMap { $0.rule(defaults: defaults) }),
-                breaker: issuerConfig.circuitBreaker.policy)
+                breaker: issuerConfig.circuitBreaker.policy, wallets: issuerConfig.walletsUsed(by: definition))
         }
         guard problems.isEmpty else {
             await UpstreamDirectory(issuers: [:], clients: clients).shutdown()

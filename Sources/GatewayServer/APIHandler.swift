@@ -349,24 +349,53 @@ extension APIHandler {
         let client = try Self.adminClient("read upstream health")
         try await audit.record(event(.adminRead, client, detail: ["path": "/v1/admin/issuers"]))
         let snapshot = health.snapshot()
-        let issuers = upstreams.issuers.values.sorted { $0.issuer.rawValue < $1.issuer.rawValue }.map { upstream in
-            Components.Schemas.IssuerHealth(
-                issuer: upstream.issuer.rawValue, kind: upstream.kind.rawValue,
-                retry: .init(
-                    maxAttempts: upstream.retry.maxAttempts, baseBackoffMs: Int(upstream.retry.baseBackoff.wholeMilliseconds),
-                    maxBackoffMs: Int(upstream.retry.maxBackoff.wholeMilliseconds),
-                    decisions: upstream.decisions.rules.map {
-                        .init(on: $0.match.description, code: $0.code.rawValue, action: .init(rawValue: $0.action.rawValue) ?? .fail)
-                    }),
-                endpoints: snapshot.filter { $0.issuer == upstream.issuer }.map { endpoint in
-                    .init(index: endpoint.index, url: endpoint.url, breaker: .init(rawValue: endpoint.state) ?? .closed,
-                          openUntil: endpoint.openUntil, calls: endpoint.calls, failures: endpoint.failures,
-                          consecutiveFailures: endpoint.consecutiveFailures, lastErrorCode: endpoint.recentFailures.last?.code.rawValue,
-                          lastErrorAt: endpoint.recentFailures.last?.at,
-                          recentFailures: endpoint.recentFailures.map { .init(at: $0.at, code: $0.code.rawValue, condition: $0.condition) })
-                })
-        }
+        let issuers = upstreams.issuers.values.sorted { $0.issuer.rawValue < $1.issuer.rawValue }.map { issuerHealth($0, snapshot) }
         return .ok(.init(body: .json(.init(issuers: issuers))))
+    }
+
+    /// One issuer's entry of the admin view.
+    private func issuerHealth(_ upstream: UpstreamIssuer, _ snapshot: [UpstreamHealth.EndpointSnapshot]) -> Components.Schemas.IssuerHealth {
+        let pause = health.pauseState(upstream.issuer)
+        return Components.Schemas.IssuerHealth(
+            issuer: upstream.issuer.rawValue, kind: upstream.kind.rawValue,
+            paused: pause?.paused ?? false, pausedBy: (pause?.setBy ?? .config).description,
+            wallets: Wallet.allCases.filter { upstream.wallets.contains($0) }.compactMap { .init(rawValue: $0.rawValue) },
+            retry: .init(
+                maxAttempts: upstream.retry.maxAttempts, baseBackoffMs: Int(upstream.retry.baseBackoff.wholeMilliseconds),
+                maxBackoffMs: Int(upstream.retry.maxBackoff.wholeMilliseconds),
+                decisions: upstream.decisions.rules.map {
+                    .init(on: $0.match.description, code: $0.code.rawValue, action: .init(rawValue: $0.action.rawValue) ?? .fail)
+                }),
+            endpoints: snapshot.filter { $0.issuer == upstream.issuer }.map { endpoint in
+                .init(index: endpoint.index, url: endpoint.url, breaker: .init(rawValue: endpoint.state) ?? .closed,
+                      openUntil: endpoint.openUntil, calls: endpoint.calls, failures: endpoint.failures,
+                      consecutiveFailures: endpoint.consecutiveFailures, lastErrorCode: endpoint.recentFailures.last?.code.rawValue,
+                      lastErrorAt: endpoint.recentFailures.last?.at,
+                      recentFailures: endpoint.recentFailures.map { .init(at: $0.at, code: $0.code.rawValue, condition: $0.condition) })
+            })
+    }
+
+    func pauseIssuer(_ input: Operations.PauseIssuer.Input) async throws -> Operations.PauseIssuer.Output {
+        .ok(.init(body: .json(try await setPaused(input.path.name, true))))
+    }
+
+    func resumeIssuer(_ input: Operations.ResumeIssuer.Input) async throws -> Operations.ResumeIssuer.Output {
+        .ok(.init(body: .json(try await setPaused(input.path.name, false))))
+    }
+
+    /// An admin's pause or resume: recorded as a security event before it takes effect, so a
+    /// change nobody could audit is never made.
+    private func setPaused(_ name: String, _ paused: Bool) async throws(GatewayError) -> Components.Schemas.IssuerHealth {
+        let client = try Self.adminClient(paused ? "pause issuers" : "resume issuers")
+        let issuer = IssuerID(name)
+        guard let upstream = upstreams.issuers[issuer], let before = health.pauseState(issuer) else {
+            throw GatewayError(.notFound, "no issuer \(name) is configured")
+        }
+        try await audit.record(event(paused ? .issuerPaused : .issuerResumed, client,
+                                     detail: ["issuer": name, "was_paused": "\(before.paused)"]))
+        _ = health.setPaused(issuer, paused, by: client.id.rawValue)
+        RequestScope.logger?.notice(paused ? "issuer paused" : "issuer resumed", metadata: ["issuer": "\(name)", "by": "\(client.id)"])
+        return issuerHealth(upstream, health.snapshot())
     }
 
     func listSecurityEvents(_ input: Operations.ListSecurityEvents.Input) async throws -> Operations.ListSecurityEvents.Output {

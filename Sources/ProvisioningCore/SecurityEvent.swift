@@ -17,6 +17,9 @@ public struct SecurityEvent: Sendable, Equatable {
         case vaultPut = "vault_put"
         case vaultDeleted = "vault_deleted"
         case vaultRotated = "vault_rotated"
+        /// An admin paused or resumed an issuer (`issuer` in the detail).
+        case issuerPaused = "issuer_paused"
+        case issuerResumed = "issuer_resumed"
     }
 
     /// Assigned by the store, increasing; 0 before it is stored.

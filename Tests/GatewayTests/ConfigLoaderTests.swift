@@ -160,7 +160,7 @@ import WalletCrypto
         let yaml = Self.minimal.replacingOccurrences(of: "    credentials:", with: "    credentails:")
             + "\nserver:\n  prot: 9000\nsandbox:\n  cards:\n    - { card_id: c, program: p, issuer: bridge, issuer_reference: {}, crad: {} }\n"
         let found = problems(yaml)
-        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain, retry, circuit_breaker, programs, tls)"))
+        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain, retry, circuit_breaker, programs, tls, wallets, paused)"))
         #expect(found.contains { $0.hasPrefix("server.prot: unknown key") })
         #expect(found.contains { $0.hasPrefix("sandbox.cards[0].crad: unknown key") })
     }
@@ -328,6 +328,29 @@ import WalletCrypto
             "issuers.bridge.tls: client_certificate and client_key go together (mutual TLS)",
             "routing.rules[0].issuer: issuers.bridge.programs does not include program 'acme'",
         ])
+    }
+
+    @Test func walletsNarrowOnlyWhatTheKindServes() throws {
+        func with(_ lines: String) -> String {
+            Self.minimal.replacingOccurrences(of: "      api_key: env:BRIDGE_API_KEY", with: "      api_key: env:BRIDGE_API_KEY\n" + lines)
+        }
+        let narrowed = try ConfigLoader.parse(yaml: with("    wallets: [google_pay]\n    paused: true"), source: "t.yaml")
+        #expect(narrowed.issuers["bridge"]?.wallets == [.googlePay])
+        #expect(narrowed.issuers["bridge"]?.paused == true)
+        let defaults = try ConfigLoader.parse(yaml: Self.minimal, source: "t.yaml")
+        #expect(defaults.issuers["bridge"]?.wallets == nil && defaults.issuers["bridge"]?.paused == false)
+        #expect(defaults.issuers["bridge"]?.walletsUsed(by: BridgeIssuer()) == [.applePay, .googlePay])
+
+        #expect(problems(with("    wallets: []")) == [
+            "issuers.bridge.wallets: must name at least one wallet (or be left out; paused: true stops every call)",
+        ])
+        #expect(problems(with("    wallets: [google_pay, samsung_pay]")) == ["issuers.bridge.wallets[1]: must be one of: apple_pay, google_pay"])
+        #expect(problems(with("    wallets: [apple_pay, apple_pay]")) == ["issuers.bridge.wallets[1]: apple_pay is listed twice"])
+        let crossmint = with("    wallets: [google_pay]").replacingOccurrences(of: "kind: bridge", with: "kind: crossmint")
+        #expect(problems(crossmint) == ["issuers.bridge.wallets[0]: a crossmint issuer provisions only for apple_pay"])
+        // A rule for one wallet to an issuer not used for it could never serve a card.
+        let rule = with("    wallets: [apple_pay]") + "\nrouting:\n  rules:\n    - { match: { wallet: google_pay }, issuer: bridge }\n"
+        #expect(problems(rule) == ["routing.rules[0].issuer: issuers.bridge is not used for google_pay (its wallets)"])
     }
 
     @Test func theVaultKeyRingHasOneActiveKeyAndUniqueIDs() {

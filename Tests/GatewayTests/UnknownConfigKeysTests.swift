@@ -44,6 +44,8 @@ import Testing
             circuit_breaker: { failure_threshold: 5, open_ms: 30000, half_open_probes: 1 }
             programs: [acme]
             tls: { ca_file: ca.pem, client_certificate: client.pem, client_key: client.key }
+            wallets: [apple_pay, google_pay]
+            paused: false
           tmp:
             kind: tmp
             endpoints: [ { url: https://tmp.example/v1 } ]

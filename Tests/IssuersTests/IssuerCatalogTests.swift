@@ -31,6 +31,18 @@ import Testing
         #expect(tmp.referenceFields == ["issuer_card_id"] && crossmint.referenceFields == ["issuer_card_id"])
     }
 
+    /// What `issuers.<name>.wallets` may narrow is what the kind's connector serves.
+    @Test func eachKindsWalletsAreItsConnectorsWallets() async throws {
+        for definition in IssuerCatalog.definitions {
+            let wallets = try await withUpstreamHTTP("w") { http in
+                definition.makeConnector(issuer: "w", baseURL: URL(string: "https://example.invalid")!, secret: { _ in Sensitive("k") },
+                                         options: WireOptions(), http: http).wallets
+            }
+            #expect(definition.wallets == wallets, "\(definition.kind)")
+        }
+        #expect(IssuerCatalog.profiles[.crossmint]?.wallets == [.applePay])
+    }
+
     @Test func eachKindValidatesItsOwnWireOptions() {
         var encoding = WireOptions()
         encoding.encoding = .base64

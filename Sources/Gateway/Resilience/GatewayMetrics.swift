@@ -47,6 +47,11 @@ public final class GatewayMetrics: Sendable {
                 factory: factory).increment()
     }
 
+    /// 1 while ops keep an issuer paused, 0 otherwise.
+    public func issuerPaused(_ issuer: IssuerID, _ paused: Bool) {
+        Gauge(label: "gateway_issuer_paused", dimensions: [("issuer", issuer.rawValue)], factory: factory).record(paused ? 1 : 0)
+    }
+
     /// One unified API request's result (`succeeded` or its error code), per operation.
     public func request(operation: String, outcome: String) {
         Counter(label: "gateway_requests_total", dimensions: [("operation", operation), ("outcome", outcome)], factory: factory).increment()

@@ -15,6 +15,7 @@ public struct AttemptReport: Sendable {
 /// Runs one request against one issuer under its retry policy, decision table and per-endpoint
 /// circuit breakers, within the request's deadline:
 ///
+/// 0. A paused issuer (`UpstreamHealth.isPaused`) gets no attempt: `upstream_unavailable` at once.
 /// 1. Before each attempt: if less than `minAttemptTime` is left, stop (`deadline_exceeded`, or
 ///    the last `upstream_timeout`). No attempt starts that could not finish.
 /// 2. The endpoint is the preferred one if its breaker allows, else the next in failover order;
@@ -52,6 +53,10 @@ public struct ResilientCaller: Sendable {
         /// The endpoint that just failed, when the action was to fail over without waiting.
         var failedOverFrom: Int?
         let clock = context.clock
+        // Ops paused it: no call at all, and a route's local fallback may still serve.
+        guard !health.isPaused(upstream.issuer) else {
+            throw GatewayError(.upstreamUnavailable, "issuer \(upstream.issuer) is paused by ops: no calls are made until it is resumed")
+        }
 
         while true {
             if Task.isCancelled, let lastError { throw lastError }

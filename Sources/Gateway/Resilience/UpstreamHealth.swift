@@ -2,9 +2,10 @@ import Foundation
 import ProvisioningCore
 import Synchronization
 
-/// Every issuer endpoint's circuit breaker and recent failures, shared by all requests of one
-/// gateway. The breakers themselves are pure state machines; this holds them under a lock, reads
-/// the injected clock, and reports transitions to the metrics.
+/// Every issuer endpoint's circuit breaker and recent failures, and which issuers ops paused,
+/// shared by all requests of one gateway. The breakers and the pause switch are pure state
+/// machines; this holds them under locks, reads the injected clock, and reports transitions and
+/// pauses to the metrics.
 public final class UpstreamHealth: Sendable {
     public struct EndpointKey: Hashable, Sendable {
         public let issuer: IssuerID
@@ -34,6 +35,8 @@ public final class UpstreamHealth: Sendable {
     private let wallClock: @Sendable () -> Date
     private let metrics: GatewayMetrics?
     private let endpoints: Mutex<[EndpointKey: Endpoint]>
+    /// The gateway's one pause state: no issuer is paused until `applyPauses` reads the config.
+    private let pauses = Mutex(PauseSwitch())
 
     public init(
         metrics: GatewayMetrics? = nil, clock: GatewayClock = .continuous,
@@ -95,6 +98,35 @@ public final class UpstreamHealth: Sendable {
         endpoints.withLock { all in
             all[EndpointKey(issuer: issuer, index: index)]?.breaker.release()
         }
+    }
+
+    // MARK: Paused issuers
+
+    /// The config file's `issuers.<name>.paused` (issuer -> paused), once at start-up. A config
+    /// reload calls it again with the new file: only what the file changed takes effect, so an
+    /// admin's pause is kept (`PauseSwitch.apply`).
+    public func applyPauses(config: [IssuerID: Bool]) {
+        let all = pauses.withLock { pauses in
+            pauses.apply(config: config)
+            return pauses.all
+        }
+        for (issuer, state) in all { metrics?.issuerPaused(issuer, state.paused) }
+    }
+
+    /// A paused issuer gets no calls.
+    public func isPaused(_ issuer: IssuerID) -> Bool {
+        pauses.withLock { $0.isPaused(issuer) }
+    }
+
+    public func pauseState(_ issuer: IssuerID) -> PauseSwitch.State? {
+        pauses.withLock { $0.state(issuer) }
+    }
+
+    /// An admin's pause or resume; nil for an issuer the config does not name.
+    public func setPaused(_ issuer: IssuerID, _ paused: Bool, by admin: String) -> PauseSwitch.State? {
+        let state = pauses.withLock { $0.set(issuer, paused: paused, by: admin) }
+        if state != nil { metrics?.issuerPaused(issuer, paused) }
+        return state
     }
 
     public struct EndpointSnapshot: Sendable {

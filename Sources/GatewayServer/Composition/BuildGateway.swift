@@ -76,6 +76,8 @@ public func buildGateway(
     let clock = GatewayClock(clock)
     let metrics = GatewayMetrics()
     let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock)
+    // The pause state starts from the file; a config reload would apply its file the same way.
+    health.applyPauses(config: Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) }))
     let upstreams = UpstreamDirectory()
     let readiness = Readiness()
 

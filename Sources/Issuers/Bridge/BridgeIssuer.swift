@@ -23,6 +23,7 @@ public struct BridgeIssuer: IssuerDefinition {
     public var referenceFields: [String] { BridgeReference.fields }
     public var resendSafe: Bool { true }
     public var activatesTokens: Bool { false }
+    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
 
     public init() {}
 

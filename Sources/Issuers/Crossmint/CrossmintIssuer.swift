@@ -17,6 +17,7 @@ public struct CrossmintIssuer: IssuerDefinition {
     public var referenceFields: [String] { IssuerCardReference.fields }
     public var resendSafe: Bool { true }
     public var activatesTokens: Bool { false }
+    public var wallets: Set<Wallet> { [.applePay] }
 
     public init() {}
 

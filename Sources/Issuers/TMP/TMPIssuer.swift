@@ -22,6 +22,7 @@ public struct TMPIssuer: IssuerDefinition {
     public var referenceFields: [String] { IssuerCardReference.fields }
     public var resendSafe: Bool { false }
     public var activatesTokens: Bool { true }
+    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
 
     public init() {}
 

@@ -100,6 +100,7 @@ extension GatewayConfig {
             if issuer.timeouts.connectMS <= 0 { problems.append(.init("\(path).timeouts.connect_ms", "must be positive")) }
             if issuer.timeouts.requestMS <= 0 { problems.append(.init("\(path).timeouts.request_ms", "must be positive")) }
             problems += profile.wireProblems(issuer.wire, path: "\(path).wire")
+            problems += issuer.capabilityProblems(profile: profile, path: path)
             let retry = issuer.retry
             if !(1...10).contains(retry.maxAttempts) { problems.append(.init("\(path).retry.max_attempts", "must be 1 to 10")) }
             if retry.baseBackoffMS < 1 { problems.append(.init("\(path).retry.base_backoff_ms", "must be positive")) }
@@ -151,6 +152,7 @@ extension GatewayConfig {
             }
         }
 
+        problems += walletRuleProblems(profiles: profiles)
         let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
         for (index, rule) in routing.rules.enumerated() {
             if !knownIssuers.contains(rule.issuer) {

@@ -60,6 +60,11 @@ extension ConfigProblem {
     }
 }
 
+/// `issuers.<name>.wallets[]` and `routing.rules[].match.wallet`.
+extension Wallet: ConfigWord {
+    public static var placeholder: Wallet { .applePay }
+}
+
 extension RetryAction: ConfigWord {
     public static var placeholder: RetryAction { .fail }
     public static var allowed: String { "must be retry, failover or fail" }

@@ -163,6 +163,14 @@ public struct IssuerConfig: Sendable, Codable {
     public var programs: [String]?
     /// A private CA and/or a client certificate for mutual TLS.
     public var tls: UpstreamTLSConfig?
+    /// The wallets this issuer account is used for; every wallet its kind serves when absent. A
+    /// request for another answers `wallet_not_supported` without a call (token activation is not
+    /// a wallet and is unaffected).
+    public var wallets: [Wallet]?
+    /// Ops stopped calls to this issuer (an incident, a migration): its requests fail fast with a
+    /// retryable `upstream_unavailable`, or go to a route's `fallback: local`. The admin API's
+    /// pause and resume change it at run time (`PauseSwitch`).
+    @DefaultFalse public var paused: Bool
 
     /// In the order `unknown key (expected one of: ...)` lists them.
     enum CodingKeys: String, CodingKey {
@@ -170,7 +178,7 @@ public struct IssuerConfig: Sendable, Codable {
         case validateChain = "validate_chain"
         case retry
         case circuitBreaker = "circuit_breaker"
-        case programs, tls
+        case programs, tls, wallets, paused
     }
 
     /// Whether a card of `program` may be served through this issuer account.

@@ -24,6 +24,9 @@ public protocol IssuerProfile: Sendable {
     var resendSafe: Bool { get }
     /// Whether it activates wallet tokens (`routing.activations.issuer` may name it).
     var activatesTokens: Bool { get }
+    /// The wallets its connector provisions for (the connector's own `wallets`):
+    /// `issuers.<name>.wallets` may narrow them, never add to them.
+    var wallets: Set<Wallet> { get }
     /// Problems with `issuers.<name>.wire` for this kind, each path starting with `path`.
     func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem]
 }

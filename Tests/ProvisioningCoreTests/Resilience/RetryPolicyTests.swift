@@ -66,6 +66,7 @@ struct RetryPolicyTests {
         var credentialNames: [String] { [] }
         var referenceFields: [String] { [] }
         var activatesTokens: Bool { false }
+        var wallets: Set<Wallet> { [.applePay] }
         func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem] { [] }
     }
 
