@@ -27,16 +27,20 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
 
-    func run() async throws {
-        GatewayLogging.bootstrap(level: logLevel)
-        let logger = Logger(label: "provisioning-gateway")
+    @Option(name: .long, help: "text (readable lines) or json (one JSON object per line); overrides the file's log.format.")
+    var logFormat: LogFormat?
 
+    func run() async throws {
         var gatewayConfig: GatewayConfig
         do {
             gatewayConfig = try GatewayConfigFile.load(path: config)
         } catch {
             Self.fail("\(error)")
         }
+        // After the file is read, which may choose the format; a file that cannot be read fails
+        // with a plain message above.
+        GatewayLogging.bootstrap(level: logLevel, format: logFormat ?? gatewayConfig.log.format)
+        let logger = Logger(label: "provisioning-gateway")
         if let port { gatewayConfig.server.port = port }
         if let warning = OpenFileLimit.raise(for: gatewayConfig.server.maxConnections).warning {
             logger.warning("\(warning)")
@@ -83,3 +87,4 @@ struct Serve: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension LogFormat: ExpressibleByArgument {}

@@ -57,6 +57,12 @@ import WalletCrypto
         #expect(!config.local.enabled)
     }
 
+    @Test func theLogFormatIsTextUnlessTheFileSaysJSON() throws {
+        #expect(try ConfigLoader.parse(yaml: Self.minimal, source: "test.yaml").log.format == .text)
+        #expect(try ConfigLoader.parse(yaml: Self.minimal + "\nlog: { format: json }\n", source: "test.yaml").log.format == .json)
+        #expect(problems(Self.minimal + "\nlog: { format: xml }\n") == ["log.format: must be one of: text, json"])
+    }
+
     @Test func aBadURLNamesItsKeyPath() {
         let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "not a url")
         #expect(problems(yaml) == ["issuers.bridge.endpoints[0].url: not a URL"])

@@ -65,6 +65,7 @@ import Testing
             - { id: k1, key: env:VAULT_KEY_1, active: true }
             - { id: k0, key: env:VAULT_KEY_0 }
         trust: { anchors: [apple] }
+        log: { format: json }
         """
 
     @Test func aFileUsingEveryKeyHasNoUnknownKey() {
@@ -108,7 +109,7 @@ import Testing
             "issuers.bridge.circuit_breaker.open_msec: unknown key (expected one of: failure_threshold, open_ms, half_open_probes)",
             "routing.rules[0].match.cardid: unknown key (expected one of: program, card_id_prefix, wallet)",
             "vault.keys[1].activ: unknown key (expected one of: id, key, active)",
-            "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox)",
+            "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox, log)",
         ])
     }
 

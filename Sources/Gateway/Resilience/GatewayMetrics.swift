@@ -39,6 +39,25 @@ public final class GatewayMetrics: Sendable {
         Counter(label: "gateway_circuit_breaker_transitions_total",
                 dimensions: [("issuer", issuer.rawValue), ("endpoint", endpoint), ("from", transition.from), ("to", transition.to)],
                 factory: factory).increment()
+        breakerState(issuer: issuer, endpoint: endpoint, transition.to)
+    }
+
+    /// An endpoint's breaker state as a number a graph and an alert can use: 0 closed, 1 half open
+    /// (probing), 2 open. Set for every endpoint at start-up and on every transition.
+    public func breakerState(issuer: IssuerID, endpoint: String, _ state: String) {
+        let value: Double = switch state {
+        case "open": 2
+        case "half_open": 1
+        default: 0
+        }
+        CoreMetrics.Gauge(label: "gateway_circuit_breaker_state", dimensions: [("issuer", issuer.rawValue), ("endpoint", endpoint)], factory: factory)
+            .record(value)
+    }
+
+    /// A request refused with 429: by an authenticated client's id, or `unauthenticated` for a
+    /// source address throttled after failed authentications.
+    public func rateLimited(client: String) {
+        Counter(label: "gateway_rate_limited_total", dimensions: [("client", client)], factory: factory).increment()
     }
 
     /// A request answered with `local` after its issuer failed.
@@ -61,6 +80,15 @@ public final class GatewayMetrics: Sendable {
     public func activation(issuer: IssuerID, result: String) {
         Counter(label: "gateway_token_activations_total", dimensions: [("issuer", issuer.rawValue), ("result", result)], factory: factory)
             .increment()
+    }
+
+    /// One HTTP request the gateway answered, by route template (`/v1/cards/{card_id}/...`, or
+    /// `unmatched`; never a raw path, which would hold card ids), method and status class (`2xx`).
+    public func httpRequest(route: String, method: String, statusClass: String, duration: Duration) {
+        let dimensions = [("route", route), ("method", method), ("status", statusClass)]
+        Counter(label: "gateway_http_requests_total", dimensions: dimensions, factory: factory).increment()
+        CoreMetrics.Timer(label: "gateway_http_request_duration_seconds", dimensions: dimensions, factory: factory)
+            .recordNanoseconds(duration.wholeNanoseconds)
     }
 
     /// The Prometheus text exposition of everything recorded so far.

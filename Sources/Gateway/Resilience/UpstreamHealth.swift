@@ -51,6 +51,7 @@ public final class UpstreamHealth: Sendable {
     /// Registers an endpoint; called once per endpoint at start-up.
     public func register(issuer: IssuerID, index: Int, url: String, policy: CircuitBreaker.Policy) {
         endpoints.withLock { $0[EndpointKey(issuer: issuer, index: index)] = Endpoint(url: url, breaker: CircuitBreaker(policy: policy)) }
+        metrics?.breakerState(issuer: issuer, endpoint: url, "closed")
     }
 
     /// May a call go to this endpoint now? Unknown endpoints are always allowed.

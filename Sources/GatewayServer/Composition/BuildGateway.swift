@@ -88,6 +88,7 @@ public func buildGateway(
         await onAuthFailure(source, reason)
     }
     let router = Router(context: GatewayRequestContext.self)
+    router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware(logger: logger))
     router.add(middleware: ClientAuthMiddleware(
@@ -97,7 +98,7 @@ public func buildGateway(
                                       client.rateLimit.map { (ClientID(client.id), $0) }
                                   })),
         failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit),
-        metricsPublic: config.server.metricsPublic,
+        metricsPublic: config.server.metricsPublic, metrics: metrics,
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
 

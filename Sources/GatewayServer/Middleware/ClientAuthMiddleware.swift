@@ -27,12 +27,15 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     /// Called for each failed authentication that is not throttled, with the source address and
     /// `missing_key` or `invalid_key`; never with the key or anything derived from it.
     let onAuthFailure: AuthFailureHook
+    /// Counts the 429s (`gateway_rate_limited_total`).
+    let metrics: GatewayMetrics?
 
     init(
         authenticator: ClientAuthenticator, clientLimits: RateLimiter<ClientID, C>, failureLimits: RateLimiter<String, C>,
-        metricsPublic: Bool,
+        metricsPublic: Bool, metrics: GatewayMetrics? = nil,
         onAuthFailure: @escaping AuthFailureHook = { _, _ in }
     ) {
+        self.metrics = metrics
         self.authenticator = authenticator
         self.clientLimits = clientLimits
         self.failureLimits = failureLimits
@@ -51,6 +54,7 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
 
         let client = try await authenticate(request.headers[.authorization], remoteAddress: context.remoteAddress)
         if case .refused(let wait) = clientLimits.take(client.id) {
+            metrics?.rateLimited(client: client.id.rawValue)
             throw GatewayError(.rateLimited, "this client is over its rate limit; send again after Retry-After", retryAfter: wait)
         }
         if isMetrics && !client.admin {
@@ -70,7 +74,10 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
             return try authenticator.authenticate(authorization: authorization)
         } catch {
             let source = SourceAddress(remoteAddress)
-            if case .refused(let wait) = failureLimits.take(source.key) { throw Self.throttled(wait) }
+            if case .refused(let wait) = failureLimits.take(source.key) {
+                metrics?.rateLimited(client: "unauthenticated")
+                throw Self.throttled(wait)
+            }
             await onAuthFailure(source.description, authorization == nil ? "missing_key" : "invalid_key")
             throw error
         }

@@ -155,14 +155,24 @@ public enum OperatorTools {
     }
 }
 
-/// The process-wide logging the executable sets up: lines on standard error at `level`, each
-/// escaped so no input (a card id, a header, a path) can start a log line of its own.
+/// The process-wide logging the executable sets up, on standard error at `level`: readable lines
+/// (`text`), each escaped so no input (a card id, a header, a path) can start a log line of its
+/// own, or one JSON object per line (`json`, for log pipelines; see `JSONLogHandler`).
 public enum GatewayLogging {
-    public static func bootstrap(level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return LineSafeLogHandler(handler)
+    public static func bootstrap(level: Logger.Level, format: LogFormat = .text) {
+        switch format {
+        case .text:
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return LineSafeLogHandler(handler)
+            }
+        case .json:
+            LoggingSystem.bootstrap { label in
+                var handler = JSONLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
     }
 }

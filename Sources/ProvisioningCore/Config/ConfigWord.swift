@@ -76,6 +76,12 @@ public enum SandboxFaultMode: String, ConfigWord {
     public static var placeholder: SandboxFaultMode { .unavailable }
 }
 
+/// `log.format` (and `serve --log-format`): readable lines or one JSON object per line.
+public enum LogFormat: String, ConfigWord {
+    case text, json
+    public static var placeholder: LogFormat { .text }
+}
+
 /// TMP's `wire.auth`: `bearer` (Authorization: Bearer, the default) or `header:<Name>` (the
 /// token alone in that header). The seeds do not say how TMP authenticates; the config chooses.
 public enum TMPAuth: Sendable, Equatable, Codable {

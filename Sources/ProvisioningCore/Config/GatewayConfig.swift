@@ -14,10 +14,11 @@ public struct GatewayConfig: Sendable, Codable {
     @DefaultSection<VaultConfig> public var vault: VaultConfig
     @DefaultSection<TrustConfig> public var trust: TrustConfig
     @DefaultSection<SandboxConfig> public var sandbox: SandboxConfig
+    @DefaultSection<LogConfig> public var log: LogConfig
     /// The directory of the file this came from: relative paths in it (trust anchors) start here.
     public var baseDirectory: URL?
 
-    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, local, vault, trust, sandbox }
+    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, local, vault, trust, sandbox, log }
 
     /// The longest deadline any route has (`server.deadline_ms` or a rule's `deadline_ms`): how
     /// long a request may legitimately run.
@@ -380,6 +381,17 @@ public struct VaultKeyConfig: Sendable, Codable, Equatable {
 
 /// Trust anchors for PassKit certificate chains: `apple` is the bundled Apple Root CA - G3 (the
 /// default); anything else is a PEM or DER file path.
+/// How the executable writes its log: `text` (one readable line per event, the default) or `json`
+/// (one JSON object per line). `serve --log-format` overrides it.
+public struct LogConfig: ConfigSection {
+    public enum Defaults {
+        public enum Format: ConfigDefault { public static let value = LogFormat.text }
+    }
+
+    @Default<Defaults.Format> public var format: LogFormat
+    public init() {}
+}
+
 public struct TrustConfig: ConfigSection {
     public enum Defaults {
         public enum Anchors: ConfigDefault { public static let value = ["apple"] }

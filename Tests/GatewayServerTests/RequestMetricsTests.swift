@@ -1,0 +1,53 @@
+import Foundation
+import GatewayTestSupport
+import ProvisioningCore
+import HTTPTypes
+import NIOCore
+import Testing
+
+/// `/metrics` counts every HTTP request by route template, method and status class, beside the
+/// upstream metrics, and never names a card.
+struct RequestMetricsTests {
+    @Test func requestsAreCountedByRouteTemplateNeverByCardID() async throws {
+        try await GatewayHarness.run { client, _ in
+            let ok = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(ok.status == .ok)
+            let unknownCard = try await GatewayHarness.provision(client, card: "card_nobody_knows_42", body: try GatewayHarness.requestBody())
+            #expect(unknownCard.status.code / 100 == 4)
+            let unauthenticated = try await GatewayHarness.provision(
+                client, card: "card_tmp_demo", body: try GatewayHarness.requestBody(), key: nil)
+            #expect(unauthenticated.status == .unauthorized)
+            let nowhere = try await client.execute(uri: "/nowhere/card_lost_in_path", method: .get)
+            #expect(nowhere.status == .notFound)
+
+            let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let route = "/v1/cards/{card_id}/wallet-provisioning/apple-pay"
+            #expect(text.contains(#"gateway_http_requests_total{route="\#(route)",method="POST",status="2xx"} 1"#), "\(text)")
+            #expect(text.contains(#"gateway_http_requests_total{route="\#(route)",method="POST",status="4xx"} 2"#), "\(text)")
+            #expect(text.contains(#"gateway_http_requests_total{route="unmatched",method="GET",status="4xx"} 1"#), "\(text)")
+            #expect(text.contains(#"gateway_http_request_duration_seconds_bucket{route="\#(route)",method="POST",status="2xx",le="+Inf"} 1"#),
+                    "\(text)")
+            // The upstream metrics are still there, beside the request metrics.
+            #expect(text.contains("gateway_upstream_attempts_total{"))
+            for card in ["card_bridge_demo", "card_nobody_knows_42", "card_tmp_demo", "card_lost_in_path"] {
+                #expect(!text.contains(card), "\(card) in /metrics")
+            }
+        }
+    }
+
+    @Test func refusedRequestsAreCountedPerClientAndBreakersShowTheirState() async throws {
+        let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 1, burst: 1), GatewayHarness.sandboxConfig())
+        try await GatewayHarness.run(config: config, clock: TestClock()) { client, _ in
+            #expect(try await RateLimitTests.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+            RateLimitTests.expectRateLimited(try await RateLimitTests.get(client, "/v1/cards", key: GatewayHarness.demoKey))
+
+            let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(text.contains(#"gateway_rate_limited_total{client="demo"} 1"#), "\(text)")
+            #expect(text.contains(#"gateway_http_requests_total{route="/v1/cards",method="GET",status="4xx"} 1"#), "\(text)")
+            // Every registered endpoint has a breaker state from the start: 0, closed.
+            let states = text.split(separator: "\n").filter { $0.hasPrefix(#"gateway_circuit_breaker_state{issuer="bridge","#) }
+            #expect(!states.isEmpty, "\(text)")
+            #expect(states.allSatisfy { Double($0.split(separator: " ").last ?? "") == 0 }, "\(states)")
+        }
+    }
+}
