@@ -51,14 +51,11 @@ public func buildGateway(
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> GatewayProcess {
-    // Every secret the environment must hold is checked before anything opens or listens.
-    var problems = UpstreamDirectory.missingSecrets(config: config, environment: environment)
-    do {
-        _ = try VaultKeyring.resolve(config.vault, environment: environment)
-    } catch {
-        problems += error.problems
-    }
-    guard problems.isEmpty else { throw ConfigError(source: "environment", problems: problems) }
+    // Every secret the environment must hold, and every file the config names, is checked before
+    // anything opens or listens (the same checks as `config check`).
+    let problems = StartupChecks.environmentProblems(config: config, environment: environment)
+        + StartupChecks.fileProblems(config: config, environment: environment, store: givenStore == nil)
+    guard problems.isEmpty else { throw ConfigError(source: "environment and files", problems: problems) }
 
     let storeService: StoreService
     let store: any GatewayStore
