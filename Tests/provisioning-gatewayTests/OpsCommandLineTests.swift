@@ -84,4 +84,40 @@ import Testing
         #expect(present.stdout.contains("issuers: bridge (bridge, 1 endpoint)"), "\(present.stdout)")
         #expect(!present.stdout.contains(secret) && !present.stderr.contains(secret))
     }
+
+    @Test func routeExplainReadsTheRegistryOffline() async throws {
+        let (file, _) = try StoreCommandLineTests.sandboxConfig()
+        let directory = file.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let yaml = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: "  rules: []\n", with: """
+              rules:
+                - { match: { wallet: google_pay }, issuer: crossmint }
+                - { match: { program: demo }, issuer: bridge, deadline_ms: 9000 }
+
+            """)
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        let csv = directory.appendingPathComponent("cards.csv")
+        try "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\nexplained_1,demo,tmp,,,tmp_explained_1\n"
+            .write(to: csv, atomically: true, encoding: .utf8)
+        let imported = try await CommandLineTests.run(["cards", "import", "--config", file.path, csv.path])
+        #expect(imported.status == 0, "\(imported.stderr)")
+
+        let run = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "explained_1", "--wallet", "apple_pay"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let answer = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout)")
+        // The card names its issuer; the first matching rule still gives the deadline.
+        #expect(answer["issuer"] as? String == "tmp")
+        #expect(answer["decided_by"] as? String == "card")
+        #expect(answer["rule"] == nil)
+        #expect(answer["deadline_ms"] as? Int == 9000)
+        let checked = try #require(answer["rules_checked"] as? [[String: Any]])
+        #expect(checked.count == 2)
+        #expect(checked[0]["mismatches"] as? [String] == ["wallet is apple_pay, the rule wants google_pay"])
+        let endpoints = try #require(answer["endpoints"] as? [[String: Any]])
+        #expect(!endpoints.isEmpty && endpoints.allSatisfy { $0["breaker"] == nil })
+
+        let unknown = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "nobody", "--wallet", "apple_pay"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("card nobody is not in the registry"), "\(unknown.stderr)")
+    }
 }

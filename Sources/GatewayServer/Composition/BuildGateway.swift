@@ -120,7 +120,8 @@ public func buildGateway(
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                       waitLimit: .milliseconds(config.longestDeadlineMS),
                                       sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock),
-        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, faults: extensions.faults)
+        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, routes: RouteExplainer(config: config),
+        faults: extensions.faults)
     try handler.registerHandlers(on: router)
 
     // The server's own start/stop chatter stays below the gateway's banner and request logs.
