@@ -6,18 +6,34 @@ import Yams
 /// Reads the YAML file and checks it; every problem comes back with its key path.
 public enum ConfigLoader {
     public static func load(path: String) throws(ConfigError) -> GatewayConfig {
+        let (config, problems) = try read(path: path)
+        guard problems.isEmpty else { throw ConfigError(source: path, problems: problems) }
+        return config
+    }
+
+    /// The decoded file and its meaning problems (empty when valid), for `config check`, which goes
+    /// on to check the environment and the files the config names; throws when the file cannot be
+    /// read or decoded at all.
+    public static func read(path: String) throws(ConfigError) -> (config: GatewayConfig, problems: [ConfigProblem]) {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
             throw ConfigError(source: path, problems: [.init("", "cannot read the file")])
         }
-        var config = try parse(yaml: text, source: path)
+        let decoded = try decode(yaml: text, source: path)
+        var config = decoded.config
         config.baseDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()
-        return config
+        return (config, decoded.problems)
     }
 
     public static func parse(yaml: String, source: String) throws(ConfigError) -> GatewayConfig {
+        let (config, problems) = try decode(yaml: yaml, source: source)
+        guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
+        return config
+    }
+
+    static func decode(yaml: String, source: String) throws(ConfigError) -> (config: GatewayConfig, problems: [ConfigProblem]) {
         let config: GatewayConfig
         // Wrong words (`action: hope`) are collected, not thrown, so every problem is reported at once.
         let wordProblems = ConfigDecodingProblems()
@@ -28,9 +44,7 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
         }
-        let problems = wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles)
-        guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
-        return config
+        return (config, wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles))
     }
 
     static func problem(from error: DecodingError) -> ConfigProblem {

@@ -75,6 +75,20 @@ public final class UpstreamDirectory: Sendable {
         }
     }
 
+    /// Every `issuers.<name>.tls` file that cannot be read or used, as `load` would find it,
+    /// without building any client (start-up checks them before anything listens; `config check`).
+    public static func tlsProblems(config: GatewayConfig) -> [ConfigProblem] {
+        config.issuers.keys.sorted().flatMap { name -> [ConfigProblem] in
+            guard let tls = config.issuers[name]!.tls else { return [] }
+            do throws(ConfigError) {
+                _ = try UpstreamTLS.load(tls, path: "issuers.\(name).tls", resolve: config.resolvePath)
+                return []
+            } catch {
+                return error.problems
+            }
+        }
+    }
+
     /// A directory loaded from `config` at once (tools and tests).
     public static func build(
         config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger

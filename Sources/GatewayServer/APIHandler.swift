@@ -18,6 +18,8 @@ struct APIHandler: APIProtocol {
     let health: UpstreamHealth
     let metrics: GatewayMetrics
     let readiness: Readiness
+    /// The routing as configured, for `GET /v1/admin/routes/explain`.
+    let routes: RouteExplainer
     /// Fault injection, which exists only in the sandbox composition.
     let faults: (any FaultInjection)?
 
@@ -396,6 +398,17 @@ extension APIHandler {
         _ = health.setPaused(issuer, paused, by: client.id.rawValue)
         RequestScope.logger?.notice(paused ? "issuer paused" : "issuer resumed", metadata: ["issuer": "\(name)", "by": "\(client.id)"])
         return issuerHealth(upstream, health.snapshot())
+    }
+
+    func explainRoute(_ input: Operations.ExplainRoute.Input) async throws -> Operations.ExplainRoute.Output {
+        let client = try Self.adminClient("explain routes")
+        let id = try Self.cardID(input.query.cardId)
+        guard let wallet = Wallet(rawValue: input.query.wallet.rawValue) else {
+            throw GatewayError(.invalidRequest, "wallet: must be apple_pay or google_pay")
+        }
+        try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/admin/routes/explain"]))
+        guard let card = try await store.card(id) else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }
+        return .ok(.init(body: .json(routes.explain(card, wallet: wallet, health: health.snapshot()))))
     }
 
     func listSecurityEvents(_ input: Operations.ListSecurityEvents.Input) async throws -> Operations.ListSecurityEvents.Output {

@@ -26,16 +26,38 @@ public enum StoreBootstrap {
                     throw StoreError(store: "postgres", reason: error.description)
                 }
             }
-            let caFile = postgres.caFile.map { path in
-                path.hasPrefix("/") ? URL(fileURLWithPath: path)
-                    : (baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).appendingPathComponent(path)
-            }
+            let caFile = caFileURL(postgres, baseDirectory: baseDirectory)
             let store = try PostgresGatewayStore(
                 url: url, caFile: caFile, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
             return Opened(store: store, name: store.displayName, service: store.client)
         }
         let store = try SQLiteGatewayStore(path: config.sqlite.path)
         return Opened(store: store, name: "sqlite \(config.sqlite.path)", service: nil)
+    }
+
+    /// What `open` would refuse before connecting, without connecting: the PostgreSQL URL (once its
+    /// `env:` variable is resolved; a missing one is reported by the secret checks) and its TLS
+    /// settings, the `ca_file` read. Empty for SQLite. For `config check` and start-up's checks.
+    public static func problems(_ config: StoreConfig, baseDirectory: URL?, environment: [String: String]) -> [ConfigProblem] {
+        guard let postgres = config.postgres else { return [] }
+        var url = postgres.url
+        if case .environment? = SecretReference(parsing: url) {
+            guard case .value(let value)? = try? SecretReference.resolve(url, at: "store.postgres.url", in: environment) else { return [] }
+            url = value.value
+        }
+        do throws(StoreError) {
+            _ = try PostgresTLS.configuration(try PostgresURL(parsing: url), caFile: caFileURL(postgres, baseDirectory: baseDirectory))
+            return []
+        } catch {
+            return [.init("", error.reason)]
+        }
+    }
+
+    static func caFileURL(_ postgres: StoreConfig.Postgres, baseDirectory: URL?) -> URL? {
+        postgres.caFile.map { path in
+            path.hasPrefix("/") ? URL(fileURLWithPath: path)
+                : (baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).appendingPathComponent(path)
+        }
     }
 
     /// Runs `body` with a migrated store, keeping its background work alive for the duration.

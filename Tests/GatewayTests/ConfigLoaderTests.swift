@@ -220,6 +220,7 @@ import WalletCrypto
             "issuers.tmp.circuit_breaker.half_open_probes: must be at least 1",
             "routing.rules[0].deadline_ms: must be 100 to 60000 (Apple gives the app about 20 s)",
             "routing.rules[1].deadline_ms: must be more than issuers.tmp.retry.min_attempt_ms (250): no attempt could start",
+            "routing.rules[1].match: never matches: routing.rules[0] comes first and matches every card this rule would",
         ]
         for problem in expected { #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)") }
         // An admin client needs no programs.

@@ -27,3 +27,71 @@ import Testing
         #expect(RoutingTable(rules: []).issuer(for: card("c1", program: "acme"), wallet: .applePay) == nil)
     }
 }
+
+@Suite struct RouteExplanationTests {
+    let table = RoutingTable(rules: [
+        RoutingRule(program: "acme", wallet: .googlePay, issuer: "bridge"),
+        RoutingRule(cardIDPrefix: "tmp_", issuer: "tmp", deadline: .milliseconds(4_000)),
+        RoutingRule(program: "acme", issuer: "crossmint", fallback: "local"),
+    ])
+
+    func card(_ id: CardID, program: ProgramID, issuer: IssuerID? = nil) -> CardRecord {
+        CardRecord(id: id, program: program, issuer: issuer, issuerReference: .init([:]))
+    }
+
+    @Test func aRuleMatchNamesItAndWhyTheEarlierOnesDidNot() {
+        let explanation = table.explain(card("c1", program: "acme"), wallet: .applePay)
+        #expect(explanation.issuer == "crossmint")
+        #expect(explanation.decidedBy == .rule(2))
+        #expect(explanation.fallback == "local")
+        #expect(explanation.deadline == nil)
+        #expect(explanation.checked.map(\.mismatches) == [
+            ["wallet is apple_pay, the rule wants google_pay"], ["card_id does not start with tmp_"], [],
+        ])
+    }
+
+    @Test func theExplicitIssuerWinsAndTheFirstMatchingRuleStillGivesTheDeadline() {
+        let explanation = table.explain(card("tmp_1", program: "globex", issuer: "bridge"), wallet: .applePay)
+        #expect(explanation.issuer == "bridge")
+        #expect(explanation.decidedBy == .card)
+        #expect(explanation.deadline == .milliseconds(4_000))
+        #expect(explanation.checked.count == 2)
+    }
+
+    @Test func noMatchChecksEveryRule() {
+        let explanation = table.explain(card("c1", program: "globex"), wallet: .applePay)
+        #expect(explanation.issuer == nil)
+        #expect(explanation.decidedBy == .none)
+        #expect(explanation.checked.count == 3)
+        #expect(explanation.checked.allSatisfy { !$0.matched })
+    }
+
+    @Test func theExplanationAgreesWithTheTable() {
+        for id: CardID in ["c1", "tmp_2"] {
+            for program: ProgramID in ["acme", "globex"] {
+                for wallet in Wallet.allCases {
+                    let record = card(id, program: program)
+                    let explanation = table.explain(record, wallet: wallet)
+                    #expect(explanation.issuer == table.issuer(for: record, wallet: wallet))
+                    #expect(explanation.fallback == table.fallback(for: record, wallet: wallet))
+                    #expect(explanation.deadline == table.deadline(for: record, wallet: wallet))
+                }
+            }
+        }
+    }
+
+    @Test func aRuleCoveredByAnEarlierOneIsShadowed() {
+        let shadowed = RoutingTable(rules: [
+            RoutingRule(program: "acme", cardIDPrefix: "c_", issuer: "bridge"),
+            RoutingRule(program: "acme", cardIDPrefix: "c_9", wallet: .applePay, issuer: "tmp"),
+            RoutingRule(cardIDPrefix: "c_", issuer: "tmp"),
+            RoutingRule(issuer: "crossmint"),
+            RoutingRule(program: "globex", issuer: "bridge"),
+        ])
+        #expect(shadowed.shadowingRule(of: 0) == nil)
+        #expect(shadowed.shadowingRule(of: 1) == 0)
+        #expect(shadowed.shadowingRule(of: 2) == nil)
+        #expect(shadowed.shadowingRule(of: 3) == nil)
+        #expect(shadowed.shadowingRule(of: 4) == 3)
+    }
+}

@@ -51,14 +51,11 @@ public func buildGateway(
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> GatewayProcess {
-    // Every secret the environment must hold is checked before anything opens or listens.
-    var problems = UpstreamDirectory.missingSecrets(config: config, environment: environment)
-    do {
-        _ = try VaultKeyring.resolve(config.vault, environment: environment)
-    } catch {
-        problems += error.problems
-    }
-    guard problems.isEmpty else { throw ConfigError(source: "environment", problems: problems) }
+    // Every secret the environment must hold, and every file the config names, is checked before
+    // anything opens or listens (the same checks as `config check`).
+    let problems = StartupChecks.environmentProblems(config: config, environment: environment)
+        + StartupChecks.fileProblems(config: config, environment: environment, store: givenStore == nil)
+    guard problems.isEmpty else { throw ConfigError(source: "environment and files", problems: problems) }
 
     let storeService: StoreService
     let store: any GatewayStore
@@ -126,7 +123,8 @@ public func buildGateway(
         idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                       waitLimit: .milliseconds(config.longestDeadlineMS),
                                       sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock),
-        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, faults: extensions.faults)
+        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, routes: RouteExplainer(config: config),
+        faults: extensions.faults)
     try handler.registerHandlers(on: router)
 
     // The server's own start/stop chatter stays below the gateway's banner and request logs.

@@ -154,7 +154,12 @@ extension GatewayConfig {
 
         problems += walletRuleProblems(profiles: profiles)
         let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
+        let routingTable = routing.table
         for (index, rule) in routing.rules.enumerated() {
+            if let earlier = routingTable.shadowingRule(of: index) {
+                problems.append(.init("routing.rules[\(index)].match",
+                                      "never matches: routing.rules[\(earlier)] comes first and matches every card this rule would"))
+            }
             if !knownIssuers.contains(rule.issuer) {
                 problems.append(.init("routing.rules[\(index)].issuer", "unknown issuer '\(rule.issuer)'"))
             }

@@ -1,0 +1,79 @@
+import Foundation
+import Gateway
+import ProvisioningAPI
+import ProvisioningCore
+
+/// Where a provisioning for a card and wallet would go and why, for `GET /v1/admin/routes/explain`
+/// (with the live breakers) and `route explain` (offline, no breaker state). The decision is
+/// `RoutingTable.explain`, the same table `ProvisioningService` routes with.
+struct RouteExplainer: Sendable {
+    let table: RoutingTable
+    /// Each configured issuer's endpoint labels, in failover order.
+    let endpoints: [IssuerID: [String]]
+    let serverDeadline: Duration
+
+    init(config: GatewayConfig) {
+        table = config.routing.table
+        endpoints = Dictionary(uniqueKeysWithValues: config.issuers.map { entry in
+            (IssuerID(entry.key), entry.value.endpoints.map { EndpointLabel.render($0.url) })
+        })
+        serverDeadline = .milliseconds(config.server.deadlineMS)
+    }
+
+    /// `health`: the running gateway's breakers; nil offline.
+    func explain(_ card: CardRecord, wallet: Wallet, health: [UpstreamHealth.EndpointSnapshot]?) -> Components.Schemas.RouteExplanation {
+        let explanation = table.explain(card, wallet: wallet)
+        let decidedBy: String
+        var decidingRule: Components.Schemas.RouteRule?
+        switch explanation.decidedBy {
+        case .card: decidedBy = "card"
+        case .rule(let index):
+            decidedBy = "rule"
+            decidingRule = Self.schema(table.rules[index], index: index)
+        case .none: decidedBy = "none"
+        }
+        let labels = explanation.issuer.flatMap { endpoints[$0] } ?? []
+        // The running gateway's view of each endpoint (its resolved address and breaker); offline, none.
+        let live = { (index: Int) -> UpstreamHealth.EndpointSnapshot? in
+            health?.first { $0.issuer == explanation.issuer && $0.index == index }
+        }
+        let breaker = { (index: Int) -> String? in health == nil ? nil : live(index)?.state ?? "closed" }
+        return .init(
+            cardId: card.id.rawValue, program: card.program.rawValue, wallet: .init(rawValue: wallet.rawValue)!,
+            issuer: explanation.issuer?.rawValue, decidedBy: .init(rawValue: decidedBy)!, rule: decidingRule,
+            rulesChecked: explanation.checked.map {
+                .init(rule: Self.schema($0.rule, index: $0.index), matched: $0.matched, mismatches: $0.mismatches)
+            },
+            endpoints: labels.enumerated().map { index, label in
+                .init(index: index, url: live(index)?.url ?? label, breaker: breaker(index).flatMap { .init(rawValue: $0) },
+                      openUntil: live(index)?.openUntil)
+            },
+            fallback: explanation.fallback?.rawValue,
+            deadlineMs: Int((explanation.deadline ?? serverDeadline).wholeMilliseconds))
+    }
+
+    static func schema(_ rule: RoutingRule, index: Int) -> Components.Schemas.RouteRule {
+        .init(index: index,
+              match: .init(program: rule.program?.rawValue, cardIdPrefix: rule.cardIDPrefix, wallet: rule.wallet.flatMap { .init(rawValue: $0.rawValue) }),
+              issuer: rule.issuer.rawValue, fallback: rule.fallback?.rawValue, deadlineMs: rule.deadline.map { Int($0.wholeMilliseconds) })
+    }
+}
+
+/// `route explain`: the card from the configured store's registry, the routing from the file.
+public enum RouteExplain {
+    public static func run(
+        config path: String, cardID id: String, wallet: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
+        guard let wallet = Wallet(rawValue: wallet) else { return .failed("--wallet must be apple_pay or google_pay") }
+        return await OperatorTools.withStore(config: path, environment: environment) { config, store in
+            guard let card = try await store.card(CardID(id)) else {
+                throw GatewayError(.cardNotFound, "card \(id) is not in the registry")
+            }
+            let answer = RouteExplainer(config: config).explain(card, wallet: wallet, health: nil)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            return .ok(String(decoding: try encoder.encode(answer), as: UTF8.self))
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import GatewayTestSupport
+import Testing
+
+/// `config check` and `route explain`, run as the real executable.
+@Suite struct OpsCommandLineTests {
+    @Test func theSandboxFileChecksWithASummary() async throws {
+        let run = try await CommandLineTests.run(["config", "check", "--config", "Config/gateway.yaml"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("configuration Config/gateway.yaml is valid"), "\(run.stdout)")
+        #expect(run.stdout.contains("bridge (bridge, 1 endpoint)"), "\(run.stdout)")
+        #expect(run.stdout.contains("clients: "), "\(run.stdout)")
+        #expect(run.stdout.contains("routing rules: 0"), "\(run.stdout)")
+        // Neither the store nor a listener was opened.
+        #expect(!run.stdout.contains("listening on"))
+        // Secrets (and key hashes) never appear.
+        #expect(!run.stdout.contains("b9634daeab30e55282cf9bcc0fce703135ff46e4f8bcdc798370b8efeafb9757"))
+    }
+
+    @Test func everyKindOfProblemIsListedWithItsKeyPath() async throws {
+        let file = try CommandLineTests.writeConfig("""
+            server:
+              prot: 8080
+              tls: { certificate: nowhere/cert.pem, private_key: nowhere/key.pem }
+            clients:
+              - { id: acme, api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d, programs: [acme] }
+            issuers:
+              bridge:
+                kind: bridge
+                endpoints: [ { url: "::nope" } ]
+                credentials: { api_key: "env:GATEWAY_TEST_BRIDGE_KEY_UNSET" }
+                tls: { ca_file: nowhere/upstream-ca.pem }
+              tmp:
+                kind: tmp
+                endpoints: [ { url: "https://tmp.example.com/v1" } ]
+                credentials: { token: "env:GATEWAY_TEST_TMP_TOKEN_UNSET" }
+            routing:
+              rules:
+                - { match: { program: acme }, issuer: tmp }
+                - { match: { program: acme, card_id_prefix: c_ }, issuer: bridge }
+                - { match: { wallet: google_pay }, issuer: stripe }
+            vault: { key: "env:GATEWAY_TEST_VAULT_KEY_UNSET" }
+            trust: { anchors: [apple, nowhere/anchor.pem] }
+            store:
+              postgres: { url: "postgres://gateway@db.example.com:5432/gateway", ca_file: nowhere/db-ca.pem }
+            """)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let run = try await CommandLineTests.run(["config", "check", "--config", file.path])
+        #expect(run.status == 2)
+        let directory = file.deletingLastPathComponent().path
+        for problem in [
+            "server.prot: unknown key",
+            "issuers.bridge.endpoints[0].url: not a URL",
+            "routing.rules[1].match: never matches: routing.rules[0] comes first and matches every card this rule would",
+            "routing.rules[2].issuer: unknown issuer 'stripe'",
+            "issuers.tmp.credentials.token: environment variable GATEWAY_TEST_TMP_TOKEN_UNSET is not set",
+            "vault.key: environment variable GATEWAY_TEST_VAULT_KEY_UNSET is not set",
+            "trust.anchors[1]: cannot load a certificate from 'nowhere/anchor.pem'",
+            "server.tls.certificate: cannot read \(directory)/nowhere/cert.pem",
+            "server.tls.private_key: cannot read \(directory)/nowhere/key.pem",
+            "issuers.bridge.tls.ca_file: cannot read \(directory)/nowhere/upstream-ca.pem",
+            "store.postgres.ca_file: cannot read \(directory)/nowhere/db-ca.pem",
+        ] {
+            #expect(run.stderr.contains(problem), "missing: \(problem)\n\(run.stderr)")
+        }
+        #expect(run.stderr.contains("invalid configuration \(file.path)"), "\(run.stderr)")
+        #expect(run.stdout.isEmpty)
+    }
+
+    @Test func missingEnvironmentVariablesAreNamedAndPresentOnesPass() async throws {
+        let file = try CommandLineTests.writeConfig(CommandLineTests.productionYAML)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let missing = try await CommandLineTests.run(["config", "check", "--config", file.path])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("issuers.bridge.credentials.api_key: environment variable GATEWAY_TEST_BRIDGE_KEY_UNSET is not set"))
+        #expect(missing.stderr.contains("vault.key: environment variable GATEWAY_TEST_VAULT_KEY_UNSET is not set"))
+
+        let secret = "bridge-secret-never-printed"
+        let present = try await CommandLineTests.run(["config", "check", "--config", file.path], environment: [
+            "GATEWAY_TEST_BRIDGE_KEY_UNSET": secret,
+            "GATEWAY_TEST_VAULT_KEY_UNSET": String(repeating: "ab", count: 32),
+        ])
+        #expect(present.status == 0, "\(present.stderr)")
+        #expect(present.stdout.contains("issuers: bridge (bridge, 1 endpoint)"), "\(present.stdout)")
+        #expect(!present.stdout.contains(secret) && !present.stderr.contains(secret))
+    }
+
+    @Test func routeExplainReadsTheRegistryOffline() async throws {
+        let (file, _) = try StoreCommandLineTests.sandboxConfig()
+        let directory = file.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let yaml = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: "  rules: []\n", with: """
+              rules:
+                - { match: { wallet: google_pay }, issuer: tmp }
+                - { match: { program: demo }, issuer: bridge, deadline_ms: 9000 }
+
+            """)
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        let csv = directory.appendingPathComponent("cards.csv")
+        try "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\nexplained_1,demo,tmp,,,tmp_explained_1\n"
+            .write(to: csv, atomically: true, encoding: .utf8)
+        let imported = try await CommandLineTests.run(["cards", "import", "--config", file.path, csv.path])
+        #expect(imported.status == 0, "\(imported.stderr)")
+
+        let run = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "explained_1", "--wallet", "apple_pay"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let answer = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout)")
+        // The card names its issuer; the first matching rule still gives the deadline.
+        #expect(answer["issuer"] as? String == "tmp")
+        #expect(answer["decided_by"] as? String == "card")
+        #expect(answer["rule"] == nil)
+        #expect(answer["deadline_ms"] as? Int == 9000)
+        let checked = try #require(answer["rules_checked"] as? [[String: Any]])
+        #expect(checked.count == 2)
+        #expect(checked[0]["mismatches"] as? [String] == ["wallet is apple_pay, the rule wants google_pay"])
+        let endpoints = try #require(answer["endpoints"] as? [[String: Any]])
+        #expect(!endpoints.isEmpty && endpoints.allSatisfy { $0["breaker"] == nil })
+
+        let unknown = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "nobody", "--wallet", "apple_pay"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("card nobody is not in the registry"), "\(unknown.stderr)")
+    }
+}
