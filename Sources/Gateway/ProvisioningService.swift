@@ -129,7 +129,7 @@ public struct ProvisioningService: Sendable {
 
     /// Which connectors serve an operation, and whether one issuer can.
     private func serves(_ issuer: IssuerID, _ operation: AuditOperation) -> Bool {
-        guard let connector = upstreams.issuers[issuer]?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
+        guard let connector = upstreams.issuer(issuer)?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
         switch operation {
         case .applePay: return connector.wallets.contains(.applePay)
         case .googlePay: return connector.wallets.contains(.googlePay)
@@ -206,7 +206,7 @@ public struct ProvisioningService: Sendable {
                     : "\(issuer) does not provision for \(operation.rawValue)")
             }
             // Nor is an issuer the config narrowed to other wallets (token activation is no wallet).
-            if operation != .tokenActivation, let used = upstreams.issuers[issuer]?.wallets, !used.contains(wallet) {
+            if operation != .tokenActivation, let used = upstreams.issuer(issuer)?.wallets, !used.contains(wallet) {
                 throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
             }
             let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
@@ -259,7 +259,7 @@ public struct ProvisioningService: Sendable {
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         try await prepare(issuer)
-        if let upstream = upstreams.issuers[issuer] {
+        if let upstream = upstreams.issuer(issuer) {
             return try await caller.call(upstream, context: context, logger: trail.logger, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector) async throws(GatewayError) in

@@ -39,6 +39,9 @@ public final class UpstreamDirectory: Sendable {
 
     public var issuers: [IssuerID: UpstreamIssuer] { state.withLock { $0.issuers } }
 
+    /// One issuer, as a request looks it up.
+    public func issuer(_ id: IssuerID) -> UpstreamIssuer? { state.withLock { $0.issuers[id] } }
+
     public init(issuers: [IssuerID: UpstreamIssuer] = [:], clients: [UpstreamHTTP] = []) {
         state = Mutex(State(issuers: issuers, clients: clients))
     }
@@ -59,12 +62,13 @@ public final class UpstreamDirectory: Sendable {
     }
 
     /// The issuers' `env:` credentials that `environment` does not hold, checked before anything
-    /// starts (the directory itself is loaded only once sandbox endpoints are known).
+    /// starts (the directory itself is loaded only once sandbox endpoints are known): the same
+    /// credential names `load` resolves, those of each issuer's kind.
     public static func missingSecrets(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
         config.issuers.keys.sorted().flatMap { name -> [ConfigProblem] in
             let issuer = config.issuers[name]!
             var problems: [ConfigProblem] = []
-            for credential in issuer.credentials.keys.sorted() {
+            for credential in IssuerCatalog.definition(issuer.kind)?.credentialNames ?? [] {
                 do throws(ConfigProblem) {
                     _ = try SecretReference.resolve(issuer.credentials[credential], at: "issuers.\(name).credentials.\(credential)", in: environment)
                 } catch {

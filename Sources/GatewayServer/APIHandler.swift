@@ -390,7 +390,7 @@ extension APIHandler {
     private func setPaused(_ name: String, _ paused: Bool) async throws(GatewayError) -> Components.Schemas.IssuerHealth {
         let client = try Self.adminClient(paused ? "pause issuers" : "resume issuers")
         let issuer = IssuerID(name)
-        guard let upstream = upstreams.issuers[issuer], let before = health.pauseState(issuer) else {
+        guard let upstream = upstreams.issuer(issuer), let before = health.pauseState(issuer) else {
             throw GatewayError(.notFound, "no issuer \(name) is configured")
         }
         try await audit.record(event(paused ? .issuerPaused : .issuerResumed, client,

@@ -35,20 +35,25 @@ public enum StoreBootstrap {
         return Opened(store: store, name: "sqlite \(config.sqlite.path)", service: nil)
     }
 
-    /// What `open` would refuse before connecting, without connecting: the PostgreSQL URL (once its
-    /// `env:` variable is resolved; a missing one is reported by the secret checks) and its TLS
-    /// settings, the `ca_file` read. Empty for SQLite. For `config check` and start-up's checks.
+    /// What `open` would refuse before connecting, without connecting: the PostgreSQL URL (an
+    /// unset `env:` variable named by its key path) and its TLS settings, the `ca_file` read.
+    /// Empty for SQLite. For `config check` and start-up's checks.
     public static func problems(_ config: StoreConfig, baseDirectory: URL?, environment: [String: String]) -> [ConfigProblem] {
         guard let postgres = config.postgres else { return [] }
         var url = postgres.url
         if case .environment? = SecretReference(parsing: url) {
-            guard case .value(let value)? = try? SecretReference.resolve(url, at: "store.postgres.url", in: environment) else { return [] }
-            url = value.value
+            do throws(ConfigProblem) {
+                guard case .value(let value) = try SecretReference.resolve(url, at: "store.postgres.url", in: environment) else { return [] }
+                url = value.value
+            } catch {
+                return [error]
+            }
         }
         do throws(StoreError) {
             _ = try PostgresTLS.configuration(try PostgresURL(parsing: url), caFile: caFileURL(postgres, baseDirectory: baseDirectory))
             return []
         } catch {
+            // Its reasons already name their key (`store.postgres.url: ...`, `store.postgres.ca_file: ...`).
             return [.init("", error.reason)]
         }
     }
