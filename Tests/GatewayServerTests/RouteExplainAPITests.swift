@@ -54,7 +54,8 @@ struct RouteExplainAPITests {
             #expect(rule["index"] as? Int == 0)
             #expect((rule["match"] as? [String: Any])?["card_id_prefix"] as? String == "card_routed_")
             #expect(matched["deadline_ms"] as? Int == 9_000)
-            #expect((matched["endpoints"] as? [[String: Any]])?.allSatisfy { $0["breaker"] as? String == "closed" } == true)
+            let endpoints = try #require(matched["endpoints"] as? [[String: Any]])
+            #expect(!endpoints.isEmpty && endpoints.allSatisfy { $0["breaker"] as? String == "closed" })
 
             // Google Pay: the first rule wants apple_pay, the second another program; nothing routes it.
             let unmatched = try await Self.explain(client, card: "card_routed_1", wallet: "google_pay").json

@@ -11,6 +11,7 @@ import Testing
     @Test func theCatalogHasOneDefinitionPerKindAndTheProfilesAreTheirs() {
         let kinds = IssuerCatalog.definitions.map(\.kind)
         #expect(Set(kinds).count == kinds.count, "a kind registered twice: \(kinds)")
+        #expect(Set(kinds) == [.bridge, .tmp, .crossmint])
         #expect(Set(IssuerCatalog.profiles.keys) == Set(kinds))
         for definition in IssuerCatalog.definitions {
             #expect(IssuerCatalog.definition(definition.kind)?.kind == definition.kind)
@@ -77,7 +78,7 @@ import Testing
     }
 
     /// The factory's connector speaks its kind's dialect with the typed credentials and wire
-    /// options: Bridge with base64 chosen, against the Bridge simulator, which refuses a wrong key.
+    /// options: Bridge with base64 chosen, against the Bridge simulator, and an encoding it refuses.
     @Test func theFactoryBuildsAConnectorFromTypedCredentialsAndWireOptions() async throws {
         let simulator = BridgeSimulator(apiKey: "bridge_key", accounts: [.init(customerID: "cust_1", cardAccountID: "ca_1")])
         var options = WireOptions()
@@ -95,5 +96,18 @@ import Testing
         #expect(payload.ephemeralPublicKey.value.first == 0x04)
         #expect(await simulator.log.requests.map(\.status) == [200])
         #expect(await simulator.log.requests.first?.idempotencyKey == "prv_catalog_1")
+        // The wire option reaches the wire: base64url, which Bridge does not take, is refused upstream.
+        var urlSafe = WireOptions()
+        urlSafe.encoding = .base64URL
+        let refused = await gatewayError {
+            try await withSimulator(simulator.server()) { url in
+                try await withUpstreamHTTP("bridge") { http in
+                    try await definition.makeConnector(issuer: "bridge", baseURL: url, secret: { _ in Sensitive("bridge_key") }, options: urlSafe, http: http)
+                        .provisionApplePay(try Fixtures.deviceRequest(), card: card, context: Fixtures.context(id: "prv_catalog_2"))
+                }
+            }
+        }
+        #expect(refused?.code == .upstreamRejected, "\(String(describing: refused))")
+        #expect(await simulator.log.requests.last?.status == 400)
     }
 }

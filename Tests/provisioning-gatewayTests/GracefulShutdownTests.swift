@@ -41,11 +41,14 @@ import Testing
             #expect(fault.status == 200)
             async let slow = Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body)
             // The simulator has taken the request once its fault is used up.
-            for _ in 0..<200 {
+            var taken = false
+            for _ in 0..<500 {
                 let pending = try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any]
-                if pending?.isEmpty == true { break }
+                if pending?.isEmpty == true { taken = true; break }
                 try await Task.sleep(for: .milliseconds(10))
             }
+            // Otherwise the request might arrive after SIGTERM and prove nothing about one in flight.
+            try #require(taken, "the slow request never reached the Bridge simulator before SIGTERM")
             running.signal(SIGTERM)
             // 503 at once (polled for a generous second: the signal is delivered asynchronously)...
             var readiness = (status: 0, json: [String: Any]())

@@ -67,6 +67,15 @@ import Testing
         #expect(run.stdout.isEmpty)
     }
 
+    /// The PostgreSQL URL's own `env:` variable is a secret like the others: named before anything connects.
+    @Test func anUnsetPostgresURLVariableIsNamed() async throws {
+        let file = try CommandLineTests.writeConfig(CommandLineTests.productionYAML + "\nstore: { postgres: { url: env:GATEWAY_TEST_PG_URL_UNSET } }\n")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let run = try await CommandLineTests.run(["config", "check", "--config", file.path])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("store.postgres.url: environment variable GATEWAY_TEST_PG_URL_UNSET is not set"), "\(run.stderr)")
+    }
+
     @Test func missingEnvironmentVariablesAreNamedAndPresentOnesPass() async throws {
         let file = try CommandLineTests.writeConfig(CommandLineTests.productionYAML)
         defer { try? FileManager.default.removeItem(at: file) }

@@ -69,11 +69,15 @@ import Testing
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("unmigrated-\(UUID().uuidString)/gateway.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         let config = try Self.productionConfig()
+        let migratedWhenListening = ProvisioningIDBox()
         try await GatewayHarness.serve({ onServerRunning in
-            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: { port in
+                // Looked at the moment the listener opens, not after.
+                migratedWhenListening.value = "\((try? await store.schemaVersions())?.isEmpty == false)"
+                await onServerRunning(port)
+            })
         }) { port in
-            let versions = try await store.schemaVersions()
-            #expect(!versions.isEmpty)
+            #expect(migratedWhenListening.value == "true", "the listener opened before the store was migrated")
             let status = try await GatewayClient.with(port: port) { client in try await client.execute(uri: "/readyz", method: .get).status }
             #expect(status == .ok)
         }
