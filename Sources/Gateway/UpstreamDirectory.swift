@@ -93,6 +93,14 @@ public final class UpstreamDirectory: Sendable {
         }
     }
 
+    /// The wallets each configured issuer is used for, as `load` sets them (its kind's, narrowed by
+    /// `issuers.<name>.wallets`); an issuer of an unknown kind is used for none.
+    public static func walletsUsed(config: GatewayConfig) -> [IssuerID: Set<Wallet>] {
+        Dictionary(uniqueKeysWithValues: config.issuers.map { entry in
+            (IssuerID(entry.key), IssuerCatalog.definition(entry.value.kind).map { entry.value.walletsUsed(by: $0) } ?? [])
+        })
+    }
+
     /// A directory loaded from `config` at once (tools and tests).
     public static func build(
         config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger

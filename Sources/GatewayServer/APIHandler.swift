@@ -408,7 +408,7 @@ extension APIHandler {
         }
         try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/admin/routes/explain"]))
         guard let card = try await store.card(id) else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }
-        return .ok(.init(body: .json(routes.explain(card, wallet: wallet, health: health.snapshot()))))
+        return .ok(.init(body: .json(routes.explain(card, wallet: wallet, health: health.snapshot(), pause: health.pauseState))))
     }
 
     func listSecurityEvents(_ input: Operations.ListSecurityEvents.Input) async throws -> Operations.ListSecurityEvents.Output {

@@ -82,6 +82,33 @@ struct RouteExplainAPITests {
         }
     }
 
+    @Test func aPausedIssuerIsShownPausedWithWhoPausedIt() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.issuers["tmp"]?.paused = true
+        config.issuers["crossmint"]?.wallets = [.applePay]
+        try await GatewayHarness.run(config: config) { client, _ in
+            // The file paused tmp; an admin pauses bridge through the API.
+            let byFile = try await Self.explain(client, card: "card_tmp_demo").json
+            #expect(byFile["issuer"] as? String == "tmp")
+            #expect(byFile["paused"] as? Bool == true)
+            #expect(byFile["paused_by"] as? String == "config")
+
+            let running = try await Self.explain(client, card: "card_bridge_demo").json
+            #expect(running["paused"] as? Bool == false)
+            let pause = try await CardRegistryAPITests.send(client, .post, "/v1/admin/issuers/bridge/pause", key: GatewayHarness.opsKey)
+            #expect(pause.status == .ok)
+            let paused = try await Self.explain(client, card: "card_bridge_demo").json
+            #expect(paused["paused"] as? Bool == true)
+            #expect(paused["paused_by"] as? String == "ops")
+            #expect(paused["wallet_supported"] as? Bool == true)
+
+            // An issuer narrowed to Apple Pay is shown as not used for Google Pay.
+            let narrowed = try await Self.explain(client, card: "card_crossmint_demo", wallet: "google_pay").json
+            #expect(narrowed["issuer"] as? String == "crossmint")
+            #expect(narrowed["wallet_supported"] as? Bool == false)
+        }
+    }
+
     @Test func onlyAdminClientsWithGoodParameters() async throws {
         try await GatewayHarness.run { client, _ in
             let forbidden = try await Self.explain(client, card: "card_bridge_demo", key: GatewayHarness.demoKey)

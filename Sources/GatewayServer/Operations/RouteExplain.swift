@@ -11,6 +11,10 @@ struct RouteExplainer: Sendable {
     /// Each configured issuer's endpoint labels, in failover order.
     let endpoints: [IssuerID: [String]]
     let serverDeadline: Duration
+    /// The wallets each configured issuer is used for.
+    let wallets: [IssuerID: Set<Wallet>]
+    /// `issuers.<name>.paused` as the file says (the offline answer's pause state).
+    let filePaused: [IssuerID: Bool]
 
     init(config: GatewayConfig) {
         table = config.routing.table
@@ -18,10 +22,16 @@ struct RouteExplainer: Sendable {
             (IssuerID(entry.key), entry.value.endpoints.map { EndpointLabel.render($0.url) })
         })
         serverDeadline = .milliseconds(config.server.deadlineMS)
+        wallets = UpstreamDirectory.walletsUsed(config: config)
+        filePaused = Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) })
     }
 
-    /// `health`: the running gateway's breakers; nil offline.
-    func explain(_ card: CardRecord, wallet: Wallet, health: [UpstreamHealth.EndpointSnapshot]?) -> Components.Schemas.RouteExplanation {
+    /// `health`: the running gateway's breakers; nil offline. `pause`: the running gateway's pause
+    /// state of an issuer; nil offline, where the file's `paused` is given.
+    func explain(
+        _ card: CardRecord, wallet: Wallet, health: [UpstreamHealth.EndpointSnapshot]?,
+        pause: ((IssuerID) -> PauseSwitch.State?)? = nil
+    ) -> Components.Schemas.RouteExplanation {
         let explanation = table.explain(card, wallet: wallet)
         let decidedBy: String
         var decidingRule: Components.Schemas.RouteRule?
@@ -38,6 +48,11 @@ struct RouteExplainer: Sendable {
             health?.first { $0.issuer == explanation.issuer && $0.index == index }
         }
         let breaker = { (index: Int) -> String? in health == nil ? nil : live(index)?.state ?? "closed" }
+        // A configured upstream issuer's pause state and wallets; `local` and no issuer have neither.
+        let configured = explanation.issuer.flatMap { issuer in wallets[issuer].map { (issuer, $0) } }
+        let pauseState = configured.flatMap { issuer, _ in
+            pause.map { $0(issuer) } ?? filePaused[issuer].map { PauseSwitch.State(paused: $0, setBy: .config) }
+        }
         return .init(
             cardId: card.id.rawValue, program: card.program.rawValue, wallet: .init(rawValue: wallet.rawValue)!,
             issuer: explanation.issuer?.rawValue, decidedBy: .init(rawValue: decidedBy)!, rule: decidingRule,
@@ -49,7 +64,9 @@ struct RouteExplainer: Sendable {
                       openUntil: live(index)?.openUntil)
             },
             fallback: explanation.fallback?.rawValue,
-            deadlineMs: Int((explanation.deadline ?? serverDeadline).wholeMilliseconds))
+            deadlineMs: Int((explanation.deadline ?? serverDeadline).wholeMilliseconds),
+            paused: pauseState?.paused, pausedBy: pauseState.map { "\($0.setBy)" },
+            walletSupported: configured.map { $0.1.contains(wallet) })
     }
 
     static func schema(_ rule: RoutingRule, index: Int) -> Components.Schemas.RouteRule {
