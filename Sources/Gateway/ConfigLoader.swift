@@ -21,6 +21,11 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: path, problems: [.init("", "cannot read the file")])
         }
+        return try read(text: text, path: path)
+    }
+
+    /// `read(path:)` for text already read from `path` (a reload hashes the very bytes it checks).
+    public static func read(text: String, path: String) throws(ConfigError) -> (config: GatewayConfig, problems: [ConfigProblem]) {
         let decoded = try decode(yaml: text, source: path)
         var config = decoded.config
         config.baseDirectory = URL(fileURLWithPath: path).deletingLastPathComponent()

@@ -34,6 +34,22 @@ public final class UpstreamDirectory: Sendable {
     private struct State {
         var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
+        /// Each issuer's client and the settings it was built with, for the next generation to reuse.
+        var transports: [IssuerID: Transport] = [:]
+    }
+
+    /// An issuer's HTTP client (its connection pool) and what it was built from. A config reload
+    /// keeps the client, and so its warm connections, when these are unchanged and the issuer has
+    /// no TLS files: files are read again on every reload (a rotated client certificate takes
+    /// effect), so an issuer with `tls` gets a new client.
+    private struct Transport {
+        let connectMS: Int
+        let requestMS: Int
+        let client: UpstreamHTTP
+
+        func reusable(for config: IssuerConfig) -> UpstreamHTTP? {
+            config.tls == nil && config.timeouts.connectMS == connectMS && config.timeouts.requestMS == requestMS ? client : nil
+        }
     }
     private let state: Mutex<State>
 
@@ -48,9 +64,16 @@ public final class UpstreamDirectory: Sendable {
 
     /// Shuts the HTTP clients down; a client that fails to is logged by itself and skipped.
     public func shutdown() async {
+        await shutdown(keeping: [])
+    }
+
+    /// Shuts down the clients that none of `others` holds: a retired config generation's, once its
+    /// last request has finished, keeping those the generations still serving reuse.
+    public func shutdown(keeping others: [UpstreamDirectory]) async {
+        let kept = Set(others.filter { $0 !== self }.flatMap { other in other.state.withLock { $0.clients.map(ObjectIdentifier.init) } })
         let clients = state.withLock { state in
             defer { state.clients = [] }
-            return state.clients
+            return state.clients.filter { !kept.contains(ObjectIdentifier($0)) }
         }
         for client in clients {
             do {
@@ -101,23 +124,30 @@ public final class UpstreamDirectory: Sendable {
         })
     }
 
-    /// A directory loaded from `config` at once (tools and tests).
+    /// A directory loaded from `config` at once (tools, tests, and a config reload, which passes the
+    /// serving generation's directory as `previous` so unchanged issuers keep their clients).
     public static func build(
-        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger
+        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger,
+        reusing previous: UpstreamDirectory? = nil
     ) async throws(ConfigError) -> UpstreamDirectory {
         let directory = UpstreamDirectory()
-        try await directory.load(config: config, environment: environment, sandbox: sandbox, logger: logger)
+        try await directory.load(config: config, environment: environment, sandbox: sandbox, logger: logger, reusing: previous)
         return directory
     }
 
     /// Resolves `env:NAME` from `environment` and `sandbox` references from `sandbox`; a missing
-    /// variable is a config problem naming the key path.
+    /// variable is a config problem naming the key path. Nothing changes when it throws.
     public func load(
-        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger
+        config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger,
+        reusing previous: UpstreamDirectory? = nil
     ) async throws(ConfigError) {
         var problems: [ConfigProblem] = []
         var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
+        var transports: [IssuerID: Transport] = [:]
+        /// Built here (not reused): what a failed load shuts down again.
+        var built: [UpstreamHTTP] = []
+        let reusable = previous?.state.withLock { $0.transports } ?? [:]
 
         for name in config.issuers.keys.sorted() {
             let issuerConfig = config.issuers[name]!
@@ -169,8 +199,15 @@ public final class UpstreamDirectory: Sendable {
                     problems += error.problems
                 }
             }
-            let http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger)
+            let http: UpstreamHTTP
+            if let reused = reusable[issuer]?.reusable(for: issuerConfig) {
+                http = reused
+            } else {
+                http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger)
+                built.append(http)
+            }
             clients.append(http)
+            transports[issuer] = Transport(connectMS: issuerConfig.timeouts.connectMS, requestMS: issuerConfig.timeouts.requestMS, client: http)
             // Every credential the kind names, resolved once; the definition types them.
             var secrets: [String: Sensitive<String>] = [:]
             for credential in definition.credentialNames {
@@ -187,13 +224,13 @@ public final class UpstreamDirectory: Sendable {
                 breaker: issuerConfig.circuitBreaker.policy, wallets: issuerConfig.walletsUsed(by: definition))
         }
         guard problems.isEmpty else {
-            await UpstreamDirectory(issuers: [:], clients: clients).shutdown()
+            await UpstreamDirectory(issuers: [:], clients: built).shutdown()
             throw ConfigError(source: "environment", problems: problems)
         }
         let replaced = state.withLock { state in
-            defer { state = State(issuers: issuers, clients: clients) }
+            defer { state = State(issuers: issuers, clients: clients, transports: transports) }
             return state.clients
         }
-        await UpstreamDirectory(clients: replaced).shutdown()
+        await UpstreamDirectory(clients: replaced).shutdown(keeping: [self])
     }
 }

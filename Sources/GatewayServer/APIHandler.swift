@@ -9,19 +9,31 @@ import ProvisioningCore
 /// The generated `APIProtocol`: decode the unified API's text into bytes once, hand them to the
 /// services, encode their answers. Errors are thrown and rendered by `ProblemMiddleware`.
 struct APIHandler: APIProtocol {
-    let service: ProvisioningService
+    /// The configuration generations; a request reads the one it arrived on.
+    let live: LiveConfiguration
+    let reloader: ConfigReloader
     let store: any GatewayStore
-    let registration: CardRegistration
     let audit: SecurityAudit
-    let idempotency: IdempotencyGuard
-    let upstreams: UpstreamDirectory
     let health: UpstreamHealth
     let metrics: GatewayMetrics
     let readiness: Readiness
-    /// The routing as configured, for `GET /v1/admin/routes/explain`.
-    let routes: RouteExplainer
     /// Fault injection, which exists only in the sandbox composition.
     let faults: (any FaultInjection)?
+
+    /// The request's config generation (`ConfigGenerationMiddleware`); the serving one outside a
+    /// request. Nil only before the gateway has started, when no request can arrive.
+    private var generation: ConfigGeneration {
+        guard let generation = RequestScope.generation ?? live.current else {
+            preconditionFailure("a request arrived before the gateway's configuration was installed")
+        }
+        return generation
+    }
+    var service: ProvisioningService { generation.service }
+    var registration: CardRegistration { generation.registration }
+    var idempotency: IdempotencyGuard { generation.idempotency }
+    var upstreams: UpstreamDirectory { generation.upstreams }
+    /// The routing as configured, for `GET /v1/admin/routes/explain`.
+    var routes: RouteExplainer { generation.routes }
 
     static func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
@@ -398,6 +410,19 @@ extension APIHandler {
         _ = health.setPaused(issuer, paused, by: client.id.rawValue)
         RequestScope.logger?.notice(paused ? "issuer paused" : "issuer resumed", metadata: ["issuer": "\(name)", "by": "\(client.id)"])
         return issuerHealth(upstream, health.snapshot())
+    }
+
+    func reloadConfig(_ input: Operations.ReloadConfig.Input) async throws -> Operations.ReloadConfig.Output {
+        let client = try Self.adminClient("reload the configuration")
+        let outcome = await reloader.reload(.admin(client, source: SourceAddress(RequestScope.remoteAddress).description))
+        guard outcome.applied else {
+            let listed = outcome.problems.prefix(20).map(\.description).joined(separator: "; ")
+            let more = outcome.problems.count > 20 ? " (and \(outcome.problems.count - 20) more)" : ""
+            throw GatewayError(.configInvalid, "nothing was changed: \(outcome.problems.count) problem(s): \(listed)\(more)")
+        }
+        return .ok(.init(body: .json(.init(
+            result: .applied, generation: outcome.generation, fileSha256: outcome.fileSHA256 ?? "",
+            changed: outcome.changed, restartRequired: outcome.restartRequired))))
     }
 
     func explainRoute(_ input: Operations.ExplainRoute.Input) async throws -> Operations.ExplainRoute.Output {

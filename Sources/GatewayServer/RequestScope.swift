@@ -11,4 +11,6 @@ enum RequestScope {
     @TaskLocal static var logger: Logger?
     /// The caller's address, formatted only when a security event names it.
     @TaskLocal static var remoteAddress: SocketAddress?
+    /// The config generation the request runs on, from its arrival to its answer.
+    @TaskLocal static var generation: ConfigGeneration?
 }

@@ -24,6 +24,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case rateLimited = "rate_limited"
         /// The gateway is shutting down: another instance takes the request.
         case shuttingDown = "shutting_down"
+        /// A config reload found problems in the file; the running configuration is unchanged.
+        case configInvalid = "config_invalid"
         case `internal`
 
         public var httpStatus: Int {
@@ -33,7 +35,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .unauthorized: 401
             case .forbidden: 403
             case .cardNotFound, .notFound: 404
-            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme: 422
+            case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
+                 .configInvalid: 422
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
             case .idempotencyKeyInProgress: 409
             case .rateLimited: 429
@@ -74,6 +77,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .issuerReferenceInUse: "Another card already uses this issuer reference"
             case .rateLimited: "Too many requests"
             case .shuttingDown: "The gateway is shutting down"
+            case .configInvalid: "The configuration file is not valid"
             case .internal: "Internal error"
             }
         }

@@ -20,13 +20,17 @@ public struct SecurityEvent: Sendable, Equatable {
         /// An admin paused or resumed an issuer (`issuer` in the detail).
         case issuerPaused = "issuer_paused"
         case issuerResumed = "issuer_resumed"
+        /// A config reload applied (`trigger`, `file_sha256`, `generation`, `restart_required`) or
+        /// refused (`config_reload_failed`, with `problems`): by an admin client or a signal.
+        case configReloaded = "config_reloaded"
+        case configReloadFailed = "config_reload_failed"
     }
 
     /// Assigned by the store, increasing; 0 before it is stored.
     public var id: Int64
     public var at: Date
     public var kind: Kind
-    /// A client id, `cli:<user>` for the command line, or `anonymous`.
+    /// A client id, `cli:<user>` for the command line, `signal:SIGHUP`, or `anonymous`.
     public var actor: String
     /// The caller's address for API requests.
     public var source: String?

@@ -91,6 +91,19 @@ public final class GatewayMetrics: Sendable {
             .recordNanoseconds(duration.wholeNanoseconds)
     }
 
+    /// A config reload (SIGHUP or `POST /v1/admin/config/reload`): `success` or `failure`; after a
+    /// success, the generation now serving (1 is the file read at start-up).
+    public func configReload(succeeded: Bool, generation: Int) {
+        Counter(label: "gateway_config_reloads_total", dimensions: [("result", succeeded ? "success" : "failure")], factory: factory)
+            .increment()
+        configGeneration(generation)
+    }
+
+    /// The config generation serving requests: 1 at start-up, one more per applied reload.
+    public func configGeneration(_ generation: Int) {
+        Gauge(label: "gateway_config_generation", factory: factory).record(generation)
+    }
+
     /// The Prometheus text exposition of everything recorded so far.
     public func exposition() -> String { registry.emitToString() }
 }

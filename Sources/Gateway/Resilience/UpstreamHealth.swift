@@ -54,6 +54,42 @@ public final class UpstreamHealth: Sendable {
         metrics?.breakerState(issuer: issuer, endpoint: url, "closed")
     }
 
+    /// One endpoint a config generation calls, as `reconcile` takes it.
+    public struct EndpointSpec: Sendable {
+        public let issuer: IssuerID
+        public let index: Int
+        public let url: String
+        public let policy: CircuitBreaker.Policy
+        public init(issuer: IssuerID, index: Int, url: String, policy: CircuitBreaker.Policy) {
+            self.issuer = issuer
+            self.index = index
+            self.url = url
+            self.policy = policy
+        }
+    }
+
+    /// The endpoints of a new config generation (a reload): an endpoint with the same issuer,
+    /// position, address and breaker policy keeps its breaker, counts and recent failures; a
+    /// changed one starts closed; one the config no longer names is forgotten.
+    public func reconcile(_ specs: [EndpointSpec]) {
+        let fresh = endpoints.withLock { all -> [EndpointSpec] in
+            var next: [EndpointKey: Endpoint] = [:]
+            var fresh: [EndpointSpec] = []
+            for spec in specs {
+                let key = EndpointKey(issuer: spec.issuer, index: spec.index)
+                if let kept = all[key], kept.url == spec.url, kept.breaker.policy == spec.policy {
+                    next[key] = kept
+                } else {
+                    next[key] = Endpoint(url: spec.url, breaker: CircuitBreaker(policy: spec.policy))
+                    fresh.append(spec)
+                }
+            }
+            all = next
+            return fresh
+        }
+        for spec in fresh { metrics?.breakerState(issuer: spec.issuer, endpoint: spec.url, "closed") }
+    }
+
     /// May a call go to this endpoint now? Unknown endpoints are always allowed.
     public func acquire(issuer: IssuerID, index: Int) -> CircuitBreaker.Permission {
         let now = clock.now

@@ -20,11 +20,11 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
 
     public let clock: C
     public let capacity: Int
-    private let defaultLimit: RateLimitConfig
-    private let limits: [Key: RateLimitConfig]
-    private let table = Mutex<Table>(Table())
+    private let table: Mutex<Table>
 
     private struct Table {
+        var defaultLimit: RateLimitConfig
+        var limits: [Key: RateLimitConfig]
         var entries: [Key: Entry] = [:]
         /// Set when the table is full of empty buckets: new keys are refused until then, without
         /// scanning the table again for each of them.
@@ -35,9 +35,23 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
     public init(clock: C, defaultLimit: RateLimitConfig, limits: [Key: RateLimitConfig] = [:], capacity: Int = 10_000) {
         precondition(capacity >= 1)
         self.clock = clock
-        self.defaultLimit = defaultLimit
-        self.limits = limits
+        self.table = Mutex(Table(defaultLimit: defaultLimit, limits: limits))
         self.capacity = capacity
+    }
+
+    /// New limits (a config reload). A key whose limit is unchanged keeps its bucket, so a reload
+    /// neither refills an exhausted client nor empties a quiet one; a key whose limit changed
+    /// starts a fresh bucket under its new limit.
+    public func update(defaultLimit: RateLimitConfig, limits: [Key: RateLimitConfig]) {
+        table.withLock { table in
+            let before = table
+            table.defaultLimit = defaultLimit
+            table.limits = limits
+            table.entries = table.entries.filter { key, _ in
+                (before.limits[key] ?? before.defaultLimit) == (limits[key] ?? defaultLimit)
+            }
+            table.fullUntil = nil
+        }
     }
 
     /// Takes one token from `key`'s bucket, making the bucket if it has none.
@@ -57,7 +71,7 @@ public final class RateLimiter<Key: Hashable & Sendable, C: Clock>: Sendable whe
                 table.fullUntil = now.advanced(by: refill)
                 return .refused(retryAfter: refill)
             }
-            var bucket = TokenBucket(limits[key] ?? defaultLimit, now: now)
+            var bucket = TokenBucket(table.limits[key] ?? table.defaultLimit, now: now)
             let decision = bucket.take(at: now)
             table.entries[key] = Entry(bucket: bucket, lastUsed: now)
             return decision

@@ -40,8 +40,11 @@ public struct GatewayExtensions: Sendable {
 /// - Parameters:
 ///   - store: a store the caller opened (tests); the config's store otherwise.
 ///   - clock: the one clock that decides time-based behaviour (rate limits, drain, purge).
+///   - configSource: the file a reload reads (SIGHUP, `POST /v1/admin/config/reload`); without it
+///     a reload is refused.
 public func buildGateway(
     config: GatewayConfig,
+    configSource: ConfigSource? = nil,
     environment: [String: String] = ProcessInfo.processInfo.environment,
     logger: Logger,
     store givenStore: (any GatewayStore)? = nil,
@@ -73,10 +76,11 @@ public func buildGateway(
     let clock = GatewayClock(clock)
     let metrics = GatewayMetrics()
     let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock)
-    // The pause state starts from the file; a config reload would apply its file the same way.
+    // The pause state starts from the file; a config reload applies its file the same way.
     health.applyPauses(config: Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) }))
-    let upstreams = UpstreamDirectory()
     let readiness = Readiness()
+    // The generation of the configuration serving requests; a reload swaps it (ConfigReload.swift).
+    let live = LiveConfiguration()
 
     // Failed authentications are security events (source address and reason, never the key).
     let securityAudit = SecurityAudit(store: store, logger: logger)
@@ -84,46 +88,35 @@ public func buildGateway(
         await securityAudit.note(SecurityEvent(at: Date(), kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
         await onAuthFailure(source, reason)
     }
+    let local = try LocalIssuer.build(config: config, store: store, environment: environment)
+    let clientLimits = RateLimiter<ClientID, GatewayClock>(clock: clock, defaultLimit: .clientDefault, limits: RateLimits.clients(config))
+    let failureLimits = RateLimiter<String, GatewayClock>(clock: clock, defaultLimit: config.server.authFailureLimit)
+    let reloader = ConfigReloader(
+        source: configSource, live: live,
+        parts: GenerationParts(store: store, local: local, health: health, metrics: metrics,
+                               sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, logger: logger),
+        environment: environment, audit: securityAudit, clientLimits: clientLimits, failureLimits: failureLimits)
+
     let router = Router(context: GatewayRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware(logger: logger))
+    // From here on a request runs on the config generation serving when it arrived.
+    router.add(middleware: ConfigGenerationMiddleware(live: live))
     router.add(middleware: ClientAuthMiddleware(
-        authenticator: ClientAuthenticator(clients: config.clients),
-        clientLimits: RateLimiter(clock: clock, defaultLimit: .clientDefault,
-                                  limits: Dictionary(uniqueKeysWithValues: config.clients.compactMap { client in
-                                      client.rateLimit.map { (ClientID(client.id), $0) }
-                                  })),
-        failureLimits: RateLimiter(clock: clock, defaultLimit: config.server.authFailureLimit),
+        authenticator: { RequestScope.generation?.authenticator ?? ClientAuthenticator(clients: []) },
+        clientLimits: clientLimits, failureLimits: failureLimits,
         metricsPublic: config.server.metricsPublic, metrics: metrics,
         onAuthFailure: reportAuthFailure))
-    router.add(middleware: BodyLimitMiddleware(maxBytes: config.server.maxBodyBytes))
+    router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
 
     let spec = try OpenAPISpec.yaml()
     router.get("/openapi.yaml") { _, _ in
         Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
     }
 
-    let deadline = Duration.milliseconds(config.server.deadlineMS)
-    let local = try LocalIssuer.build(config: config, store: store, environment: environment)
-    let service = ProvisioningService(
-        store: store, upstreams: upstreams, local: local.connector, routing: config.routing.table, deadline: deadline,
-        validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
-        chainValidator: local.validator, health: health, metrics: metrics,
-        activationIssuer: config.routing.activations.issuer.map { IssuerID($0) },
-        issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
-            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
-        },
-        clock: clock, logger: logger)
     let handler = APIHandler(
-        service: service, store: store, registration: CardRegistration(config: config),
-        audit: securityAudit,
-        // A duplicate waits as long as the longest deadline any route has, so a claim still being
-        // served is never taken for an abandoned one.
-        idempotency: IdempotencyGuard(store: store, ttl: .seconds(config.store.idempotencyTTLSeconds),
-                                      waitLimit: .milliseconds(config.longestDeadlineMS),
-                                      sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock),
-        upstreams: upstreams, health: health, metrics: metrics, readiness: readiness, routes: RouteExplainer(config: config),
+        live: live, reloader: reloader, store: store, audit: securityAudit, health: health, metrics: metrics, readiness: readiness,
         faults: extensions.faults)
     try handler.registerHandlers(on: router)
 
@@ -149,12 +142,7 @@ public func buildGateway(
         }
         if let prepare = extensions.prepareStore { try await prepare(store) }
         let endpoints = try await extensions.sandboxEndpoints?() ?? SandboxEndpoints()
-        try await upstreams.load(config: config, environment: environment, sandbox: endpoints, logger: logger)
-        for upstream in upstreams.issuers.values {
-            for (index, endpoint) in upstream.endpoints.enumerated() {
-                health.register(issuer: upstream.issuer, index: index, url: endpoint.endpoint, policy: upstream.breaker)
-            }
-        }
+        try await reloader.start(config: config, sandbox: endpoints)
     }
 
     // Start order; a graceful shutdown stops them in reverse: drain (readiness 503, then the
@@ -162,14 +150,14 @@ public func buildGateway(
     // the purge job, the upstream clients, the store.
     let services: [any Service] = [
         storeService,
-        UpstreamClientsService(upstreams: upstreams),
+        UpstreamClientsService(live: live),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
     ] + extensions.services + [
         app,
         DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),
     ]
     return GatewayProcess(
-        store: store, upstreams: upstreams, health: health, readiness: readiness,
+        store: store, live: live, reloader: reloader, health: health, readiness: readiness,
         services: services.map { LoggedService(base: $0, logger: logger) },
         shutdownTimeout: .milliseconds(config.server.shutdownDelayMS + (config.server.shutdownTimeoutMS ?? config.longestDeadlineMS)),
         logger: logger)
@@ -178,7 +166,10 @@ public func buildGateway(
 /// A built gateway: its services, and what tests look at while it runs.
 public struct GatewayProcess: Sendable {
     public let store: any GatewayStore
-    public let upstreams: UpstreamDirectory
+    let live: LiveConfiguration
+    let reloader: ConfigReloader
+    /// The upstreams of the configuration serving now (empty until the gateway has started).
+    public var upstreams: UpstreamDirectory { live.current?.upstreams ?? UpstreamDirectory() }
     public let health: UpstreamHealth
     public let readiness: Readiness
     let services: [LoggedService]
@@ -188,9 +179,15 @@ public struct GatewayProcess: Sendable {
 
     /// The one service group: a service that fails or stops on its own shuts the group down
     /// gracefully (requests in flight still finish) with its cause logged. With `stopOnSignals`
-    /// (`serve`), SIGTERM and SIGINT start a graceful shutdown.
+    /// (`serve`), SIGTERM and SIGINT start a graceful shutdown, and SIGHUP reloads the config file
+    /// when the gateway has one.
     public func serviceGroup(stopOnSignals: Bool = false) -> ServiceGroup {
         let signals: [UnixSignal] = stopOnSignals ? [.sigterm, .sigint] : []
+        var services = services
+        if stopOnSignals && reloader.source != nil {
+            // Before the store and the server: SIGHUP is trapped before the gateway listens.
+            services.insert(LoggedService(base: ReloadOnSignal(reloader: reloader), logger: logger), at: 0)
+        }
         var configuration = ServiceGroupConfiguration(
             services: services.map {
                 .init(service: $0, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)

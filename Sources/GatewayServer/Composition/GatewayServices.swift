@@ -26,7 +26,7 @@ struct StoreService: Service, CustomStringConvertible {
 /// Owns the upstream HTTP clients: they are shut down once the server has stopped sending requests
 /// (services stop in the reverse of their start order, and this one starts before the server).
 struct UpstreamClientsService: Service, CustomStringConvertible {
-    let upstreams: UpstreamDirectory
+    let live: LiveConfiguration
     var description: String { "upstream HTTP clients" }
 
     func run() async throws {
@@ -35,7 +35,7 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
         } catch {
             // Cancelled: the clients are shut down all the same.
         }
-        await upstreams.shutdown()
+        await live.shutdown()
     }
 }
 

@@ -17,7 +17,8 @@ import ProvisioningCore
 struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: RouterMiddleware where C.Duration == Duration {
     typealias AuthFailureHook = @Sendable (_ source: String, _ reason: String) async -> Void
 
-    let authenticator: ClientAuthenticator
+    /// The request's config generation's clients.
+    let authenticator: @Sendable () -> ClientAuthenticator
     /// Keyed by client id: at most one bucket per configured client.
     let clientLimits: RateLimiter<ClientID, C>
     /// Keyed by `SourceAddress.key`; holds buckets only for sources that failed to authenticate.
@@ -31,7 +32,7 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     let metrics: GatewayMetrics?
 
     init(
-        authenticator: ClientAuthenticator, clientLimits: RateLimiter<ClientID, C>, failureLimits: RateLimiter<String, C>,
+        authenticator: @escaping @Sendable () -> ClientAuthenticator, clientLimits: RateLimiter<ClientID, C>, failureLimits: RateLimiter<String, C>,
         metricsPublic: Bool, metrics: GatewayMetrics? = nil,
         onAuthFailure: @escaping AuthFailureHook = { _, _ in }
     ) {
@@ -71,7 +72,7 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     /// writes and the work behind them, not guessing itself, which the keys' entropy makes hopeless.
     private func authenticate(_ authorization: String?, remoteAddress: SocketAddress?) async throws(GatewayError) -> Client {
         do {
-            return try authenticator.authenticate(authorization: authorization)
+            return try authenticator().authenticate(authorization: authorization)
         } catch {
             let source = SourceAddress(remoteAddress)
             if case .refused(let wait) = failureLimits.take(source.key) {
