@@ -14,6 +14,7 @@ public struct SandboxGateway: Sendable {
 
     public init(
         config: GatewayConfig,
+        configSource: ConfigSource? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger,
         store: (any GatewayStore)? = nil,
@@ -32,7 +33,8 @@ public struct SandboxGateway: Sendable {
             sandboxEndpoints: { await sandbox.endpoints() },
             faults: SandboxFaultRoutes(sandbox: sandbox, issuers: config.issuers))
         process = try buildGateway(
-            config: config, environment: environment, logger: logger, store: store, extensions: extensions, health: health,
+            config: config, configSource: configSource, environment: environment, logger: logger, store: store, extensions: extensions,
+            health: health,
             clock: clock, onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
         upstreams = sandbox
     }

@@ -62,12 +62,19 @@ struct Serve: AsyncParsableCommand {
             }
             fflush(nil)
         }
+        // SIGHUP and POST /v1/admin/config/reload read the same file again, with the same --port.
+        let portOverride = port
+        let source = ConfigSource(path: config) { config in
+            if let portOverride { config.server.port = portOverride }
+        }
         do {
             // The sandbox composition adds the simulators, demo cards and fault routes; production
             // is the gateway alone.
             let process = sandbox
-                ? try SandboxGateway(config: gatewayConfig, environment: environment, logger: logger, onServerRunning: banner).process
-                : try buildGateway(config: gatewayConfig, environment: environment, logger: logger, onServerRunning: banner)
+                ? try SandboxGateway(config: gatewayConfig, configSource: source, environment: environment, logger: logger,
+                                     onServerRunning: banner).process
+                : try buildGateway(config: gatewayConfig, configSource: source, environment: environment, logger: logger,
+                                   onServerRunning: banner)
             try await process.serviceGroup(stopOnSignals: true).run()
             logger.notice("provisioning-gateway stopped")
         } catch let error as ConfigError {

@@ -99,7 +99,7 @@ enum GatewayHarness {
     /// known to any simulator, `environment` feeds `env:` credentials of extra issuers. The store
     /// is a fresh SQLite file unless one is given (migrated by the gateway before it listens).
     static func run(
-        config: GatewayConfig? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
+        config: GatewayConfig? = nil, configSource: ConfigSource? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
         logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil, health: UpstreamHealth? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
@@ -115,7 +115,8 @@ enum GatewayHarness {
         let sandbox = Mutex<SandboxUpstreams?>(nil)
         try await serve({ onServerRunning in
             let gateway = try SandboxGateway(
-                config: config, environment: environment, logger: logger, store: chosenStore, health: health, clock: clock,
+                config: config, configSource: configSource, environment: environment, logger: logger, store: chosenStore, health: health,
+                clock: clock,
                 onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
             sandbox.withLock { $0 = gateway.upstreams }
             return gateway.process

@@ -99,6 +99,14 @@ public final class GatewayMetrics: Sendable {
         configGeneration(generation)
     }
 
+    /// Both reload series at zero from start-up, so a dashboard and an alert see them before the
+    /// first reload.
+    public func configReloadSeries() {
+        for result in ["success", "failure"] {
+            _ = Counter(label: "gateway_config_reloads_total", dimensions: [("result", result)], factory: factory)
+        }
+    }
+
     /// The config generation serving requests: 1 at start-up, one more per applied reload.
     public func configGeneration(_ generation: Int) {
         Gauge(label: "gateway_config_generation", factory: factory).record(generation)

@@ -141,6 +141,7 @@ actor ConfigReloader {
         parts.health.reconcile(generation.endpointSpecs)
         await live.install(generation, sandbox: sandbox)
         parts.metrics.configGeneration(1)
+        parts.metrics.configReloadSeries()
     }
 
     func reload(_ trigger: ReloadTrigger) async -> ReloadOutcome {

@@ -1,0 +1,311 @@
+import Crypto
+import Foundation
+import Gateway
+import GatewayServer
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import ProvisioningCore
+import Testing
+
+/// `POST /v1/admin/config/reload` against a live sandbox gateway started from a file the test
+/// rewrites (SIGHUP against the real executable is in `ReloadCommandLineTests`).
+@Suite struct ConfigReloadTests {
+    /// The sandbox file in a directory of its own, rewritten by each step of a test.
+    struct ReloadableFile {
+        let directory: URL
+        var file: URL { directory.appendingPathComponent("gateway.yaml") }
+        static let base = try! String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(GatewayHarness.packageRoot.path)/Config/sandbox/")
+
+        init(_ edit: (String) throws -> String = { $0 }) throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("reload-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try write(edit)
+        }
+
+        /// The sandbox file with `edit` applied; an edit that finds nothing to change fails the test.
+        func write(_ edit: (String) throws -> String) throws {
+            try Data(try edit(Self.base).utf8).write(to: file)
+        }
+
+        func write(raw text: String) throws { try Data(text.utf8).write(to: file) }
+
+        var sha256: String { SHA256.hash(data: try! Data(contentsOf: file)).map { String(format: "%02x", $0) }.joined() }
+        var source: ConfigSource { ConfigSource(path: file.path) { $0.server.port = 0 } }
+
+        func config() throws -> GatewayConfig {
+            var config = try ConfigLoader.load(path: file.path)
+            config.server.port = 0
+            return config
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    static func replacing(_ old: String, _ new: String) -> @Sendable (String) throws -> String {
+        { text in
+            try #require(text.contains(old), "Config/gateway.yaml no longer has \(old.debugDescription)")
+            return text.replacingOccurrences(of: old, with: new)
+        }
+    }
+
+    /// A third client, `reloaded` (key `sk_reload_new`), for the demo program.
+    static let newClientKey = "sk_reload_new"
+    static let addNewClient: @Sendable (String) throws -> String = replacing("clients:\n", """
+        clients:
+          - id: reloaded
+            api_key_sha256: \(SHA256.hash(data: Data(newClientKey.utf8)).map { String(format: "%02x", $0) }.joined())
+            programs: [demo]
+
+        """)
+
+    static func reload(_ client: GatewayClient, key: String = GatewayHarness.opsKey) async throws -> GatewayResponse {
+        try await CardRegistryAPITests.send(client, .post, "/v1/admin/config/reload", key: key)
+    }
+
+    static func metric(_ client: GatewayClient, _ line: String) async throws -> Double? {
+        let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+        return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+    }
+
+    static func auditEvents(_ client: GatewayClient, kind: String) async throws -> [[String: Any]] {
+        try await CardRegistryAPITests.send(client, .get, "/v1/admin/audit?kind=\(kind)", key: GatewayHarness.opsKey).json["events"] as? [[String: Any]] ?? []
+    }
+
+    @Test func aNewClientWorksAfterAReloadAndTheReloadIsAudited() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let body = try GatewayHarness.requestBody()
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body, key: Self.newClientKey).status == .unauthorized)
+
+            try file.write(Self.addNewClient)
+            let reloaded = try await Self.reload(client)
+            #expect(reloaded.status == .ok, "\(String(buffer: reloaded.body))")
+            #expect(reloaded.json["result"] as? String == "applied")
+            #expect(reloaded.json["generation"] as? Int == 2)
+            #expect(reloaded.json["file_sha256"] as? String == file.sha256)
+            #expect(reloaded.json["changed"] as? [String] == ["clients"])
+            #expect(reloaded.json["restart_required"] as? [String] == [])
+
+            let answer = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body, key: Self.newClientKey)
+            #expect(answer.status == .ok, "\(String(buffer: answer.body))")
+            // The clients of the first file still work.
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+
+            let events = try await Self.auditEvents(client, kind: "config_reloaded")
+            #expect(events.count == 1)
+            let detail = try #require(events.first?["detail"] as? [String: String])
+            #expect(events.first?["actor"] as? String == "ops")
+            #expect(detail["file_sha256"] == file.sha256)
+            #expect(detail["generation"] == "2")
+            #expect(try await Self.metric(client, #"gateway_config_reloads_total{result="success"}"#) == 1)
+            #expect(try await Self.metric(client, "gateway_config_generation") == 2)
+        }
+    }
+
+    @Test func aBrokenFileChangesNothingAndIsCountedAndAudited() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let body = try GatewayHarness.requestBody()
+            // A client whose key hash is not hex, an issuer of no kind, a rule naming an unknown issuer,
+            // and a new client that would have worked: none of it is applied.
+            try file.write { text in
+                try Self.addNewClient(try Self.replacing(
+                    "api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
+                    "api_key_sha256: not-hex")(try Self.replacing("  rules: []", "  rules:\n    - { match: { program: demo }, issuer: nowhere }")(text)))
+            }
+            let refused = try await Self.reload(client)
+            #expect(refused.status == .unprocessableContent)
+            #expect(refused.json["code"] as? String == "config_invalid")
+            let detail = try #require(refused.json["detail"] as? String)
+            #expect(detail.contains("clients[1].api_key_sha256"), "\(detail)")
+            #expect(detail.contains("routing.rules[0].issuer"), "\(detail)")
+            #expect(detail.contains("nothing was changed"))
+
+            // The old clients work, the new one does not exist.
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body, key: Self.newClientKey).status == .unauthorized)
+
+            // A file that is not YAML at all is refused the same way.
+            try file.write(raw: "clients: [unclosed\n")
+            #expect(try await Self.reload(client).json["code"] as? String == "config_invalid")
+
+            #expect(try await Self.metric(client, #"gateway_config_reloads_total{result="failure"}"#) == 2)
+            #expect(try await Self.metric(client, "gateway_config_generation") == 1)
+            let events = try await Self.auditEvents(client, kind: "config_reload_failed")
+            #expect(events.count == 2)
+            #expect((events.last?["detail"] as? [String: String])?["file_sha256"] == file.sha256)
+            #expect(try await Self.auditEvents(client, kind: "config_reloaded").isEmpty)
+        }
+    }
+
+    @Test func onlyAdminClientsReloadAndAGatewayWithoutAFileRefuses() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let forbidden = try await Self.reload(client, key: GatewayHarness.demoKey)
+            #expect(forbidden.status == .forbidden)
+            #expect(try await Self.reload(client, key: "sk_wrong").status == .unauthorized)
+        }
+        try await GatewayHarness.run { client, _ in
+            let refused = try await Self.reload(client)
+            #expect(refused.status == .unprocessableContent)
+            #expect((refused.json["detail"] as? String)?.contains("not started from a config file") == true)
+        }
+    }
+
+    @Test func settingsThatTakeARestartAreReportedAndKept() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            try file.write { text in
+                try Self.replacing("  deadline_ms: 15000", "  deadline_ms: 12000\n  read_timeout_ms: 7000")(
+                    try Self.replacing("vault:\n  key: sandbox", "vault:\n  key: sandbox\nstore:\n  sqlite: { path: /tmp/elsewhere.sqlite }")(text))
+            }
+            let answer = try await Self.reload(client)
+            #expect(answer.status == .ok, "\(String(buffer: answer.body))")
+            #expect(Set(answer.json["restart_required"] as? [String] ?? []) == ["server.read_timeout_ms", "store"])
+            #expect(answer.json["changed"] as? [String] == ["server.deadline_ms"])
+            // The live part took effect: route explain reads the new deadline.
+            let explained = try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json
+            #expect(explained["deadline_ms"] as? Int == 12_000)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+        }
+    }
+
+    static let twoBridgeEndpoints: @Sendable (String) throws -> String = { text in
+        try Self.replacing("      - url: sandbox://bridge          # production: https://api.bridge.xyz/v0",
+                           "      - url: sandbox://bridge/primary\n      - url: sandbox://bridge")(
+            try Self.replacing("circuit_breaker: { failure_threshold: 5, open_ms: 30000", "circuit_breaker: { failure_threshold: 2, open_ms: 30000")(text))
+    }
+
+    @Test func unchangedEndpointsKeepTheirBreakersAndChangedOnesStartClosed() async throws {
+        let file = try ReloadableFile(Self.twoBridgeEndpoints)
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","endpoint":0,"mode":"unavailable","count":100}"#)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+            let breakers = { () async throws -> [String?] in
+                let endpoints = try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json["endpoints"] as? [[String: Any]]
+                return endpoints?.map { $0["breaker"] as? String } ?? []
+            }
+            #expect(try await breakers() == ["open", "closed"])
+
+            // Another issuer changes: Bridge's breakers are as they were.
+            try file.write { try Self.twoBridgeEndpoints(try Self.replacing("      token: sandbox", "      token: sandbox\n    timeouts: { request_ms: 4000 }")($0)) }
+            let first = try await Self.reload(client)
+            #expect(first.status == .ok, "\(String(buffer: first.body))")
+            #expect(first.json["changed"] as? [String] == ["issuers.tmp"])
+            #expect(try await breakers() == ["open", "closed"])
+
+            // Bridge's breaker policy changes: its endpoints start closed under the new policy.
+            try file.write { try Self.replacing("open_ms: 30000", "open_ms: 20000")(try Self.twoBridgeEndpoints($0)) }
+            let second = try await Self.reload(client)
+            #expect(second.json["changed"] as? [String] == ["issuers.bridge", "issuers.tmp"])
+            #expect(try await breakers() == ["closed", "closed"])
+        }
+    }
+
+    @Test func anAdminsPauseOutlivesAReloadUntilTheFileChangesIt() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            #expect(try await CardRegistryAPITests.send(client, .post, "/v1/admin/issuers/bridge/pause", key: GatewayHarness.opsKey).status == .ok)
+            try file.write(Self.addNewClient)
+            #expect(try await Self.reload(client).status == .ok)
+            #expect(try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json["paused"] as? Bool == true)
+            let refused = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(refused.json["code"] as? String == "upstream_unavailable")
+
+            // The file pausing TMP takes effect; Bridge's line did not change, so the admin's pause stays.
+            try file.write(Self.replacing("  tmp:\n    kind: tmp\n", "  tmp:\n    kind: tmp\n    paused: true\n"))
+            #expect(try await Self.reload(client).status == .ok)
+            let tmp = try await RouteExplainAPITests.explain(client, card: "card_tmp_demo").json
+            #expect(tmp["paused"] as? Bool == true)
+            #expect(tmp["paused_by"] as? String == "config")
+            #expect(try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json["paused_by"] as? String == "ops")
+        }
+    }
+
+    @Test func aRequestInFlightFinishesOnTheConfigurationItStartedWith() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+            let port = client.port
+            let body = try GatewayHarness.requestBody()
+            // Bridge's next answer takes 1.5 s; the request is sent on a connection of its own.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1500}"#)
+            async let slow = GatewayClient.with(port: port) { other in
+                try await GatewayHarness.provision(other, card: "card_bridge_demo", body: body)
+            }
+            // The simulator has taken the request once its fault is used up (it logs only after answering).
+            var taken = false
+            for _ in 0..<500 where !taken {
+                let pending = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any]
+                taken = pending?.isEmpty == true
+                if !taken { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            try #require(taken, "the slow request never reached the Bridge simulator")
+
+            // While it is in flight, Bridge moves to an address where nothing listens, with other
+            // timeouts (so it gets a new HTTP client and the one in use is retired).
+            try file.write { text in
+                try Self.replacing("      - url: sandbox://bridge          # production: https://api.bridge.xyz/v0",
+                                   "      - url: http://127.0.0.1:1/v0")(
+                    try Self.replacing("timeouts: { connect_ms: 2000, request_ms: 5000 }", "timeouts: { connect_ms: 2000, request_ms: 4000 }")(text))
+            }
+            let reloaded = try await Self.reload(client)
+            #expect(reloaded.status == .ok, "\(String(buffer: reloaded.body))")
+
+            // The request in flight is answered by the simulator, over the client it started with...
+            let answer = try await slow
+            #expect(answer.status == .ok, "\(String(buffer: answer.body))")
+            #expect(answer.json["issuer"] as? String == "bridge")
+            // ...and a new request goes to the new address.
+            let after = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            #expect(after.json["code"] as? String == "upstream_unavailable", "\(String(buffer: after.body))")
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    @Test func reloadsUnderConcurrentRequestsFailNone() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let port = client.port
+            let body = try GatewayHarness.requestBody()
+            let statuses = try await withThrowingTaskGroup(of: [HTTPResponse.Status].self) { group in
+                // Four connections, each sending provisionings one after another...
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await GatewayClient.with(port: port) { own in
+                            var seen: [HTTPResponse.Status] = []
+                            for card in Array(repeating: ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo"], count: 5).joined() {
+                                seen.append(try await GatewayHarness.provision(own, card: card, body: body).status)
+                            }
+                            return seen
+                        }
+                    }
+                }
+                // ...while the file alternates between two valid versions and is reloaded each time.
+                group.addTask {
+                    try await GatewayClient.with(port: port) { admin in
+                        var seen: [HTTPResponse.Status] = []
+                        for round in 0..<12 {
+                            try file.write(round.isMultiple(of: 2) ? Self.addNewClient : Self.replacing("  deadline_ms: 15000", "  deadline_ms: 14000"))
+                            seen.append(try await Self.reload(admin).status)
+                        }
+                        return seen
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(statuses.count == 4 * 15 + 12)
+            #expect(statuses.allSatisfy { $0 == .ok }, "\(statuses.filter { $0 != .ok })")
+            #expect(try await Self.metric(client, "gateway_config_generation") == 13)
+        }
+    }
+}

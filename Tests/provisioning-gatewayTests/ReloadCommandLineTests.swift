@@ -1,0 +1,82 @@
+import AsyncHTTPClient
+import Foundation
+import GatewayTestSupport
+import NIOCore
+import NIOFoundationCompat
+import Testing
+
+/// SIGHUP to the real executable: the file is read again and a new client works without a
+/// restart; a broken file keeps the running configuration and the process.
+@Suite struct ReloadCommandLineTests {
+    /// `sk_reload_new`'s SHA-256 (`printf sk_reload_new | sha256sum`).
+    static let newClient = """
+        clients:
+          - id: reloaded
+            api_key_sha256: 1a07dce4f4663a86b124e2a226bc3d75238325226b833d33f45babaf720efcb4
+            programs: [demo]
+
+        """
+
+    static func status(_ url: String, key: String) async throws -> Int {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        return Int(response.status.code)
+    }
+
+    static func metric(_ base: String, _ name: String) async throws -> Double? {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/metrics"), timeout: .seconds(30))
+        let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+    }
+
+    /// Polls `condition` for up to five seconds: a signal is handled asynchronously.
+    static func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+        for _ in 0..<500 {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    @Test func sighupAppliesANewClientAndABrokenFileKeepsTheRunningOne() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sighup-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try LogFormatCommandLineTests.sandboxConfig(in: directory)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let original = try String(contentsOf: config, encoding: .utf8)
+        try #require(original.contains("\nclients:\n"), "Config/gateway.yaml no longer has the clients section this test edits")
+
+        let (seen, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            let card = "\(base)/v1/cards/card_bridge_demo"
+            let before = try await Self.status(card, key: "sk_reload_new")
+
+            try Data(original.replacingOccurrences(of: "\nclients:\n", with: "\n" + Self.newClient).utf8).write(to: config)
+            running.signal(SIGHUP)
+            let applied = try await Self.eventually { try await Self.status(card, key: "sk_reload_new") == 200 }
+
+            try Data("clients: [unclosed\n".utf8).write(to: config)
+            running.signal(SIGHUP)
+            let counted = try await Self.eventually {
+                try await Self.metric(base, #"gateway_config_reloads_total{result="failure"}"#) == 1
+            }
+            // Still running, still on the second file: both the new and the original clients work.
+            let afterBroken = try await Self.status(card, key: "sk_reload_new")
+            let original = try await Self.status(card, key: "sk_sandbox_demo")
+            let generation = try await Self.metric(base, "gateway_config_generation")
+            return (before: before, applied: applied, counted: counted, afterBroken: afterBroken, original: original, generation: generation)
+        }
+        #expect(seen.before == 401)
+        #expect(seen.applied, "the new client was not accepted after SIGHUP")
+        #expect(seen.counted, "the broken file's reload was not counted as a failure")
+        #expect(seen.afterBroken == 200)
+        #expect(seen.original == 200)
+        #expect(seen.generation == 2)
+        #expect(status == 0)
+    }
+}
