@@ -24,7 +24,7 @@ struct RouteTools: AsyncParsableCommand {
         var wallet: String
 
         func run() async throws {
-            report(await RouteExplain.run(config: config, cardID: cardID, wallet: wallet))
+            report(await RouteExplain.run(config: config, cardID: cardID, wallet: wallet, actor: CommandLineActor.name))
         }
     }
 }

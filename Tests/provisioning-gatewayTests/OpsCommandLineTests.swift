@@ -1,5 +1,7 @@
 import Foundation
+import GatewayStore
 import GatewayTestSupport
+import ProvisioningCore
 import Testing
 
 /// `config check` and `route explain`, run as the real executable.
@@ -95,7 +97,7 @@ import Testing
     }
 
     @Test func routeExplainReadsTheRegistryOffline() async throws {
-        let (file, _) = try StoreCommandLineTests.sandboxConfig()
+        let (file, database) = try StoreCommandLineTests.sandboxConfig()
         let directory = file.deletingLastPathComponent()
         defer { try? FileManager.default.removeItem(at: directory) }
         let yaml = try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: "  rules: []\n", with: """
@@ -128,5 +130,11 @@ import Testing
         let unknown = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "nobody", "--wallet", "apple_pay"])
         #expect(unknown.status == 2)
         #expect(unknown.stderr.contains("card nobody is not in the registry"), "\(unknown.stderr)")
+
+        // Both reads are security events by the command line's user, the unknown card's too.
+        let store = try SQLiteGatewayStore(path: database)
+        let reads = try await store.securityEvents(SecurityEventQuery(kind: .adminRead))
+        #expect(reads.map { $0.cardID?.rawValue } == ["explained_1", "nobody"])
+        #expect(reads.allSatisfy { $0.actor.hasPrefix("cli:") && $0.detail["path"] == "route explain" })
     }
 }

@@ -78,12 +78,17 @@ struct RouteExplainer: Sendable {
 
 /// `route explain`: the card from the configured store's registry, the routing from the file.
 public enum RouteExplain {
+    /// A registry read, so it is a security event (`admin_read` by `actor`, as the API's explain
+    /// is), written before the answer is printed.
     public static func run(
-        config path: String, cardID id: String, wallet: String, environment: [String: String] = ProcessInfo.processInfo.environment
+        config path: String, cardID id: String, wallet: String, actor: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
         guard let wallet = Wallet(rawValue: wallet) else { return .failed("--wallet must be apple_pay or google_pay") }
         return await OperatorTools.withStore(config: path, environment: environment) { config, store in
+            try await store.appendSecurityEvent(SecurityEvent(
+                at: Date(), kind: .adminRead, actor: actor, cardID: CardID(id), detail: ["path": "route explain"]))
             guard let card = try await store.card(CardID(id)) else {
                 throw GatewayError(.cardNotFound, "card \(id) is not in the registry")
             }
