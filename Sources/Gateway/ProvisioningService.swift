@@ -166,13 +166,17 @@ public struct ProvisioningService: Sendable {
                 throw GatewayError(.forbidden, "admin clients manage the gateway; they do not provision or activate tokens")
             }
             var card: CardRecord?
+            /// The first routing rule matching the card: its issuer (when the record names none),
+            /// fallback and deadline.
+            var rule: RoutingRule?
             let issuer: IssuerID
             if let cardID {
                 let record = try await self.card(cardID)
                 // Another program's card is answered exactly like a card that does not exist.
                 guard client.mayUse(record) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
                 card = record
-                guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : routing.issuer(for: record, wallet: wallet)
+                rule = routing.firstMatch(record, wallet: wallet)
+                guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : record.issuer ?? rule?.issuer
                 else {
                     throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and \(operation.rawValue)")
                 }
@@ -209,8 +213,7 @@ public struct ProvisioningService: Sendable {
             if operation != .tokenActivation, let used = upstreams.issuer(issuer)?.wallets, !used.contains(wallet) {
                 throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
             }
-            let routeDeadline = card.flatMap { routing.deadline(for: $0, wallet: wallet) }
-            let deadline = started.advanced(by: routeDeadline ?? self.deadline)
+            let deadline = started.advanced(by: rule?.deadline ?? self.deadline)
             let context = ProvisioningContext(
                 provisioningID: provisioningID, deadline: deadline, clock: clock,
                 logMetadata: logger.handler.metadata.mapValues { "\($0)" })
@@ -220,7 +223,7 @@ public struct ProvisioningService: Sendable {
                 metrics?.request(operation: operation.rawValue, outcome: "succeeded")
                 return (issuer, value)
             } catch where error.isRetryable && fallbackAllowed {
-                guard let card, let fallback = routing.fallback(for: card, wallet: wallet), fallback != issuer, fallback == local?.issuer,
+                guard let card, let fallback = rule?.fallback, fallback != issuer, fallback == local?.issuer,
                       clock.now < deadline
                 else { throw error }
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])

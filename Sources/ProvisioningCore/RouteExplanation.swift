@@ -60,9 +60,11 @@ extension RoutingTable {
         var checked: [RouteExplanation.CheckedRule] = []
         var matched: RoutingRule?
         for (index, rule) in rules.enumerated() {
-            let mismatches = rule.mismatches(card: card.id, program: card.program, wallet: wallet)
+            // The match is the requests' own predicate; the reasons only say why it failed.
+            let matches = rule.matches(card: card.id, program: card.program, wallet: wallet)
+            let mismatches = matches ? [] : rule.mismatches(card: card.id, program: card.program, wallet: wallet)
             checked.append(.init(index: index, rule: rule, mismatches: mismatches))
-            if mismatches.isEmpty {
+            if matches {
                 matched = rule
                 break
             }

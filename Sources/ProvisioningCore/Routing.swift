@@ -38,22 +38,25 @@ public struct RoutingTable: Sendable {
     public let rules: [RoutingRule]
     public init(rules: [RoutingRule]) { self.rules = rules }
 
-    public func issuer(for card: CardRecord, wallet: Wallet) -> IssuerID? {
-        card.issuer ?? issuer(forCard: card.id, program: card.program, wallet: wallet)
+    /// The first rule matching the card, in the order ops wrote them: it gives the issuer of a
+    /// card whose record names none, and the fallback and deadline of every card it matches. A
+    /// request scans the rules once, here.
+    public func firstMatch(_ card: CardRecord, wallet: Wallet) -> RoutingRule? {
+        rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }
     }
 
-    public func issuer(forCard id: CardID, program: ProgramID, wallet: Wallet) -> IssuerID? {
-        rules.first { $0.matches(card: id, program: program, wallet: wallet) }?.issuer
+    public func issuer(for card: CardRecord, wallet: Wallet) -> IssuerID? {
+        card.issuer ?? firstMatch(card, wallet: wallet)?.issuer
     }
 
     /// The issuer to try when the card's issuer fails with a retryable error, from the first rule
     /// matching the card (whether or not that rule chose the issuer).
     public func fallback(for card: CardRecord, wallet: Wallet) -> IssuerID? {
-        rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.fallback
+        firstMatch(card, wallet: wallet)?.fallback
     }
 
     /// The deadline of the first rule matching the card (nil when that rule sets none).
     public func deadline(for card: CardRecord, wallet: Wallet) -> Duration? {
-        rules.first { $0.matches(card: card.id, program: card.program, wallet: wallet) }?.deadline
+        firstMatch(card, wallet: wallet)?.deadline
     }
 }
