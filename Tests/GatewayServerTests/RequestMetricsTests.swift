@@ -50,4 +50,17 @@ struct RequestMetricsTests {
             #expect(states.allSatisfy { Double($0.split(separator: " ").last ?? "") == 0 }, "\(states)")
         }
     }
+
+    @Test func anOpenBreakerIsTwoOnTheGaugeAndTheOtherEndpointStaysZero() async throws {
+        try await GatewayHarness.run(config: try FailoverTests.twoEndpoints(first: "sandbox://bridge/primary")) { client, _ in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","endpoint":0,"mode":"unavailable","count":100}"#)
+            // Two 503s open the primary's breaker; the second endpoint serves the request.
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+            let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let states = text.split(separator: "\n").filter { $0.hasPrefix(#"gateway_circuit_breaker_state{issuer="bridge","#) }
+            #expect(states.count == 2, "\(states)")
+            #expect(states.compactMap { Double($0.split(separator: " ").last ?? "") }.sorted() == [0, 2], "\(states)")
+            #expect(text.contains(#"gateway_circuit_breaker_transitions_total{issuer="bridge","#), "\(text)")
+        }
+    }
 }
