@@ -50,6 +50,29 @@ import Testing
         }
     }
 
+    /// TMP documents Apple Pay only (UPSTREAMS.md, TMP: "Google Pay through signed-cards is NOT
+    /// documented anywhere and must stay off unless ops opt in").
+    @Test func tmpServesGooglePayOnlyWhenItsWalletsAskForIt() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        #expect(config.issuers["tmp"]?.wallets == [.applePay, .googlePay], "the sandbox opts in explicitly")
+        config.issuers["tmp"]!.wallets = nil
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let google = try await WalletFlowTests.googlePay(client, card: "card_tmp_demo", json: WalletFlowTests.ids)
+            #expect(google.status == .unprocessableContent)
+            #expect(google.json["code"] as? String == "wallet_not_supported")
+            #expect(await sandbox.tmp.log.count == 0)
+            let apple = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody())
+            #expect(apple.status == .ok, "\(String(buffer: apple.body))")
+            #expect(try await Self.adminIssuer(client, "tmp")["wallets"] as? [String] == ["apple_pay"])
+        }
+        // Opted in (as the sandbox file does), Google Pay goes to TMP.
+        try await GatewayHarness.run { client, sandbox in
+            let google = try await WalletFlowTests.googlePay(client, card: "card_tmp_demo", json: WalletFlowTests.ids)
+            #expect(google.status == .ok, "\(String(buffer: google.body))")
+            #expect(await sandbox.tmp.log.count == 1)
+        }
+    }
+
     @Test func anIssuerPausedInTheConfigGetsNoCallAndAnswersARetryable503() async throws {
         var config = try GatewayHarness.sandboxConfig()
         config.issuers["bridge"]!.paused = true

@@ -23,6 +23,9 @@ public struct TMPIssuer: IssuerDefinition {
     public var resendSafe: Bool { false }
     public var activatesTokens: Bool { true }
     public var wallets: Set<Wallet> { [.applePay, .googlePay] }
+    /// TMP documents Apple Pay only: Google Pay through signed-cards is an assumption no document
+    /// confirms (UPSTREAMS.md, TMP), so it stays off unless `issuers.<name>.wallets` names it.
+    public var defaultWallets: Set<Wallet> { [.applePay] }
 
     public init() {}
 

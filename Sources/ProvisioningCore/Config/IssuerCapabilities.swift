@@ -1,10 +1,10 @@
 import Foundation
 
 extension IssuerConfig {
-    /// The wallets this issuer is used for: `wallets` when the file narrows them, else every
-    /// wallet `profile`'s kind serves.
+    /// The wallets this issuer is used for: `wallets` when the file names them, else the kind's
+    /// default ones (every wallet it serves, less those it serves only on request).
     public func walletsUsed(by profile: any IssuerProfile) -> Set<Wallet> {
-        wallets.map { Set($0) } ?? profile.wallets
+        wallets.map { Set($0) } ?? profile.defaultWallets
     }
 
     /// Problems with `wallets` for an issuer of `profile`'s kind, each path starting with `path`.

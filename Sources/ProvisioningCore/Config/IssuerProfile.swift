@@ -27,8 +27,16 @@ public protocol IssuerProfile: Sendable {
     /// The wallets its connector provisions for (the connector's own `wallets`):
     /// `issuers.<name>.wallets` may narrow them, never add to them.
     var wallets: Set<Wallet> { get }
+    /// The wallets an issuer of this kind is used for when the file names none: all of `wallets`,
+    /// except those whose contract no document confirms, which serve only when
+    /// `issuers.<name>.wallets` asks for them.
+    var defaultWallets: Set<Wallet> { get }
     /// Problems with `issuers.<name>.wire` for this kind, each path starting with `path`.
     func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem]
+}
+
+extension IssuerProfile {
+    public var defaultWallets: Set<Wallet> { wallets }
 }
 
 /// The issuer kinds a gateway build knows, by name.
