@@ -3,8 +3,11 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// Crossmint's `GET /api/v1/cards/{cardId}/apple-pay-payload`, read from the ClearBox guide:
-/// `X-API-KEY`, device data as query parameters (base64url, no padding), camelCase base64 answer.
+/// Crossmint's `GET /api/v1/cards/{cardId}/apple-pay-payload`: the path, `X-API-KEY` and the
+/// camelCase base64 answer come from the guide (seed 004). How the device's certificate, nonce and
+/// nonce signature travel on a GET the guide does not say: the query parameters `certificate`,
+/// `nonce`, `nonceSignature` (base64url, no padding) are this gateway's ASSUMPTION (UPSTREAMS.md,
+/// Crossmint, UNCERTAIN), which the simulator enforces so connector and simulator agree on it.
 public struct CrossmintSimulator: Sendable {
     public let apiKey: String
     public let cardIDs: Set<String>

@@ -98,7 +98,9 @@ enum BridgeWire {
         enum CodingKeys: String, CodingKey { case opaquePaymentCard = "opaque_payment_card" }
     }
 
-    /// 400/401: `{"code","message","source":{"location","key"}}`; 500: `{"errors":[{"code","message"}]}`.
+    /// 400/401: the `Error` schema's `{"code","message","source":{"location","key"}}`, or the
+    /// published examples' flat `{"code","message","location"?,"name"}` where `name` names the
+    /// fields or header at fault (`"first_name,ssn"`, `"Api-Key"`); 500: `{"errors":[{"code","message"}]}`.
     struct ErrorBody: Decodable {
         struct Source: Decodable {
             let location: String?
@@ -109,11 +111,15 @@ enum BridgeWire {
         }
         let code: String?
         let source: Source?
+        let name: String?
         let errors: [Item]?
 
+        /// The code and the fields at fault, for the error's detail: only names (letters, digits,
+        /// `_`, `-`, `.`, `,`), at most 100 characters, never the message text.
         var summary: String? {
             if let code {
-                return [code, source?.key.map { "field \($0)" }].compactMap { $0 }.joined(separator: ", ")
+                let fields = (source?.key ?? name).map { String($0.prefix(100).filter { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.,".contains($0)) }) }
+                return [code, fields.flatMap { $0.isEmpty ? nil : "field \($0)" }].compactMap { $0 }.joined(separator: ", ")
             }
             return errors?.compactMap(\.code).first
         }

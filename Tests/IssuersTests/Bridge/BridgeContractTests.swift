@@ -80,6 +80,20 @@ import Testing
                                                make: Self.connector())
     }
 
+    /// The published examples' `name` (the fields or header at fault) reaches the error's detail.
+    @Test(arguments: [
+        (400, "bridge-error-400-published.json", GatewayError.Code.upstreamRejected, "bad_customer_request, field first_name,ssn"),
+        (401, "bridge-error-401-published.json", .upstreamAuthFailed, "required, field Api-Key"),
+    ])
+    func publishedErrorExamplesNameTheFieldsAtFault(status: Int, fixture: String, code: GatewayError.Code, said: String) async throws {
+        let (result, _) = try await ConnectorScenarios.replay(status: .init(code: status), body: try Fixtures.data(fixture), card: Self.card,
+                                                              make: Self.connector())
+        guard case .failure(let error) = result else { Issue.record("HTTP \(status) was taken as a success"); return }
+        #expect(error.code == code)
+        #expect(error.detail.contains("(\(said))"), "\(error.detail)")
+        #expect(!error.detail.contains("Missing Api-Key header") && !error.detail.contains("fields missing"), "the message text is not echoed")
+    }
+
     @Test func malformedAnswersAreProtocolErrors() async throws {
         let shortKey = #"{"wallet_provider":"apple_pay","apple_pay":{"activation_data":"MBPAC-1","encrypted_pass_data":"AAAA","ephemeral_public_key":"04aabb"}}"#
         try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [shortKey],
