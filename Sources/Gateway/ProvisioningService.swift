@@ -16,6 +16,25 @@ public struct GooglePayProvisioning: Sendable {
     public let payload: GooglePayPayload
 }
 
+public struct SamsungPayProvisioning: Sendable {
+    public let provisioningID: ProvisioningID
+    public let issuer: IssuerID
+    public let payload: SamsungPayPayload
+}
+
+public struct WalletTokenList: Sendable {
+    public let provisioningID: ProvisioningID
+    public let issuer: IssuerID
+    public let tokens: [WalletToken]
+}
+
+public struct WalletTokenChange: Sendable {
+    public let tokenID: String
+    public let result: WalletTokenTransition
+    public var issuer: IssuerID?
+    public var provisioningID: ProvisioningID?
+}
+
 public struct TokenActivation: Sendable {
     public let provisioningID: ProvisioningID
     public let issuer: IssuerID
@@ -112,6 +131,55 @@ public struct ProvisioningService: Sendable {
         return GooglePayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
     }
 
+    public func provisionSamsungPay(
+        cardID: CardID, request: SamsungPayProvisioningRequest, client: Client, provisioningID: ProvisioningID = .generate(),
+        logger: Logger? = nil
+    ) async throws(GatewayError) -> SamsungPayProvisioning {
+        let (issuer, payload) = try await run(
+            .samsungPay, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: request.deviceType,
+            fallbackAllowed: false, logger: logger
+        ) { (connector, card, context) async throws(GatewayError) in
+            try await connector.provisionSamsungPay(request, card: card!, context: context)
+        }
+        return SamsungPayProvisioning(provisioningID: provisioningID, issuer: issuer, payload: payload)
+    }
+
+    /// The card's wallet tokens at its issuer (a read: the issuer's retry rules apply as to any call).
+    public func walletTokens(
+        cardID: CardID, client: Client, provisioningID: ProvisioningID = .generate(), logger: Logger? = nil
+    ) async throws(GatewayError) -> WalletTokenList {
+        let (issuer, tokens) = try await run(
+            .walletTokens, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            logger: logger
+        ) { (connector, card, context) async throws(GatewayError) in
+            try await connector.listWalletTokens(card: card!, context: context)
+        }
+        return WalletTokenList(provisioningID: provisioningID, issuer: issuer, tokens: tokens)
+    }
+
+    /// Suspends, resumes or deactivates one of the card's tokens. The token must be among the
+    /// card's (listed first, in the same attempt): another card's token, or one that does not
+    /// exist, is `token_not_found` and no transition is sent. Neither Marqeta nor Lithic has an
+    /// idempotency key, so a transition whose bytes may have left is never sent again (the issuer's
+    /// decision table, `resendSafe: false`).
+    public func transitionWalletToken(
+        cardID: CardID, tokenID: String, action: WalletTokenAction, client: Client, provisioningID: ProvisioningID = .generate(),
+        logger: Logger? = nil
+    ) async throws(GatewayError) -> WalletTokenChange {
+        guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
+        let (issuer, change) = try await run(
+            AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            logger: logger
+        ) { (connector, card, context) async throws(GatewayError) -> WalletTokenChange in
+            let tokens = try await connector.listWalletTokens(card: card!, context: context)
+            guard let token = tokens.first(where: { $0.tokenID == tokenID }) else {
+                throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token \(tokenID) at \(connector.issuer)")
+            }
+            return WalletTokenChange(tokenID: token.tokenID, result: try await connector.transitionWalletToken(token, action, card: card!, context: context))
+        }
+        return WalletTokenChange(tokenID: change.tokenID, result: change.result, issuer: issuer, provisioningID: provisioningID)
+    }
+
     /// Activates a wallet token at the card's issuer, or, without a card, at `activationIssuer`.
     public func activateToken(
         _ request: TokenActivationRequest, cardID: CardID?, client: Client, provisioningID: ProvisioningID = .generate(),
@@ -131,9 +199,9 @@ public struct ProvisioningService: Sendable {
     private func serves(_ issuer: IssuerID, _ operation: AuditOperation) -> Bool {
         guard let connector = upstreams.issuer(issuer)?.endpoints.first ?? (local?.issuer == issuer ? local : nil) else { return false }
         switch operation {
-        case .applePay: return connector.wallets.contains(.applePay)
-        case .googlePay: return connector.wallets.contains(.googlePay)
+        case .applePay, .googlePay, .samsungPay: return operation.wallet.map(connector.wallets.contains) ?? false
         case .tokenActivation: return connector.activatesTokens
+        case .walletTokens, .tokenSuspend, .tokenResume, .tokenDeactivate: return connector.managesTokens
         }
     }
 
@@ -158,8 +226,9 @@ public struct ProvisioningService: Sendable {
             deviceType: deviceType, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
             latencyMS: 0), logger: logger)
 
-        // Rules match a wallet; a token activation goes to the card's own issuer, else to routing.activations.
-        let wallet: Wallet = operation == .googlePay ? .googlePay : .applePay
+        // Rules match a wallet; a token activation goes to the card's own issuer, else to
+        // routing.activations. Operations on a card's tokens go where its Apple Pay would.
+        let wallet: Wallet = operation.wallet ?? .applePay
         do throws(GatewayError) {
             // Admin clients manage; provisioning and activation belong to the programs' own clients.
             guard !client.admin else {
@@ -205,12 +274,16 @@ public struct ProvisioningService: Sendable {
             trail.logger = logger
             // An issuer whose contract has no place for this operation is never called.
             guard serves(issuer, operation) else {
-                throw GatewayError(.walletNotSupported, operation == .tokenActivation
-                    ? "\(issuer) does not activate wallet tokens"
-                    : "\(issuer) does not provision for \(operation.rawValue)")
+                switch operation {
+                case .tokenActivation: throw GatewayError(.walletNotSupported, "\(issuer) does not activate wallet tokens")
+                case .walletTokens, .tokenSuspend, .tokenResume, .tokenDeactivate:
+                    throw GatewayError(.operationNotSupported, "\(issuer) does not manage wallet tokens")
+                case .applePay, .googlePay, .samsungPay:
+                    throw GatewayError(.walletNotSupported, "\(issuer) does not provision for \(operation.rawValue)")
+                }
             }
-            // Nor is an issuer the config narrowed to other wallets (token activation is no wallet).
-            if operation != .tokenActivation, let used = upstreams.issuer(issuer)?.wallets, !used.contains(wallet) {
+            // Nor is an issuer the config narrowed to other wallets (the token operations are no wallet).
+            if operation.wallet != nil, let used = upstreams.issuer(issuer)?.wallets, !used.contains(wallet) {
                 throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
             }
             let deadline = started.advanced(by: rule?.deadline ?? self.deadline)

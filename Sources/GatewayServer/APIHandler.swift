@@ -145,6 +145,85 @@ struct APIHandler: APIProtocol {
         return .ok(.init(body: .json(answer)))
     }
 
+    // MARK: Samsung Pay
+
+    func provisionSamsungPay(_ input: Operations.ProvisionSamsungPay.Input) async throws -> Operations.ProvisionSamsungPay.Output {
+        let client = try Self.provisioningClient()
+        let cardID = try Self.cardID(input.path.cardId)
+        guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
+        let request = try SamsungPayProvisioningRequest(
+            walletAccountID: body.walletAccountId, deviceID: body.deviceId,
+            deviceType: body.device?._type.flatMap { DeviceType(rawValue: $0.rawValue) })
+        var fresh: Components.Schemas.SamsungPayProvisioningResponse?
+        let outcome = try await idempotency.run(
+            client: client.id, key: input.headers.idempotencyKey,
+            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .samsungPay)
+        ) { () async throws(GatewayError) -> StoredResponse in
+            let result = try await service.provisionSamsungPay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
+            let payload = result.payload
+            let answer = Components.Schemas.SamsungPayProvisioningResponse(
+                provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue, provisionPayload: payload.provisionPayload,
+                displayName: payload.displayName, lastDigits: payload.lastDigits, network: payload.network,
+                tokenServiceProvider: payload.tokenServiceProvider, cardType: payload.cardType)
+            fresh = answer
+            // As for Google Pay, the replayed copy leaves out the cardholder's name.
+            var stored = answer
+            stored.displayName = nil
+            return StoredResponse(status: 200, body: Self.encode(stored))
+        }
+        let answer: Components.Schemas.SamsungPayProvisioningResponse
+        if let fresh {
+            answer = fresh
+        } else {
+            do {
+                answer = try JSONDecoder().decode(Components.Schemas.SamsungPayProvisioningResponse.self, from: outcome.stored.body)
+            } catch {
+                throw GatewayError(.internal, "a stored answer could not be read", cause: error)
+            }
+        }
+        if case .replayed = outcome {
+            try await service.authorizeReplay(cardID: cardID, client: client)
+            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .samsungPay,
+                                       logger: RequestScope.logger)
+        }
+        return .ok(.init(body: .json(answer)))
+    }
+
+    // MARK: Wallet tokens
+
+    func listWalletTokens(_ input: Operations.ListWalletTokens.Input) async throws -> Operations.ListWalletTokens.Output {
+        let client = try Self.provisioningClient()
+        let cardID = try Self.cardID(input.path.cardId)
+        let list = try await service.walletTokens(cardID: cardID, client: client, logger: RequestScope.logger)
+        return .ok(.init(body: .json(.init(tokens: list.tokens.map { token in
+            .init(tokenId: token.tokenID, issuer: list.issuer.rawValue, status: .init(rawValue: token.status.rawValue) ?? .unknown,
+                  wallet: .init(rawValue: token.wallet) ?? .other, tokenUniqueReference: token.tokenUniqueReference,
+                  deviceType: token.deviceType, createdAt: token.createdAt)
+        }))))
+    }
+
+    func suspendWalletToken(_ input: Operations.SuspendWalletToken.Input) async throws -> Operations.SuspendWalletToken.Output {
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .suspend))))
+    }
+
+    func resumeWalletToken(_ input: Operations.ResumeWalletToken.Input) async throws -> Operations.ResumeWalletToken.Output {
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .resume))))
+    }
+
+    func deactivateWalletToken(_ input: Operations.DeactivateWalletToken.Input) async throws -> Operations.DeactivateWalletToken.Output {
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .deactivate))))
+    }
+
+    private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction) async throws -> Components.Schemas.WalletTokenTransition {
+        let client = try Self.provisioningClient()
+        let cardID = try Self.cardID(text)
+        guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
+        let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
+                                                             logger: RequestScope.logger)
+        return .init(tokenId: change.tokenID, issuer: change.issuer?.rawValue ?? "", action: .init(rawValue: action.rawValue)!,
+                     outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
+    }
+
     // MARK: Token activation
 
     func activateToken(_ input: Operations.ActivateToken.Input) async throws -> Operations.ActivateToken.Output {

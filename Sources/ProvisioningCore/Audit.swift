@@ -58,12 +58,37 @@ public struct AuditEvent: Sendable, Equatable {
 public enum AuditOperation: String, Sendable, Codable, CaseIterable {
     case applePay = "apple_pay"
     case googlePay = "google_pay"
+    case samsungPay = "samsung_pay"
     case tokenActivation = "token_activation"
+    /// Listing a card's wallet tokens, and changing one's state.
+    case walletTokens = "wallet_tokens"
+    case tokenSuspend = "token_suspend"
+    case tokenResume = "token_resume"
+    case tokenDeactivate = "token_deactivate"
 
     public init(_ wallet: Wallet) {
         switch wallet {
         case .applePay: self = .applePay
         case .googlePay: self = .googlePay
+        case .samsungPay: self = .samsungPay
+        }
+    }
+
+    public init(_ action: WalletTokenAction) {
+        switch action {
+        case .suspend: self = .tokenSuspend
+        case .resume: self = .tokenResume
+        case .deactivate: self = .tokenDeactivate
+        }
+    }
+
+    /// The wallet a provisioning is for; nil for the operations on tokens.
+    public var wallet: Wallet? {
+        switch self {
+        case .applePay: .applePay
+        case .googlePay: .googlePay
+        case .samsungPay: .samsungPay
+        case .tokenActivation, .walletTokens, .tokenSuspend, .tokenResume, .tokenDeactivate: nil
         }
     }
 }

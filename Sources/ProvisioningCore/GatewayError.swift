@@ -26,6 +26,10 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case shuttingDown = "shutting_down"
         /// A config reload found problems in the file; the running configuration is unchanged.
         case configInvalid = "config_invalid"
+        /// The token is not among the card's wallet tokens at its issuer.
+        case tokenNotFound = "token_not_found"
+        /// The card's issuer has no such operation (wallet token management).
+        case operationNotSupported = "operation_not_supported"
         case `internal`
 
         public var httpStatus: Int {
@@ -34,9 +38,9 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .requestTooLarge: 413
             case .unauthorized: 401
             case .forbidden: 403
-            case .cardNotFound, .notFound: 404
+            case .cardNotFound, .notFound, .tokenNotFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
-                 .configInvalid: 422
+                 .configInvalid, .operationNotSupported: 422
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
             case .idempotencyKeyInProgress: 409
             case .rateLimited: 429
@@ -78,6 +82,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .rateLimited: "Too many requests"
             case .shuttingDown: "The gateway is shutting down"
             case .configInvalid: "The configuration file is not valid"
+            case .tokenNotFound: "No such wallet token for this card"
+            case .operationNotSupported: "The card's issuer does not offer this operation"
             case .internal: "Internal error"
             }
         }

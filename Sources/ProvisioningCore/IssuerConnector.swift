@@ -47,6 +47,17 @@ public protocol IssuerConnector: Sendable {
     /// `card` is nil when the caller named no card.
     func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
         async throws(GatewayError) -> TokenActivationResult
+
+    /// Samsung Pay, for connectors whose `wallets` hold it.
+    func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> SamsungPayPayload
+
+    /// Whether the upstream lists a card's wallet tokens and changes their state.
+    var managesTokens: Bool { get }
+    func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken]
+    /// `token` is one `listWalletTokens` gave for `card`.
+    func transitionWalletToken(_ token: WalletToken, _ action: WalletTokenAction, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> WalletTokenTransition
 }
 
 extension IssuerConnector {
@@ -63,5 +74,23 @@ extension IssuerConnector {
         async throws(GatewayError) -> TokenActivationResult
     {
         throw GatewayError(.walletNotSupported, "\(issuer) does not activate wallet tokens")
+    }
+
+    public func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> SamsungPayPayload
+    {
+        throw GatewayError(.walletNotSupported, "\(issuer) does not provision for samsung_pay")
+    }
+
+    public var managesTokens: Bool { false }
+
+    public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
+        throw GatewayError(.operationNotSupported, "\(issuer) does not manage wallet tokens")
+    }
+
+    public func transitionWalletToken(_ token: WalletToken, _ action: WalletTokenAction, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> WalletTokenTransition
+    {
+        throw GatewayError(.operationNotSupported, "\(issuer) does not manage wallet tokens")
     }
 }

@@ -1,6 +1,7 @@
 public enum Wallet: String, Sendable, Codable, CaseIterable {
     case applePay = "apple_pay"
     case googlePay = "google_pay"
+    case samsungPay = "samsung_pay"
 }
 
 /// One ops-written rule: cards matching every given condition go to `issuer`.

@@ -116,7 +116,7 @@ struct RouteExplainAPITests {
             let unknown = try await Self.explain(client, card: "card_nobody")
             #expect(unknown.status == .notFound)
             #expect(unknown.json["code"] as? String == "card_not_found")
-            #expect(try await Self.explain(client, card: "card_bridge_demo", wallet: "samsung_pay").status == .badRequest)
+            #expect(try await Self.explain(client, card: "card_bridge_demo", wallet: "paypal").status == .badRequest)
             #expect(try await Self.explain(client, card: "bad%20id").status == .badRequest)
             let missing = try await CardRegistryAPITests.send(client, .get, "/v1/admin/routes/explain?card_id=card_bridge_demo",
                                                               key: GatewayHarness.opsKey)

@@ -108,7 +108,7 @@ struct WalletFlowTests {
     @Test func anUnknownWalletIsNotFound() async throws {
         try await GatewayHarness.run { client, _ in
             let response = try await CardRegistryAPITests.send(
-                client, .post, "/v1/cards/card_bridge_demo/wallet-provisioning/samsung-pay", json: Self.ids)
+                client, .post, "/v1/cards/card_bridge_demo/wallet-provisioning/paypal", json: Self.ids)
             #expect(response.status == .notFound)
             #expect(response.json["code"] as? String == "not_found")
             #expect(response.headers[.contentType] == "application/problem+json")

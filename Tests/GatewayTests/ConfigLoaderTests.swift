@@ -351,7 +351,8 @@ import WalletCrypto
         #expect(problems(with("    wallets: []")) == [
             "issuers.bridge.wallets: must name at least one wallet (or be left out; paused: true stops every call)",
         ])
-        #expect(problems(with("    wallets: [google_pay, samsung_pay]")) == ["issuers.bridge.wallets[1]: must be one of: apple_pay, google_pay"])
+        #expect(problems(with("    wallets: [google_pay, paypal]")) == ["issuers.bridge.wallets[1]: must be one of: apple_pay, google_pay, samsung_pay"])
+        #expect(problems(with("    wallets: [google_pay, samsung_pay]")) == ["issuers.bridge.wallets[1]: a bridge issuer provisions only for apple_pay, google_pay"])
         #expect(problems(with("    wallets: [apple_pay, apple_pay]")) == ["issuers.bridge.wallets[1]: apple_pay is listed twice"])
         let crossmint = with("    wallets: [google_pay]").replacingOccurrences(of: "kind: bridge", with: "kind: crossmint")
         #expect(problems(crossmint) == ["issuers.bridge.wallets[0]: a crossmint issuer provisions only for apple_pay"])

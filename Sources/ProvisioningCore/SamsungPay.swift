@@ -1,0 +1,47 @@
+import Foundation
+
+/// What Samsung Pay's push provisioning gives the app (the wallet user's id and the device's id),
+/// for the issuer to build the payload Samsung Pay's add-card call takes.
+public struct SamsungPayProvisioningRequest: Sendable, Equatable {
+    public let walletAccountID: String
+    public let deviceID: String
+    /// The device the card goes to; a phone when the caller does not say.
+    public let deviceType: DeviceType
+
+    /// The same bounds as Google Pay's ids (printable ASCII, 1 to 128 characters).
+    public init(walletAccountID: String, deviceID: String, deviceType: DeviceType? = nil) throws(GatewayError) {
+        let ids = try GooglePayProvisioningRequest(walletAccountID: walletAccountID, deviceID: deviceID)
+        self.walletAccountID = ids.walletAccountID
+        self.deviceID = ids.deviceID
+        self.deviceType = deviceType ?? .phone
+    }
+
+    /// Refuses an id longer than an upstream accepts, before calling it.
+    public func check(maxIDLength: Int, issuer: IssuerID) throws(GatewayError) {
+        for (field, value) in [("wallet_account_id", walletAccountID), ("device_id", deviceID)] where value.count > maxIDLength {
+            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(maxIDLength) characters (got \(value.count))")
+        }
+    }
+}
+
+/// The issuer's answer for Samsung Pay: `provisionPayload` is exactly the string the issuer
+/// returned for Samsung Pay's add-card call (never re-encoded), with display fields when given.
+public struct SamsungPayPayload: Sendable, Equatable {
+    public let provisionPayload: String
+    public var displayName: String?
+    public var lastDigits: String?
+    public var network: String?
+    public var tokenServiceProvider: String?
+    public var cardType: String?
+
+    public init(provisionPayload: String, displayName: String? = nil, lastDigits: String? = nil, network: String? = nil,
+                tokenServiceProvider: String? = nil, cardType: String? = nil) throws(GatewayError) {
+        guard !provisionPayload.isEmpty else { throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is empty") }
+        self.provisionPayload = provisionPayload
+        self.displayName = displayName
+        self.lastDigits = lastDigits
+        self.network = network
+        self.tokenServiceProvider = tokenServiceProvider
+        self.cardType = cardType
+    }
+}
