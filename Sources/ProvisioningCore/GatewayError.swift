@@ -30,6 +30,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case tokenNotFound = "token_not_found"
         /// The card's issuer has no such operation (wallet token management).
         case operationNotSupported = "operation_not_supported"
+        /// The path exists, but not for this method (`Allow` names those it has).
+        case methodNotAllowed = "method_not_allowed"
         case `internal`
 
         public var httpStatus: Int {
@@ -41,6 +43,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .cardNotFound, .notFound, .tokenNotFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
                  .configInvalid, .operationNotSupported: 422
+            case .methodNotAllowed: 405
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
             case .idempotencyKeyInProgress: 409
             case .rateLimited: 429
@@ -84,6 +87,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .configInvalid: "The configuration file is not valid"
             case .tokenNotFound: "No such wallet token for this card"
             case .operationNotSupported: "The card's issuer does not offer this operation"
+            case .methodNotAllowed: "This method is not allowed on this path"
             case .internal: "Internal error"
             }
         }
@@ -102,6 +106,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public let condition: UpstreamCondition?
     /// The upstream's `Retry-After`, when it sent one.
     public let retryAfter: Duration?
+    /// For `method_not_allowed`: the methods the path has, sent as `Allow`.
+    public var allowedMethods: [String]?
     /// For the gateway's own log only, never sent to the caller: what the underlying error said
     /// when this one wraps another (a store failure), one line and short.
     public private(set) var cause: String?

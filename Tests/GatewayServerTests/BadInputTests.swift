@@ -200,3 +200,33 @@ import Testing
         }
     }
 }
+
+/// A method the spec does not declare on a path it has: 405 with `Allow`, as problem+json.
+@Suite struct MethodNotAllowedTests {
+    @Test(arguments: [
+        ("TRACE", "/v1/token-activations", "POST"),
+        ("GET", "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", "POST"),
+        ("DELETE", "/v1/cards", "GET"),
+        ("PATCH", "/v1/cards/card_bridge_demo", "GET, PUT, DELETE"),
+        ("POST", "/v1/cards/card_bridge_demo/wallet-tokens", "GET"),
+        ("PUT", "/v1/admin/config/reload", "POST"),
+    ])
+    func anUndeclaredMethodIs405WithAllow(method: String, path: String, allow: String) async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await client.execute(
+                uri: path, method: HTTPRequest.Method(method)!, headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(response.status == .methodNotAllowed, "\(method) \(path): \(String(buffer: response.body))")
+            #expect(response.headers[.allow] == allow)
+            #expect(response.headers[.contentType] == "application/problem+json")
+            #expect(response.json["code"] as? String == "method_not_allowed")
+        }
+    }
+
+    @Test func anUnknownPathIsStill404() async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await client.execute(uri: "/v1/nothing-here", method: .get, headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(response.status == .notFound)
+            #expect(response.headers[.allow] == nil)
+        }
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import Gateway
 import GatewayStore
+import HTTPTypes
 import Hummingbird
 import Logging
 import OpenAPIHummingbird
@@ -119,6 +120,17 @@ public func buildGateway(
         live: live, reloader: reloader, store: store, audit: securityAudit, health: health, metrics: metrics, readiness: readiness,
         faults: extensions.faults)
     try handler.registerHandlers(on: router)
+    // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.
+    for (path, declared) in try DeclaredOperations.read(spec: spec) {
+        let routerPath = RouterPath(path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: ""))
+        for method in DeclaredOperations.methods where !declared.contains(method) {
+            router.on(routerPath, method: HTTPRequest.Method(method)!) { _, _ -> Response in
+                var error = GatewayError(.methodNotAllowed, "\(method) is not allowed on \(path); it has \(declared.joined(separator: ", "))")
+                error.allowedMethods = declared
+                throw error
+            }
+        }
+    }
 
     // The server's own start/stop chatter stays below the gateway's banner and request logs.
     var serverLogger = logger

@@ -23,6 +23,7 @@ enum ProblemResponse {
         if error.isRetryable, let retryAfter = error.retryAfter {
             headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
         }
+        if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
         return Response(
             status: .init(code: error.httpStatus),
             headers: headers,
