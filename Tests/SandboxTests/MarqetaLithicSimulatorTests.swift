@@ -69,7 +69,8 @@ extension SimulatorContractTests {
 
             #expect(try await send(url, headers: ["Authorization": "Bearer lk"], body: good).status == 401)
             let pem = "-----BEGIN CERTIFICATE-----\n" + Self.der.base64EncodedString(options: .lineLength64Characters) + "\n-----END CERTIFICATE-----"
-            for (field, value) in [("certificate", pem as Any?), ("digital_wallet", "APPLEPAY"), ("nonce", nil)] {
+            let broken: [(String, Any?)] = [("certificate", pem), ("digital_wallet", "APPLEPAY"), ("nonce", nil)]
+            for (field, value) in broken {
                 var body = good
                 body[field] = value
                 #expect(try await send(url, headers: ["Authorization": "lk"], body: body).status == 400, "\(field)")
