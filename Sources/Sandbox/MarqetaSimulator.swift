@@ -45,53 +45,53 @@ public struct MarqetaSimulator: Sendable {
     }
 
     /// The body after auth, or the error answer.
-    private func body(_ request: Request) async -> Result<[String: Any], Response> {
+    private func body(_ request: Request) async -> Checked<[String: Any]> {
         guard SimulatorHTTP.header(request, "Authorization") == expectedAuthorization else {
-            return .failure(error(.unauthorized, "Invalid application token or access token"))
+            return .refused(error(.unauthorized, "Invalid application token or access token"))
         }
         guard let body = SimulatorHTTP.jsonObject(await SimulatorHTTP.body(request)) else {
-            return .failure(error(.badRequest, "Request body must be a JSON object"))
+            return .refused(error(.badRequest, "Request body must be a JSON object"))
         }
-        return .success(body)
+        return .ok(body)
     }
 
     /// A required string of `min...max` characters, or the 400 naming it.
-    private func string(_ body: [String: Any], _ field: String, max: Int? = nil) -> Result<String, Response> {
-        guard let value = body[field] as? String else { return .failure(error(.badRequest, "Invalid input(s): \(field) is required")) }
+    private func string(_ body: [String: Any], _ field: String, max: Int? = nil) -> Checked<String> {
+        guard let value = body[field] as? String else { return .refused(error(.badRequest, "Invalid input(s): \(field) is required")) }
         guard !value.isEmpty, value.count <= (max ?? .max) else {
-            return .failure(error(.badRequest, "Invalid input(s): \(field) must be 1 to \(max ?? .max) characters"))
+            return .refused(error(.badRequest, "Invalid input(s): \(field) must be 1 to \(max ?? .max) characters"))
         }
-        return .success(value)
+        return .ok(value)
     }
 
     /// The fields both requests share: `card_token` (max 36), `device_type` (enum), `provisioning_app_version` (max 50).
-    private func common(_ body: [String: Any]) async -> Result<String, Response> {
+    private func common(_ body: [String: Any]) -> Checked<(cardToken: String, deviceType: String, appVersion: String)> {
         let cardToken: String
         switch string(body, "card_token", max: 36) {
-        case .success(let value): cardToken = value
-        case .failure(let answer): return .failure(answer)
+        case .ok(let value): cardToken = value
+        case .refused(let answer): return .refused(answer)
         }
         guard let deviceType = body["device_type"] as? String, Self.deviceTypes.contains(deviceType) else {
-            return .failure(error(.badRequest, "Invalid input(s): device_type must be one of \(Self.deviceTypes.sorted().joined(separator: ", "))"))
+            return .refused(error(.badRequest, "Invalid input(s): device_type must be one of \(Self.deviceTypes.sorted().joined(separator: ", "))"))
         }
         switch string(body, "provisioning_app_version", max: 50) {
-        case .success(let version): await seen.record(deviceType: deviceType, appVersion: version)
-        case .failure(let answer): return .failure(answer)
+        case .ok(let version): return .ok((cardToken, deviceType, version))
+        case .refused(let answer): return .refused(answer)
         }
-        return .success(cardToken)
     }
 
     private func applePay(_ request: Request) async -> Response {
         let body: [String: Any]
         switch await self.body(request) {
-        case .success(let value): body = value
-        case .failure(let answer): return answer
+        case .ok(let value): body = value
+        case .refused(let answer): return answer
         }
-        let cardToken: String
-        switch await common(body) {
-        case .success(let value): cardToken = value
-        case .failure(let answer): return answer
+        let common: (cardToken: String, deviceType: String, appVersion: String)
+        switch self.common(body) {
+        case .ok(let value): common = value
+        case .refused(let answer): return answer
         }
+        let cardToken = common.cardToken
         guard let certificates = body["certificates"] as? [String], !certificates.isEmpty else {
             return error(.badRequest, "Invalid input(s): certificates is required")
         }
@@ -113,6 +113,7 @@ public struct MarqetaSimulator: Sendable {
         guard let payload = try? SandboxPayload.make(leafDER: chain[0], nonce: decoded["nonce"]!, nonceSignature: decoded["nonce_signature"]!,
                                                      card: cards[cardToken] ?? .testVisa)
         else { return error(.badRequest, "Invalid input(s): certificates[0] does not carry a P-256 key") }
+        await seen.record(deviceType: common.deviceType, appVersion: common.appVersion)
         let now = Self.timestamp()
         return SimulatorHTTP.json(.created, [
             "card_token": cardToken,
@@ -126,22 +127,24 @@ public struct MarqetaSimulator: Sendable {
     private func androidPay(_ request: Request) async -> Response {
         let body: [String: Any]
         switch await self.body(request) {
-        case .success(let value): body = value
-        case .failure(let answer): return answer
+        case .ok(let value): body = value
+        case .refused(let answer): return answer
         }
-        let cardToken: String
-        switch await common(body) {
-        case .success(let value): cardToken = value
-        case .failure(let answer): return answer
+        let common: (cardToken: String, deviceType: String, appVersion: String)
+        switch self.common(body) {
+        case .ok(let value): common = value
+        case .refused(let answer): return answer
         }
+        let cardToken = common.cardToken
         var ids: [String: String] = [:]
         for (field, limit) in [("wallet_account_id", 50), ("device_id", 24)] {
             switch string(body, field, max: limit) {
-            case .success(let value): ids[field] = value
-            case .failure(let answer): return answer
+            case .ok(let value): ids[field] = value
+            case .refused(let answer): return answer
             }
         }
         guard cardTokens.contains(cardToken) else { return error(.notFound, "Card not found", code: "404") }
+        await seen.record(deviceType: common.deviceType, appVersion: common.appVersion)
         let card = cards[cardToken] ?? .testVisa
         let network = SandboxOPC.network(card)
         let now = Self.timestamp()
@@ -181,4 +184,10 @@ public actor MarqetaSeen {
         deviceTypes.append(deviceType)
         appVersions.append(appVersion)
     }
+}
+
+/// A checked value, or the upstream's own refusal to answer with.
+enum Checked<Value> {
+    case ok(Value)
+    case refused(Response)
 }
