@@ -35,8 +35,7 @@ public struct LithicSimulator: Sendable {
         guard let body = SimulatorHTTP.jsonObject(await SimulatorHTTP.body(request)) else {
             return error(.badRequest, "Request body must be a JSON object")
         }
-        let wallet = body["digital_wallet"] as? String
-        guard ["APPLE_PAY", "GOOGLE_PAY", "SAMSUNG_PAY"].contains(wallet) else {
+        guard let wallet = body["digital_wallet"] as? String, ["APPLE_PAY", "GOOGLE_PAY", "SAMSUNG_PAY"].contains(wallet) else {
             return error(.badRequest, "digital_wallet must be APPLE_PAY, GOOGLE_PAY or SAMSUNG_PAY")
         }
         if wallet == "APPLE_PAY" { return applePay(body, cardToken: cardToken) }

@@ -48,7 +48,7 @@ import Testing
         #expect(decoded == "app_token_1:access_token_1")
     }
 
-    @Test(.enabled(if: PublishedSpec.exists(specName), specMissing))
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
     func theApplePayRequestConformsToThePublishedSchema() async throws {
         let spec = try PublishedSpec.load(Self.specName)
         let path = "/digitalwalletprovisionrequests/applepay"
@@ -75,7 +75,7 @@ import Testing
 
     /// The mapping onto the swagger's `device_type` enum: phone -> MOBILE_PHONE,
     /// watch -> WATCH, tablet -> TABLET.
-    @Test(.enabled(if: PublishedSpec.exists(specName), specMissing),
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
           arguments: [(DeviceType.phone, "MOBILE_PHONE"), (.watch, "WATCH"), (.tablet, "TABLET")])
     func theDeviceTypeMapsOntoTheSchemasEnum(type: DeviceType, expected: String) async throws {
         let spec = try PublishedSpec.load(Self.specName)
@@ -86,7 +86,7 @@ import Testing
         #expect(sent["device_type"] as? String == expected)
     }
 
-    @Test(.enabled(if: PublishedSpec.exists(specName), specMissing))
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
     func theGooglePayRequestConformsToThePublishedSchema() async throws {
         let spec = try PublishedSpec.load(Self.specName)
         let path = "/digitalwalletprovisionrequests/androidpay"
@@ -115,7 +115,7 @@ import Testing
 
     /// The fixtures stand in for examples the swagger does not publish: they must conform to the
     /// operations' 201 schemas themselves.
-    @Test(.enabled(if: PublishedSpec.exists(specName), specMissing),
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
           arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),
                       ("/digitalwalletprovisionrequests/androidpay", "marqeta-google-pay-response.json")])
     func theResponseFixturesConformToThePublishedSchemas(path: String, fixture: String) throws {
