@@ -128,7 +128,7 @@ struct LiveLithic: Sendable {
     let apiKey: String
     let cardToken: String
 
-    static let skipMessage = "live Lithic test skipped: set LITHIC_BASE_URL, LITHIC_API_KEY and LITHIC_CARD_TOKEN"
+    static let skipMessage: Comment = "live Lithic test skipped: set LITHIC_BASE_URL, LITHIC_API_KEY and LITHIC_CARD_TOKEN"
     static var configured: Bool { fromEnvironment() != nil }
 
     static func fromEnvironment() -> LiveLithic? {

@@ -10,7 +10,7 @@ import Testing
 /// fields, types, enums, lengths, nothing undeclared), and HTTP Basic as UPSTREAMS.md states it.
 @Suite struct MarqetaContractTests {
     static let specName = "marqeta-core-api-swagger.json"
-    static let specMissing = "Marqeta contract test skipped: ../shared/upstream-specs/\(specName) is not beside the repository"
+    static let specMissing: Comment = "Marqeta contract test skipped: ../shared/upstream-specs/marqeta-core-api-swagger.json is not beside the repository"
     static let card = CardRecord(id: "card_1", program: "demo", issuer: "marqeta", issuerReference: .init(["issuer_card_id": "mq_card_1"]))
     static let googleRequest = try! GooglePayProvisioningRequest(walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
 
@@ -250,7 +250,7 @@ struct LiveMarqeta: Sendable {
     let accessToken: String
     let cardToken: String
 
-    static let skipMessage = "live Marqeta test skipped: set MARQETA_BASE_URL, MARQETA_APPLICATION_TOKEN, MARQETA_ACCESS_TOKEN and MARQETA_CARD_TOKEN"
+    static let skipMessage: Comment = "live Marqeta test skipped: set MARQETA_BASE_URL, MARQETA_APPLICATION_TOKEN, MARQETA_ACCESS_TOKEN and MARQETA_CARD_TOKEN"
     static var configured: Bool { fromEnvironment() != nil }
 
     static func fromEnvironment() -> LiveMarqeta? {
