@@ -54,10 +54,12 @@ public struct LithicSimulator: Sendable {
         var decoded: [String: Data] = [:]
         for field in ["certificate", "nonce", "nonce_signature"] {
             guard let text = body[field] as? String, !text.isEmpty else { return error(.badRequest, "\(field) is required") }
-            if field == "certificate", text.contains("-----") || text.contains("\n") {
+            if field == "certificate", text.contains("-----") {
                 return error(.badRequest, "certificate must be the PEM body without its header lines")
             }
-            guard let bytes = Data(base64Encoded: text) else { return error(.badRequest, "\(field) is not base64") }
+            // Whether PEM's line breaks are wanted is not stated: the body is read with or without them.
+            let body = field == "certificate" ? text.replacingOccurrences(of: "\r", with: "").replacingOccurrences(of: "\n", with: "") : text
+            guard let bytes = Data(base64Encoded: body) else { return error(.badRequest, "\(field) is not base64") }
             if field == "certificate", !SimulatorHTTP.looksLikeDER(bytes) {
                 return error(.badRequest, "certificate is not a certificate")
             }

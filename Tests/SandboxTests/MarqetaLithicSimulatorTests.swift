@@ -68,6 +68,10 @@ extension SimulatorContractTests {
             #expect(Set(payload.keys) == ["activationData", "encryptedData", "ephemeralPublicKey"])
 
             #expect(try await send(url, headers: ["Authorization": "Bearer lk"], body: good).status == 401)
+            // The PEM body with its line breaks is still the PEM body (UPSTREAMS.md leaves line breaks open).
+            var wrapped = good
+            wrapped["certificate"] = Self.der.base64EncodedString(options: .lineLength64Characters)
+            #expect(try await send(url, headers: ["Authorization": "lk"], body: wrapped).status == 200)
             let pem = "-----BEGIN CERTIFICATE-----\n" + Self.der.base64EncodedString(options: .lineLength64Characters) + "\n-----END CERTIFICATE-----"
             let broken: [(String, Any?)] = [("certificate", pem), ("digital_wallet", "APPLEPAY"), ("nonce", nil)]
             for (field, value) in broken {
