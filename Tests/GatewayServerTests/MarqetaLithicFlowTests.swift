@@ -80,8 +80,16 @@ import WalletCrypto
                                                                   body: try JSONSerialization.data(withJSONObject: body))
                 #expect(response.status == .ok, "\(String(buffer: response.body))")
             }
-            #expect(await sandbox.marqeta.seen.deviceTypes == ["MOBILE_PHONE", "WATCH", "TABLET"])
-            #expect(await sandbox.marqeta.seen.appVersions == ["1.0.0", "1.0.0", "1.0.0"])
+            // The request's own app version wins; a bad one is the caller's 400, with no call.
+            body["device"] = ["type": "phone", "app_version": "5.0.1"]
+            let own = try await GatewayHarness.provision(client, card: "card_marqeta_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(own.status == .ok, "\(String(buffer: own.body))")
+            body["device"] = ["type": "phone", "app_version": String(repeating: "9", count: 51)]
+            let tooLong = try await GatewayHarness.provision(client, card: "card_marqeta_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(tooLong.status == .badRequest && (tooLong.json["detail"] as? String)?.contains("device.app_version") == true)
+            #expect(await sandbox.marqeta.seen.deviceTypes == ["MOBILE_PHONE", "WATCH", "TABLET", "MOBILE_PHONE"])
+            #expect(await sandbox.marqeta.seen.appVersions == ["1.0.0", "1.0.0", "1.0.0", "5.0.1"])
+            #expect(await sandbox.marqeta.log.count == 4)
         }
     }
 

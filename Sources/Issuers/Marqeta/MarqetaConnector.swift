@@ -29,10 +29,13 @@ public struct MarqetaConnector: IssuerConnector {
         async throws(GatewayError) -> ApplePayPayload
     {
         let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        // The request's own app version wins over the configured one.
+        let version: String
+        if let requested = request.device.appVersion { version = requested } else { version = try configuredAppVersion() }
         let body = MarqetaWire.ApplePayRequest(
             cardToken: cardToken,
             deviceType: MarqetaWire.deviceType(request.device.type),
-            provisioningAppVersion: try appVersion(),
+            provisioningAppVersion: version,
             certificates: [request.leafCertificate.value.base64EncodedString(), request.subordinateCertificate.value.base64EncodedString()],
             nonce: request.nonce.value.base64EncodedString(),
             nonceSignature: request.nonceSignature.value.base64EncodedString())
@@ -53,7 +56,7 @@ public struct MarqetaConnector: IssuerConnector {
             throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
         }
         let body = MarqetaWire.GooglePayRequest(
-            cardToken: cardToken, deviceType: MarqetaWire.googlePayDeviceType, provisioningAppVersion: try appVersion(),
+            cardToken: cardToken, deviceType: MarqetaWire.googlePayDeviceType, provisioningAppVersion: try configuredAppVersion(),
             walletAccountID: request.walletAccountID, deviceID: request.deviceID)
         let response = try await post(body, to: MarqetaWire.googlePayPath, context: context)
         let data = try WireJSON.decode(MarqetaWire.GooglePayResponse.self, from: response.body, issuer: issuer).pushTokenizeRequestData
@@ -67,7 +70,7 @@ public struct MarqetaConnector: IssuerConnector {
             tokenServiceProvider: data.tokenServiceProvider, userAddress: address)
     }
 
-    private func appVersion() throws(GatewayError) -> String {
+    private func configuredAppVersion() throws(GatewayError) -> String {
         guard let provisioningAppVersion else {
             throw GatewayError(.internal, "issuers.\(issuer).wire.provisioning_app_version is not set")
         }

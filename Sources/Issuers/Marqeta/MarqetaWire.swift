@@ -30,8 +30,9 @@ enum MarqetaWire {
     /// on the phone that receives the token, so Google Pay requests say MOBILE_PHONE.
     static let googlePayDeviceType = deviceType(.phone)
 
-    /// `provisioning_app_version`: minLength 1, maxLength 50. The unified API carries no app
-    /// version, so the config's `wire.provisioning_app_version` is always the one sent.
+    /// `provisioning_app_version`: minLength 1, maxLength 50. Apple Pay sends the request's
+    /// `device.app_version` when it has one, else the config's `wire.provisioning_app_version`;
+    /// the unified Google Pay request carries no device, so Google Pay always sends the config's.
     static let maxAppVersionLength = 50
     static func isValidAppVersion(_ version: String) -> Bool {
         (1...maxAppVersionLength).contains(version.count) && version.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }

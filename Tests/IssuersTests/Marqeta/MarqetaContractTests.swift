@@ -210,6 +210,22 @@ import Testing
         #expect(calls == 0)
     }
 
+    /// The request's `device.app_version` is sent instead of the configured version.
+    @Test func theRequestsAppVersionWinsOverTheConfiguredOne() async throws {
+        let device = try Fixtures.deviceRequest()
+        let request = try ApplePayProvisioningRequest(
+            certificates: [device.leafCertificate.value, device.subordinateCertificate.value], nonce: device.nonce.value,
+            nonceSignature: device.nonceSignature.value, device: DeviceInfo(type: .phone, appVersion: "7.1.3-beta"))
+        let captured = try await withReplay(status: .created, body: try Fixtures.data("marqeta-apple-pay-response.json")) { url, capture in
+            _ = try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).provisionApplePay(request, card: Self.card, context: Fixtures.context())
+            }
+            return try #require(await capture.requests.first)
+        }
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: Any])
+        #expect(sent["provisioning_app_version"] as? String == "7.1.3-beta")
+    }
+
     @Test func theAppVersionIsRequiredByTheConfigAndNamedByItsKeyPath() {
         let missing = MarqetaIssuer().wireProblems(WireOptions(), path: "issuers.mq.wire")
         #expect(missing.map(\.path) == ["issuers.mq.wire.provisioning_app_version"])
