@@ -195,7 +195,8 @@ let package = Package(
             name: "IssuersTests",
             dependencies: ["Issuers", "Sandbox", "GatewayTestSupport", .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"), .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                           .product(name: "NIOSSL", package: "swift-nio-ssl")],
+                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(

@@ -26,5 +26,7 @@ card_local_demo 4242424242424242
 card_bridge_demo 4111111111111111
 card_tmp_demo 5555555555554444
 card_crossmint_demo 4000056655665556
+card_marqeta_demo 5105105105105100
+card_lithic_demo 4012888888881881
 CARDS
 exit $status

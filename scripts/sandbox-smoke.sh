@@ -17,7 +17,7 @@ wait_for_gateway $pid "$log"
 head -5 "$log"
 
 status=0
-for card in card_bridge_demo card_tmp_demo card_crossmint_demo; do
+for card in card_bridge_demo card_tmp_demo card_crossmint_demo card_marqeta_demo card_lithic_demo; do
   out=$(curl -s --max-time 30 -w '\n%{http_code}' -X POST "http://127.0.0.1:$port/v1/cards/$card/wallet-provisioning/apple-pay" \
     -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \
     --data @Config/sandbox/apple-pay-request.json)
@@ -49,6 +49,12 @@ check() {  # name, expected python assertion on the JSON body `b`, then curl arg
 }
 check "google pay (tmp)" 'b["issuer"] == "tmp" and b["opaque_payment_card"] and b["last_digits"] == "4444"' \
   -X POST "http://127.0.0.1:$port/v1/cards/card_tmp_demo/wallet-provisioning/google-pay" \
+  -d '{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}'
+check "google pay (marqeta)" 'b["issuer"] == "marqeta" and b["opaque_payment_card"] and b["last_digits"] == "5100"' \
+  -X POST "http://127.0.0.1:$port/v1/cards/card_marqeta_demo/wallet-provisioning/google-pay" \
+  -d '{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}'
+check "google pay (lithic)" 'b["issuer"] == "lithic" and b["opaque_payment_card"]' \
+  -X POST "http://127.0.0.1:$port/v1/cards/card_lithic_demo/wallet-provisioning/google-pay" \
   -d '{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}'
 check "token activation" 'b["result"] == "approved"' -X POST "http://127.0.0.1:$port/v1/token-activations" \
   -d '{"token_unique_reference":"DWSPMC000000000132d72d4fcb2f4136a0532d3093ff1a45","card_id":"card_tmp_demo"}'

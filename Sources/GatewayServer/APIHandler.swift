@@ -282,7 +282,8 @@ struct APIHandler: APIProtocol {
         }
         let device = DeviceInfo(
             type: body.device?._type.flatMap { DeviceType(rawValue: $0.rawValue) } ?? .phone,
-            primaryAccountIdentifier: body.device?.primaryAccountIdentifier)
+            primaryAccountIdentifier: body.device?.primaryAccountIdentifier,
+            appVersion: body.device?.appVersion)
         return try ApplePayProvisioningRequest(
             certificates: certificates,
             nonce: try bytes(body.nonce, "nonce"),

@@ -33,13 +33,16 @@ extension IssuerDefinition {
         if wire.auth != nil, !allowed.contains("auth") {
             problems.append(.init("\(path).auth", "\(kind) issuers take no auth option (only tmp does)"))
         }
+        if wire.provisioningAppVersion != nil, !allowed.contains("provisioning_app_version") {
+            problems.append(.init("\(path).provisioning_app_version", "\(kind) issuers take no provisioning_app_version option (only marqeta does)"))
+        }
         return problems
     }
 }
 
 /// The issuer kinds this build knows. Adding one is its folder, its simulator, and one line here.
 public enum IssuerCatalog {
-    public static let definitions: [any IssuerDefinition] = [BridgeIssuer(), TMPIssuer(), CrossmintIssuer()]
+    public static let definitions: [any IssuerDefinition] = [BridgeIssuer(), TMPIssuer(), CrossmintIssuer(), MarqetaIssuer(), LithicIssuer()]
 
     public static let profiles: IssuerProfiles = Dictionary(uniqueKeysWithValues: definitions.map { ($0.kind, $0 as any IssuerProfile) })
 

@@ -7,13 +7,19 @@ public enum DeviceType: String, Sendable, Codable, CaseIterable {
 public struct DeviceInfo: Sendable, Equatable {
     public static let maxPrimaryAccountIdentifierLength = 128
 
+    /// Marqeta's `provisioning_app_version` is at most 50 characters.
+    public static let maxAppVersionLength = 50
+
     public var type: DeviceType
     /// The phone pass's deviceAccountIdentifier when the target is an Apple Watch.
     public var primaryAccountIdentifier: String?
+    /// The version of the app pushing the card, for issuers that take one (Marqeta).
+    public var appVersion: String?
 
-    public init(type: DeviceType = .phone, primaryAccountIdentifier: String? = nil) {
+    public init(type: DeviceType = .phone, primaryAccountIdentifier: String? = nil, appVersion: String? = nil) {
         self.type = type
         self.primaryAccountIdentifier = primaryAccountIdentifier
+        self.appVersion = appVersion
     }
 
     /// PassKit requires `primaryAccountIdentifier` when provisioning to Apple Watch (the phone
@@ -29,6 +35,14 @@ public struct DeviceInfo: Sendable, Equatable {
             else {
                 throw GatewayError(.invalidRequest,
                     "device.primary_account_identifier: 1 to \(Self.maxPrimaryAccountIdentifierLength) printable characters")
+            }
+        }
+        if let appVersion {
+            guard !appVersion.isEmpty, appVersion.count <= Self.maxAppVersionLength,
+                  appVersion.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+            else {
+                throw GatewayError(.invalidRequest,
+                    "device.app_version: 1 to \(Self.maxAppVersionLength) printable characters without spaces")
             }
         }
     }

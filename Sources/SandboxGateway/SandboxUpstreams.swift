@@ -9,8 +9,8 @@ import ServiceLifecycle
 
 /// The simulators the sandbox config asks for: one per distinct `sandbox://<kind>[/<name>]`
 /// endpoint, each on its own ephemeral loopback port, knowing the demo cards, with one key per
-/// upstream kind made up at start-up (never written anywhere). `bridge`, `tmp` and `crossmint` are
-/// the simulators behind `sandbox://bridge`, `sandbox://tmp` and `sandbox://crossmint`.
+/// upstream kind made up at start-up (never written anywhere). `bridge`, `tmp`, `crossmint`,
+/// `marqeta` and `lithic` are the simulators behind `sandbox://<kind>`.
 public struct SandboxUpstreams: Service, CustomStringConvertible {
     /// One running simulator: where it is configured, what it saw, and its fault queue.
     public struct Instance: Sendable {
@@ -24,6 +24,8 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
     public let bridge: BridgeSimulator
     public let tmp: TMPSimulator
     public let crossmint: CrossmintSimulator
+    public let marqeta: MarqetaSimulator
+    public let lithic: LithicSimulator
     /// By sandbox URL.
     public let instances: [String: Instance]
     let secrets: [IssuerKind: String]
@@ -78,16 +80,31 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
             CrossmintSimulator(apiKey: secret("crossmint"), cardIDs: Set(references("crossmint").compactMap { $0["issuer_card_id"] }),
                                cards: demoCards("crossmint", idField: "issuer_card_id"))
         }
+        // The sandbox makes one key per kind: Marqeta's two tokens are both that key.
+        func makeMarqeta() -> MarqetaSimulator {
+            MarqetaSimulator(applicationToken: secret("marqeta"), accessToken: secret("marqeta"),
+                             cardTokens: Set(references("marqeta").compactMap { $0["issuer_card_id"] }),
+                             cards: demoCards("marqeta", idField: "issuer_card_id"))
+        }
+        func makeLithic() -> LithicSimulator {
+            LithicSimulator(apiKey: secret("lithic"), cardTokens: Set(references("lithic").compactMap { $0["issuer_card_id"] }),
+                            cards: demoCards("lithic", idField: "issuer_card_id"))
+        }
         let primaryBridge = makeBridge(), primaryTMP = makeTMP(), primaryCrossmint = makeCrossmint()
+        let primaryMarqeta = makeMarqeta(), primaryLithic = makeLithic()
         bridge = primaryBridge
         tmp = primaryTMP
         crossmint = primaryCrossmint
+        marqeta = primaryMarqeta
+        lithic = primaryLithic
         // The simulator of each issuer kind: one line per kind (the primary serves `sandbox://<kind>`,
         // further `sandbox://<kind>/<name>` endpoints get their own).
         let simulators: [IssuerKind: (_ primary: Bool) -> any SimulatedUpstream] = [
             "bridge": { $0 ? primaryBridge : makeBridge() },
             "tmp": { $0 ? primaryTMP : makeTMP() },
             "crossmint": { $0 ? primaryCrossmint : makeCrossmint() },
+            "marqeta": { $0 ? primaryMarqeta : makeMarqeta() },
+            "lithic": { $0 ? primaryLithic : makeLithic() },
         ]
         func makeInstance(_ url: String, _ kind: IssuerKind, primary: Bool) -> Instance? {
             guard let simulator = simulators[kind]?(primary) else { return nil }
@@ -160,3 +177,5 @@ protocol SimulatedUpstream: Sendable {
 extension BridgeSimulator: SimulatedUpstream {}
 extension TMPSimulator: SimulatedUpstream {}
 extension CrossmintSimulator: SimulatedUpstream {}
+extension MarqetaSimulator: SimulatedUpstream {}
+extension LithicSimulator: SimulatedUpstream {}

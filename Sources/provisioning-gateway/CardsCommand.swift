@@ -12,7 +12,7 @@ struct Cards: AsyncParsableCommand {
             abstract: "Import cards from a CSV file in one transaction: all rows or none.",
             discussion: """
                 Columns: card_id, program, issuer, then the issuer reference fields (customer_id and \
-                card_account_id for Bridge; issuer_card_id for TMP and Crossmint). Existing cards are \
+                card_account_id for Bridge; issuer_card_id for TMP, Crossmint, Marqeta and Lithic). Existing cards are \
                 replaced, so running the same file twice changes nothing. Every bad row is reported \
                 with its line number, and then nothing is imported. This is one of the two ways \
                 (with admin clients of the API) to register cards with issuer local.

@@ -9,7 +9,7 @@ import SandboxGateway
 struct ProvisioningGatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provisioning-gateway",
-        abstract: "One push-provisioning API in front of Bridge, TMP and Crossmint.",
+        abstract: "One push-provisioning API in front of Bridge, TMP, Crossmint, Marqeta and Lithic.",
         subcommands: [Serve.self, ConfigTools.self, RouteTools.self, Cards.self, Vault.self, SandboxTools.self],
         defaultSubcommand: Serve.self)
 }
@@ -53,7 +53,7 @@ struct Serve: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let banner: @Sendable (Int) async -> Void = { port in
             let base = "\(scheme)://\(host):\(port)"
-            print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP and Crossmint simulators on loopback)" : "")")
+            print("provisioning-gateway listening on \(base)\(sandbox ? " (sandbox: Bridge, TMP, Crossmint, Marqeta and Lithic simulators on loopback)" : "")")
             print("  API spec:  curl -s \(base)/openapi.yaml")
             if sandbox {
                 print("  try:       curl -s -X POST \(base)/v1/cards/\(demoCard)/wallet-provisioning/apple-pay \\")

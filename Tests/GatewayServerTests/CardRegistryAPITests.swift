@@ -102,7 +102,7 @@ import Testing
                 guard let next = page.json["next_after"] as? String else { break }
                 uri = "/v1/cards?limit=3&after=\(next)"
             }
-            #expect(ids == ["card_bridge_demo", "card_crossmint_demo", "card_local_demo", "card_tmp_demo", "page_0", "page_1", "page_2", "page_3", "page_4"])
+            #expect(ids == ["card_bridge_demo", "card_crossmint_demo", "card_lithic_demo", "card_local_demo", "card_marqeta_demo", "card_tmp_demo", "page_0", "page_1", "page_2", "page_3", "page_4"])
             let bridgeOnly = try await Self.send(client, .get, "/v1/cards?issuer=bridge&program=demo")
             #expect((bridgeOnly.json["cards"] as? [[String: Any]])?.count == 6)
             #expect(try await Self.send(client, .get, "/v1/cards?limit=0").status == .badRequest)

@@ -116,7 +116,7 @@ struct FailoverTests {
             let view = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers", key: Self.opsKey)
             #expect(view.status == .ok)
             let issuers = try #require(view.json["issuers"] as? [[String: Any]])
-            #expect(issuers.map { $0["issuer"] as? String } == ["bridge", "crossmint", "tmp"])
+            #expect(issuers.map { $0["issuer"] as? String } == ["bridge", "crossmint", "lithic", "marqeta", "tmp"])
             let tmp = try #require(issuers.last)
             let decisions = try #require((tmp["retry"] as? [String: Any])?["decisions"] as? [[String: Any]])
             #expect(decisions.first { $0["on"] as? String == "timeout" }?["action"] as? String == "fail")

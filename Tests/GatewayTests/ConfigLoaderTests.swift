@@ -37,11 +37,52 @@ import WalletCrypto
     @Test func theSandboxConfigLoads() throws {
         let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
         #expect(config.sandbox.enabled)
-        #expect(Set(config.issuers.keys) == ["bridge", "tmp", "crossmint"])
-        #expect(Set(config.sandbox.cards.map(\.cardID)) == ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo", "card_local_demo"])
+        #expect(Set(config.issuers.keys) == ["bridge", "tmp", "crossmint", "marqeta", "lithic"])
+        #expect(Set(config.sandbox.cards.map(\.cardID)) == ["card_bridge_demo", "card_tmp_demo", "card_crossmint_demo", "card_marqeta_demo",
+                                                            "card_lithic_demo", "card_local_demo"])
         #expect(config.local.enabled && config.trust.anchors == ["sandbox/device-root.pem"])
         #expect(config.server.port == 8080)
         #expect(config.server.maxBodyBytes == 65_536)
+    }
+
+    static let marqeta = """
+        clients:
+          - id: acme
+            api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d
+            programs: [acme]
+        issuers:
+          mq:
+            kind: marqeta
+            endpoints:
+              - url: https://sandbox-api.marqeta.com/v3
+            credentials:
+              application_token: env:MARQETA_APPLICATION_TOKEN
+              access_token: env:MARQETA_ACCESS_TOKEN
+            wire:
+              provisioning_app_version: "4.2.0"
+          li:
+            kind: lithic
+            endpoints:
+              - url: https://sandbox.lithic.com
+            credentials:
+              api_key: env:LITHIC_API_KEY
+        vault:
+          key: env:VAULT_KEY
+        """
+
+    @Test func marqetaAndLithicIssuersLoadAndMarqetaNeedsItsAppVersion() throws {
+        let config = try ConfigLoader.parse(yaml: Self.marqeta, source: "test.yaml")
+        #expect(config.issuers["mq"]?.wire.provisioningAppVersion == "4.2.0")
+        #expect(config.issuers["li"]?.kind == "lithic")
+        let missing = Self.marqeta.replacingOccurrences(of: "    wire:\n      provisioning_app_version: \"4.2.0\"\n", with: "")
+        #expect(missing != Self.marqeta)
+        #expect(problems(missing).contains { $0.hasPrefix("issuers.mq.wire.provisioning_app_version: required for a marqeta issuer") },
+                "\(problems(missing))")
+        let noToken = Self.marqeta.replacingOccurrences(of: "      access_token: env:MARQETA_ACCESS_TOKEN\n", with: "")
+        #expect(problems(noToken).contains { $0.hasPrefix("issuers.mq.credentials.access_token: required") }, "\(problems(noToken))")
+        let misplaced = Self.marqeta.replacingOccurrences(of: "      api_key: env:LITHIC_API_KEY\n",
+                                                          with: "      api_key: env:LITHIC_API_KEY\n    wire: { provisioning_app_version: \"1\" }\n")
+        #expect(problems(misplaced).contains { $0.hasPrefix("issuers.li.wire.provisioning_app_version:") }, "\(problems(misplaced))")
     }
 
     @Test func aMinimalProductionFileLoadsWithDefaults() throws {

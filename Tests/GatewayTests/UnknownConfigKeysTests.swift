@@ -104,7 +104,7 @@ import Testing
                 + "idle_timeout_ms, read_timeout_ms, max_connections, auth_failure_limit, shutdown_delay_ms, shutdown_timeout_ms)",
             "clients[0].rate_limit.brust: unknown key (expected one of: requests_per_second, burst)",
             "issuers.bridge.endpoints[0].weight: unknown key (expected one of: url)",
-            "issuers.bridge.wire.encodng: unknown key (expected one of: encoding, auth)",
+            "issuers.bridge.wire.encodng: unknown key (expected one of: encoding, auth, provisioning_app_version)",
             "issuers.bridge.retry.decisions[0].why: unknown key (expected one of: on, action, code)",
             "issuers.bridge.circuit_breaker.open_msec: unknown key (expected one of: failure_threshold, open_ms, half_open_probes)",
             "routing.rules[0].match.cardid: unknown key (expected one of: program, card_id_prefix, wallet)",

@@ -6,6 +6,7 @@ import NIOCore
 import NIOFoundationCompat
 import ProvisioningCore
 import Sandbox
+import ServiceLifecycle
 import Testing
 
 enum Fixtures {
@@ -91,22 +92,40 @@ struct ReplayMiddleware: RouterMiddleware {
     }
 }
 
-/// Serves `body` with `status` to every request on an ephemeral loopback port.
+/// Serves `body` with `status` to every request on an ephemeral loopback port. The server stops
+/// by a graceful shutdown (listener closed first, a short drain), never by cancellation: cancelling
+/// a server that may still accept a connection trips a fatal error in NIO (see `SimulatorServer`).
 func withReplay<T: Sendable>(status: HTTPResponse.Status, body: Data, _ run: (URL, Capture) async throws -> T) async throws -> T {
     let capture = Capture()
     let router = Router()
     router.add(middleware: ReplayMiddleware(status: status, body: body, capture: capture))
     let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
     let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                          onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) })
+                          onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: Fixtures.logger)
+    var configuration = ServiceGroupConfiguration(services: [app], logger: Fixtures.logger)
+    configuration.maximumGracefulShutdownDuration = .milliseconds(200)
+    let serviceGroup = ServiceGroup(configuration: configuration)
     return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.run() }
-        defer { group.cancelAll() }
+        // A drain cut short ends the group with an error; stopping was asked for.
+        group.addTask { try? await serviceGroup.run() }
         var ports = stream.makeAsyncIterator()
-        let port = try #require(await ports.next())
-        return try await run(URL(string: "http://127.0.0.1:\(port)")!, capture)
+        let result: Result<T, any Error>
+        if let port = await ports.next() {
+            do {
+                result = .success(try await run(URL(string: "http://127.0.0.1:\(port)")!, capture))
+            } catch {
+                result = .failure(error)
+            }
+        } else {
+            result = .failure(ReplayDidNotStart())
+        }
+        await serviceGroup.triggerGracefulShutdown()
+        try await group.waitForAll()
+        return try result.get()
     }
 }
+
+struct ReplayDidNotStart: Error {}
 
 /// The keys of a JSON object, nested keys as `a.b`, to compare a request's shape with a document's.
 func keyPaths(_ object: Any, prefix: String = "") -> Set<String> {

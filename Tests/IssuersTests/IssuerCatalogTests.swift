@@ -11,7 +11,7 @@ import Testing
     @Test func theCatalogHasOneDefinitionPerKindAndTheProfilesAreTheirs() {
         let kinds = IssuerCatalog.definitions.map(\.kind)
         #expect(Set(kinds).count == kinds.count, "a kind registered twice: \(kinds)")
-        #expect(Set(kinds) == [.bridge, .tmp, .crossmint])
+        #expect(Set(kinds) == [.bridge, .tmp, .crossmint, .marqeta, .lithic])
         #expect(Set(IssuerCatalog.profiles.keys) == Set(kinds))
         for definition in IssuerCatalog.definitions {
             #expect(IssuerCatalog.definition(definition.kind)?.kind == definition.kind)
@@ -30,6 +30,24 @@ import Testing
         #expect(tmp.activatesTokens && !bridge.activatesTokens && !crossmint.activatesTokens)
         #expect(bridge.referenceFields == ["customer_id", "card_account_id"])
         #expect(tmp.referenceFields == ["issuer_card_id"] && crossmint.referenceFields == ["issuer_card_id"])
+        // Marqeta's and Lithic's provisioning POSTs take no idempotency header (UPSTREAMS.md).
+        let marqeta = try #require(IssuerCatalog.profiles[.marqeta])
+        let lithic = try #require(IssuerCatalog.profiles[.lithic])
+        #expect(!marqeta.resendSafe && !lithic.resendSafe)
+        #expect(marqeta.referenceFields == ["issuer_card_id"] && lithic.referenceFields == ["issuer_card_id"])
+        #expect(marqeta.credentialNames == ["application_token", "access_token"] && lithic.credentialNames == ["api_key"])
+        #expect(marqeta.wallets == [.applePay, .googlePay] && lithic.wallets == [.applePay, .googlePay])
+    }
+
+    /// With resendSafe false, the default table never sends a POST again once it may have arrived.
+    @Test(arguments: [IssuerKind.marqeta, .lithic])
+    func theRetryTableNeverResendsAMarqetaOrLithicRequestThatMayHaveArrived(kind: IssuerKind) throws {
+        let table = RetryDecisionTable.defaults(resendSafe: try #require(IssuerCatalog.profiles[kind]).resendSafe)
+        for condition in [UpstreamCondition.timedOut, .connectionReset, .malformed, .status(500), .status(502)] {
+            #expect(table.decide(condition)?.action == .fail, "\(kind) \(condition)")
+        }
+        #expect(table.decide(.connectFailed)?.action == .failover)
+        #expect(table.decide(.status(503))?.action == .retry)
     }
 
     /// What `issuers.<name>.wallets` may narrow is what the kind's connector serves.

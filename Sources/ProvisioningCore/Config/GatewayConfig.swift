@@ -336,8 +336,17 @@ public struct WireOptions: ConfigSection {
     public var encoding: BinaryEncoding?
     /// TMP: `bearer` (Authorization: Bearer, the default) or `header:<Name>` (the token in that header).
     public var auth: TMPAuth?
+    /// Marqeta (required there): the `provisioning_app_version` its provisioning requests carry,
+    /// the version of the fintech's app that pushes the card (1 to 50 characters).
+    public var provisioningAppVersion: String?
 
     public init() {}
+
+    /// In the order `unknown key (expected one of: ...)` lists them.
+    enum CodingKeys: String, CodingKey {
+        case encoding, auth
+        case provisioningAppVersion = "provisioning_app_version"
+    }
 }
 
 /// The gateway's own issuer `local`: the ECC_V2 encryptor over card data in the vault.

@@ -1,0 +1,193 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Marqeta's digital wallet provision requests, read from its Core API swagger
+/// (`digital_wallet_apple_pay_provision_request`, `digital_wallet_android_pay_provision_request`;
+/// basePath `/v3`), not from the gateway's connector: HTTP Basic (application token as user,
+/// access token as password), every required field with its type, enum and length, base64
+/// certificates (leaf first), nonce and signature; 201 with the documented response fields.
+public struct MarqetaSimulator: Sendable {
+    public let applicationToken: String
+    public let accessToken: String
+    public let cardTokens: Set<String>
+    /// Card data by card token; others get `DemoCard.testVisa`.
+    public let cards: [String: DemoCard]
+    public let log = SimulatorLog()
+    public let faults = SimulatorFaults()
+    /// The `device_type` and `provisioning_app_version` of each accepted request (no card data).
+    public let seen = MarqetaSeen()
+
+    public init(applicationToken: String, accessToken: String, cardTokens: Set<String>, cards: [String: DemoCard] = [:]) {
+        self.applicationToken = applicationToken
+        self.accessToken = accessToken
+        self.cardTokens = cardTokens
+        self.cards = cards
+    }
+
+    public func server(logger: Logger = Logger(label: "sandbox.marqeta")) -> SimulatorServer {
+        SimulatorServer(name: "marqeta-simulator", basePath: "/v3", logger: logger, log: log, faults: faults,
+                        errorResponse: { status, _, message in error(status, message) }) { router in
+        router.post("/v3/digitalwalletprovisionrequests/applepay") { request, _ in
+            await applePay(request)
+        }
+        router.post("/v3/digitalwalletprovisionrequests/androidpay") { request, _ in
+            await androidPay(request)
+        }
+        }
+    }
+
+    /// The swagger's `device_type` enum.
+    static let deviceTypes: Set<String> = ["MOBILE_PHONE", "WATCH", "TABLET", "WEARABLE_DEVICE", "HOUSEHOLD_DEVICE", "AUTOMOBILE_DEVICE"]
+
+    private var expectedAuthorization: String {
+        "Basic " + Data("\(applicationToken):\(accessToken)".utf8).base64EncodedString()
+    }
+
+    /// The body after auth, or the error answer.
+    private func body(_ request: Request) async -> Checked<[String: Any]> {
+        guard SimulatorHTTP.header(request, "Authorization") == expectedAuthorization else {
+            return .refused(error(.unauthorized, "Invalid application token or access token"))
+        }
+        guard let body = SimulatorHTTP.jsonObject(await SimulatorHTTP.body(request)) else {
+            return .refused(error(.badRequest, "Request body must be a JSON object"))
+        }
+        return .ok(body)
+    }
+
+    /// A required string of `min...max` characters, or the 400 naming it.
+    private func string(_ body: [String: Any], _ field: String, max: Int? = nil) -> Checked<String> {
+        guard let value = body[field] as? String else { return .refused(error(.badRequest, "Invalid input(s): \(field) is required")) }
+        guard !value.isEmpty, value.count <= (max ?? .max) else {
+            return .refused(error(.badRequest, "Invalid input(s): \(field) must be 1 to \(max ?? .max) characters"))
+        }
+        return .ok(value)
+    }
+
+    /// The fields both requests share: `card_token` (max 36), `device_type` (enum), `provisioning_app_version` (max 50).
+    private func common(_ body: [String: Any]) -> Checked<(cardToken: String, deviceType: String, appVersion: String)> {
+        let cardToken: String
+        switch string(body, "card_token", max: 36) {
+        case .ok(let value): cardToken = value
+        case .refused(let answer): return .refused(answer)
+        }
+        guard let deviceType = body["device_type"] as? String, Self.deviceTypes.contains(deviceType) else {
+            return .refused(error(.badRequest, "Invalid input(s): device_type must be one of \(Self.deviceTypes.sorted().joined(separator: ", "))"))
+        }
+        switch string(body, "provisioning_app_version", max: 50) {
+        case .ok(let version): return .ok((cardToken, deviceType, version))
+        case .refused(let answer): return .refused(answer)
+        }
+    }
+
+    private func applePay(_ request: Request) async -> Response {
+        let body: [String: Any]
+        switch await self.body(request) {
+        case .ok(let value): body = value
+        case .refused(let answer): return answer
+        }
+        let common: (cardToken: String, deviceType: String, appVersion: String)
+        switch self.common(body) {
+        case .ok(let value): common = value
+        case .refused(let answer): return answer
+        }
+        let cardToken = common.cardToken
+        guard let certificates = body["certificates"] as? [String], !certificates.isEmpty else {
+            return error(.badRequest, "Invalid input(s): certificates is required")
+        }
+        var chain: [Data] = []
+        for text in certificates {
+            guard let der = Data(base64Encoded: text), SimulatorHTTP.looksLikeDER(der) else {
+                return error(.badRequest, "Invalid input(s): certificates must be base64 DER certificates")
+            }
+            chain.append(der)
+        }
+        var decoded: [String: Data] = [:]
+        for field in ["nonce", "nonce_signature"] {
+            guard let text = body[field] as? String, !text.isEmpty else { return error(.badRequest, "Invalid input(s): \(field) is required") }
+            guard let bytes = Data(base64Encoded: text) else { return error(.badRequest, "Invalid input(s): \(field) is not base64") }
+            decoded[field] = bytes
+        }
+        guard cardTokens.contains(cardToken) else { return error(.notFound, "Card not found", code: "404") }
+        // The leaf comes first.
+        guard let payload = try? SandboxPayload.make(leafDER: chain[0], nonce: decoded["nonce"]!, nonceSignature: decoded["nonce_signature"]!,
+                                                     card: cards[cardToken] ?? .testVisa)
+        else { return error(.badRequest, "Invalid input(s): certificates[0] does not carry a P-256 key") }
+        await seen.record(deviceType: common.deviceType, appVersion: common.appVersion)
+        let now = Self.timestamp()
+        return SimulatorHTTP.json(.created, [
+            "card_token": cardToken,
+            "activation_data": payload.activationData.base64EncodedString(),
+            "encrypted_pass_data": payload.encryptedPassData.base64EncodedString(),
+            "ephemeral_public_key": payload.ephemeralPublicKey.base64EncodedString(),
+            "created_time": now, "last_modified_time": now,
+        ])
+    }
+
+    private func androidPay(_ request: Request) async -> Response {
+        let body: [String: Any]
+        switch await self.body(request) {
+        case .ok(let value): body = value
+        case .refused(let answer): return answer
+        }
+        let common: (cardToken: String, deviceType: String, appVersion: String)
+        switch self.common(body) {
+        case .ok(let value): common = value
+        case .refused(let answer): return answer
+        }
+        let cardToken = common.cardToken
+        var ids: [String: String] = [:]
+        for (field, limit) in [("wallet_account_id", 50), ("device_id", 24)] {
+            switch string(body, field, max: limit) {
+            case .ok(let value): ids[field] = value
+            case .refused(let answer): return answer
+            }
+        }
+        guard cardTokens.contains(cardToken) else { return error(.notFound, "Card not found", code: "404") }
+        await seen.record(deviceType: common.deviceType, appVersion: common.appVersion)
+        let card = cards[cardToken] ?? .testVisa
+        let network = SandboxOPC.network(card)
+        let now = Self.timestamp()
+        return SimulatorHTTP.json(.created, [
+            "card_token": cardToken, "created_time": now, "last_modified_time": now,
+            "push_tokenize_request_data": [
+                "display_name": "\(card.name) •••• \(card.number.suffix(4))",
+                "last_digits": String(card.number.suffix(4)),
+                "network": network,
+                "token_service_provider": network,
+                "opaque_payment_card": SandboxOPC.make(card: card, walletAccountID: ids["wallet_account_id"]!,
+                                                       deviceID: ids["device_id"]!).base64EncodedString(),
+                "user_address": ["name": card.name, "address1": "1 Sandbox Way", "city": "San Francisco", "state": "CA",
+                                 "postal_code": "94105", "country": "US", "phone": "4155550100"],
+            ] as [String: Any],
+        ])
+    }
+
+    /// `yyyy-MM-ddTHH:mm:ssZ`, as the swagger describes `created_time`.
+    static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: Date())
+    }
+
+    /// `{"error_code","error_message"}`, the swagger's error definition.
+    private func error(_ status: HTTPResponse.Status, _ message: String, code: String? = nil) -> Response {
+        SimulatorHTTP.json(status, ["error_code": code ?? "\(status.code)", "error_message": message])
+    }
+}
+
+/// What the Marqeta simulator was told about devices and app versions, for tests.
+public actor MarqetaSeen {
+    public private(set) var deviceTypes: [String] = []
+    public private(set) var appVersions: [String] = []
+    func record(deviceType: String, appVersion: String) {
+        deviceTypes.append(deviceType)
+        appVersions.append(appVersion)
+    }
+}
+
+/// A checked value, or the upstream's own refusal to answer with.
+enum Checked<Value> {
+    case ok(Value)
+    case refused(Response)
+}

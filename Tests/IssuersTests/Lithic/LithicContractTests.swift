@@ -1,0 +1,140 @@
+import Foundation
+import Issuers
+import ProvisioningCore
+import Sandbox
+import Testing
+
+/// Lithic's card provisioning. Lithic publishes no spec file here; every expectation below is a
+/// fact of `shared/UPSTREAMS.md`, "Lithic" (gathered from Lithic's SDKs, generated from its
+/// OpenAPI), quoted beside it, never a literal of the connector's wire file.
+@Suite struct LithicContractTests {
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "lithic", issuerReference: .init(["issuer_card_id": "lithic_card_1"]))
+    static let googleRequest = try! GooglePayProvisioningRequest(walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
+
+    static func connector(key: String = "lithic_key_1") -> ConnectorScenarios.MakeConnector {
+        { url, http in LithicConnector(issuer: "lithic", baseURL: url, apiKey: Sensitive(key), http: http) }
+    }
+
+    @Test func theApplePayRequestHasTheDocumentedShape() async throws {
+        let (_, captured) = try await ConnectorScenarios.replay(
+            status: .ok, body: try Fixtures.data("lithic-apple-pay-response.json"), card: Self.card, make: Self.connector())
+        // "Provision | POST /v1/cards/{card_token}/provision"
+        #expect(captured.method == "POST" && captured.path == "/v1/cards/lithic_card_1/provision")
+        // "Auth | header Authorization: <api key> (the raw key, no scheme word)"
+        #expect(captured.header("Authorization") == "lithic_key_1")
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: String])
+        // "digital_wallet (APPLE_PAY, GOOGLE_PAY, SAMSUNG_PAY); Apple Pay: certificate ..., nonce, nonce_signature"
+        #expect(Set(sent.keys) == ["digital_wallet", "certificate", "nonce", "nonce_signature"])
+        #expect(sent["digital_wallet"] == "APPLE_PAY")
+        let device = try Fixtures.deviceRequest()
+        // "certificate = the LEAF only, as the base64 body of its PEM (no BEGIN/END lines, i.e. base64
+        // of the DER; ... send none [line breaks])"
+        let certificate = try #require(sent["certificate"])
+        #expect(!certificate.contains("-----") && !certificate.contains("\n"))
+        #expect(Data(base64Encoded: certificate) == device.leafCertificate.value)
+        // "nonce, nonce_signature (base64)"
+        #expect(sent["nonce"].flatMap { Data(base64Encoded: $0) } == device.nonce.value)
+        #expect(sent["nonce_signature"].flatMap { Data(base64Encoded: $0) } == device.nonceSignature.value)
+    }
+
+    @Test func theGooglePayRequestHasTheDocumentedShapeAndTheAnswerDecodes() async throws {
+        let (payload, captured) = try await withReplay(status: .ok, body: try Fixtures.data("lithic-google-pay-response.json")) { url, capture in
+            let payload = try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).provisionGooglePay(Self.googleRequest, card: Self.card, context: Fixtures.context())
+            }
+            return (payload, try #require(await capture.requests.first))
+        }
+        #expect(captured.method == "POST" && captured.path == "/v1/cards/lithic_card_1/provision")
+        #expect(captured.header("Authorization") == "lithic_key_1")
+        // "Google/Samsung on Visa: client_device_id, client_wallet_account_id"
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: String])
+        #expect(sent == ["digital_wallet": "GOOGLE_PAY", "client_device_id": "hw-6c1f0a9e2d", "client_wallet_account_id": "WLT-2bB8p0e7LmQ"])
+        // "for Google/Samsung a STRING: base64 of the JSON/opaque payload for the wallet"
+        #expect(payload.opaquePaymentCard.value == Data(#"{"opc":"sandbox-opaque-card"}"#.utf8))
+        #expect(payload.displayName == nil)
+    }
+
+    /// "for Apple Pay it is an object {"activationData","encryptedData","ephemeralPublicKey"} (camelCase, base64)".
+    @Test func theDocumentedResponseDecodesToTheExpectedBytes() async throws {
+        try await ConnectorScenarios.documentedResponseDecodes(fixture: "lithic-apple-pay-response.json", card: Self.card, make: Self.connector())
+    }
+
+    @Test(arguments: [
+        (400, GatewayError.Code.upstreamRejected), (401, .upstreamAuthFailed), (404, .upstreamRejected),
+        (422, .upstreamRejected), (429, .upstreamUnavailable), (500, .upstreamUnavailable), (504, .upstreamTimeout),
+    ])
+    func errorsMapToUnifiedCodes(status: Int, code: GatewayError.Code) async throws {
+        try await ConnectorScenarios.errorMaps(status: status, body: Data(#"{"message":"refused"}"#.utf8), to: code,
+                                               card: Self.card, make: Self.connector())
+    }
+
+    @Test func malformedAnswersAreProtocolErrors() async throws {
+        // Marqeta's top-level snake_case answer is not Lithic's `provisioning_payload`; a Google string where Apple's object belongs.
+        let marqetaShape = #"{"activation_data":"AAAA","ephemeral_public_key":"BAAA","encrypted_pass_data":"AAAA"}"#
+        let stringPayload = #"{"provisioning_payload":"eyJvcGMiOiJ4In0="}"#
+        try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [marqetaShape, stringPayload],
+                                                                       card: Self.card, make: Self.connector())
+    }
+
+    @Test func theSimulatorAcceptsTheConnectorsRequests() async throws {
+        let simulator = LithicSimulator(apiKey: "lithic_key_1", cardTokens: ["lithic_card_1"])
+        let (apple, google) = try await withSimulator(simulator.server()) { url in
+            try await withUpstreamHTTP("lithic") { http in
+                let connector = Self.connector()(url, http)
+                return (try await connector.provisionApplePay(try Fixtures.deviceRequest(), card: Self.card, context: Fixtures.context()),
+                        try await connector.provisionGooglePay(Self.googleRequest, card: Self.card, context: Fixtures.context()))
+            }
+        }
+        #expect(apple.ephemeralPublicKey.value.count == 65)
+        #expect(google.opaquePaymentCard.value.count > 16)
+        #expect(await simulator.log.requests.map(\.status) == [200, 200])
+    }
+
+    /// "the raw key, no scheme word": a `Bearer` key is refused by the simulator.
+    @Test func aSchemeWordIsRefused() async throws {
+        let simulator = LithicSimulator(apiKey: "lithic_key_1", cardTokens: ["lithic_card_1"])
+        let error = await gatewayError {
+            try await withSimulator(simulator.server()) { url in
+                try await withUpstreamHTTP("lithic") { http in
+                    try await Self.connector(key: "Bearer lithic_key_1")(url, http)
+                        .provisionApplePay(try Fixtures.deviceRequest(), card: Self.card, context: Fixtures.context())
+                }
+            }
+        }
+        #expect(error?.code == .upstreamAuthFailed)
+    }
+
+    @Test(.enabled(if: LiveLithic.configured, LiveLithic.skipMessage))
+    func liveLithicAnswersInItsDocumentedShape() async throws {
+        let live = try #require(LiveLithic.fromEnvironment())
+        let card = CardRecord(id: "live", program: "live", issuer: "lithic", issuerReference: .init(["issuer_card_id": live.cardToken]))
+        try await withUpstreamHTTP("lithic", requestMS: 15_000) { http in
+            let connector = LithicConnector(issuer: "lithic", baseURL: live.baseURL, apiKey: Sensitive(live.apiKey), http: http)
+            let error = await gatewayError {
+                try await connector.provisionGooglePay(Self.googleRequest, card: card, context: Fixtures.context())
+            }
+            // Lithic answered: a payload in the documented shape, or a 4xx refusing the request
+            // (the gateway's key was accepted, so not 401/403).
+            if let error {
+                #expect(error.code == .upstreamRejected && (400..<500).contains(error.upstreamStatus ?? 0), "\(error)")
+            }
+        }
+    }
+}
+
+/// `LITHIC_BASE_URL`, `LITHIC_API_KEY`, `LITHIC_CARD_TOKEN`.
+struct LiveLithic: Sendable {
+    let baseURL: URL
+    let apiKey: String
+    let cardToken: String
+
+    static let skipMessage: Comment = "live Lithic test skipped: set LITHIC_BASE_URL, LITHIC_API_KEY and LITHIC_CARD_TOKEN"
+    static var configured: Bool { fromEnvironment() != nil }
+
+    static func fromEnvironment() -> LiveLithic? {
+        let env = ProcessInfo.processInfo.environment
+        guard let base = env["LITHIC_BASE_URL"].flatMap(URL.init(string:)), let key = env["LITHIC_API_KEY"],
+              let card = env["LITHIC_CARD_TOKEN"] else { return nil }
+        return LiveLithic(baseURL: base, apiKey: key, cardToken: card)
+    }
+}

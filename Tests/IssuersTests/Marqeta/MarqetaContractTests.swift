@@ -1,0 +1,278 @@
+import Foundation
+import Issuers
+import ProvisioningCore
+import Sandbox
+import Testing
+
+/// Marqeta's digital wallet provision requests, checked against its published Core API swagger
+/// (`../shared/upstream-specs/marqeta-core-api-swagger.json`), not against the connector's wire
+/// file or the simulator: the path and method, the body schema the operation names (required
+/// fields, types, enums, lengths, nothing undeclared), and HTTP Basic as UPSTREAMS.md states it.
+@Suite struct MarqetaContractTests {
+    static let specName = "marqeta-core-api-swagger.json"
+    static let specMissing: Comment = "Marqeta contract test skipped: ../shared/upstream-specs/marqeta-core-api-swagger.json is not beside the repository"
+    static let card = CardRecord(id: "card_1", program: "demo", issuer: "marqeta", issuerReference: .init(["issuer_card_id": "mq_card_1"]))
+    static let googleRequest = try! GooglePayProvisioningRequest(walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
+
+    static func connector(appVersion: String? = "4.2.0") -> ConnectorScenarios.MakeConnector {
+        { url, http in
+            MarqetaConnector(issuer: "marqeta", baseURL: url.appendingPathComponent("v3"), applicationToken: Sensitive("app_token_1"),
+                             accessToken: Sensitive("access_token_1"), provisioningAppVersion: appVersion, http: http)
+        }
+    }
+
+    static func deviceRequest(_ type: DeviceType) throws -> ApplePayProvisioningRequest {
+        let device = try Fixtures.deviceRequest()
+        return try ApplePayProvisioningRequest(
+            certificates: [device.leafCertificate.value, device.subordinateCertificate.value], nonce: device.nonce.value,
+            nonceSignature: device.nonceSignature.value,
+            device: DeviceInfo(type: type, primaryAccountIdentifier: type == .watch ? "V-3018253329239943005544" : nil))
+    }
+
+    /// The request the connector sends for `type`, captured at a replayed 201.
+    static func appleRequest(_ type: DeviceType) async throws -> CapturedRequest {
+        let request = try deviceRequest(type)
+        return try await withReplay(status: .created, body: try Fixtures.data("marqeta-apple-pay-response.json")) { url, capture in
+            _ = try await withUpstreamHTTP("marqeta") { http in
+                try await connector()(url, http).provisionApplePay(request, card: card, context: Fixtures.context())
+            }
+            return try #require(await capture.requests.first)
+        }
+    }
+
+    /// UPSTREAMS.md: "HTTP Basic: application token as user, admin access token as password".
+    static func expectBasicAuth(_ captured: CapturedRequest) throws {
+        let header = try #require(captured.header("Authorization"))
+        #expect(header.hasPrefix("Basic "))
+        let decoded = Data(base64Encoded: String(header.dropFirst("Basic ".count))).map { String(decoding: $0, as: UTF8.self) }
+        #expect(decoded == "app_token_1:access_token_1")
+    }
+
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
+    func theApplePayRequestConformsToThePublishedSchema() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let path = "/digitalwalletprovisionrequests/applepay"
+        let reference = try #require(spec.bodySchemaReference("POST", path))
+        #expect(reference == "#/definitions/digital_wallet_apple_pay_provision_request")
+        let captured = try await Self.appleRequest(.phone)
+        #expect(captured.method == "POST")
+        #expect(captured.path == spec.basePath + path)
+        try Self.expectBasicAuth(captured)
+        let sent = try JSONSerialization.jsonObject(with: captured.body)
+        let problems = spec.violations(of: sent, against: try #require(spec.schema(reference)))
+        #expect(problems.isEmpty, "\(problems)")
+
+        // The values, as UPSTREAMS.md describes them: certificates base64 DER, leaf first; base64 nonce and signature.
+        let body = try #require(sent as? [String: Any])
+        let device = try Fixtures.deviceRequest()
+        let certificates = try #require(body["certificates"] as? [String]).map { Data(base64Encoded: $0) }
+        #expect(certificates == [device.leafCertificate.value, device.subordinateCertificate.value])
+        #expect((body["nonce"] as? String).flatMap { Data(base64Encoded: $0) } == device.nonce.value)
+        #expect((body["nonce_signature"] as? String).flatMap { Data(base64Encoded: $0) } == device.nonceSignature.value)
+        #expect(body["card_token"] as? String == "mq_card_1")
+        #expect(body["provisioning_app_version"] as? String == "4.2.0")
+    }
+
+    /// The issue's mapping onto the swagger's `device_type` enum: phone -> MOBILE_PHONE,
+    /// watch -> WATCH, tablet -> TABLET.
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
+          arguments: [(DeviceType.phone, "MOBILE_PHONE"), (.watch, "WATCH"), (.tablet, "TABLET")])
+    func theDeviceTypeMapsOntoTheSchemasEnum(type: DeviceType, expected: String) async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let schema = try #require(spec.schema("#/definitions/digital_wallet_apple_pay_provision_request"))
+        let allowed = try #require(((schema["properties"] as? [String: Any])?["device_type"] as? [String: Any])?["enum"] as? [String])
+        #expect(allowed.contains(expected))
+        let sent = try #require(try JSONSerialization.jsonObject(with: try await Self.appleRequest(type).body) as? [String: Any])
+        #expect(sent["device_type"] as? String == expected)
+    }
+
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
+    func theGooglePayRequestConformsToThePublishedSchema() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let path = "/digitalwalletprovisionrequests/androidpay"
+        let reference = try #require(spec.bodySchemaReference("POST", path))
+        #expect(reference == "#/definitions/digital_wallet_android_pay_provision_request")
+        let (payload, captured) = try await withReplay(status: .created, body: try Fixtures.data("marqeta-google-pay-response.json")) { url, capture in
+            let payload = try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).provisionGooglePay(Self.googleRequest, card: Self.card, context: Fixtures.context())
+            }
+            return (payload, try #require(await capture.requests.first))
+        }
+        #expect(captured.method == "POST" && captured.path == spec.basePath + path)
+        try Self.expectBasicAuth(captured)
+        let sent = try JSONSerialization.jsonObject(with: captured.body)
+        let problems = spec.violations(of: sent, against: try #require(spec.schema(reference)))
+        #expect(problems.isEmpty, "\(problems)")
+        let body = try #require(sent as? [String: Any])
+        #expect(body["wallet_account_id"] as? String == "WLT-2bB8p0e7LmQ" && body["device_id"] as? String == "hw-6c1f0a9e2d")
+
+        // push_tokenize_request_data, read into Android's PushTokenizeRequest fields.
+        #expect(payload.opaquePaymentCard.value == Data(#"{"opc":"sandbox-opaque-card"}"#.utf8))
+        #expect(payload.displayName == "Visa Card" && payload.lastDigits == "1234")
+        #expect(payload.network == "VISA" && payload.tokenServiceProvider == "VISA")
+        #expect(payload.userAddress?.postalCode == "94612" && payload.userAddress?.country == "US")
+    }
+
+    /// The fixtures stand in for examples the swagger does not publish: they must conform to the
+    /// operations' 201 schemas themselves.
+    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
+          arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),
+                      ("/digitalwalletprovisionrequests/androidpay", "marqeta-google-pay-response.json")])
+    func theResponseFixturesConformToThePublishedSchemas(path: String, fixture: String) throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let reference = try #require(spec.responseSchemaReference("POST", path, status: "201"))
+        let problems = spec.violations(of: try JSONSerialization.jsonObject(with: try Fixtures.data(fixture)),
+                                       against: try #require(spec.schema(reference)))
+        #expect(problems.isEmpty, "\(problems)")
+    }
+
+    @Test func theDocumentedResponseDecodesToTheExpectedBytes() async throws {
+        let (result, _) = try await ConnectorScenarios.replay(
+            status: .created, body: try Fixtures.data("marqeta-apple-pay-response.json"), card: Self.card, make: Self.connector())
+        let payload = try result.get()
+        let expected = try Fixtures.expected("marqeta-apple-pay-response.json")
+        #expect(payload.activationData.value == expected.activation)
+        #expect(payload.encryptedPassData.value == expected.encrypted)
+        #expect(payload.ephemeralPublicKey.value == expected.key)
+    }
+
+    /// The swagger documents 400 (bad request), 404 (card not found) and 500; UPSTREAMS.md adds 409.
+    @Test(arguments: [
+        (400, GatewayError.Code.upstreamRejected), (401, .upstreamAuthFailed), (403, .upstreamAuthFailed), (404, .upstreamRejected),
+        (409, .upstreamRejected), (429, .upstreamUnavailable), (500, .upstreamUnavailable), (504, .upstreamTimeout),
+    ])
+    func errorsMapToUnifiedCodes(status: Int, code: GatewayError.Code) async throws {
+        try await ConnectorScenarios.errorMaps(status: status, body: try Fixtures.data("marqeta-error-400.json"), to: code,
+                                               card: Self.card, make: Self.connector())
+    }
+
+    @Test func theErrorCodeOfTheDocumentedErrorBodyIsRead() async throws {
+        let (result, _) = try await ConnectorScenarios.replay(
+            status: .badRequest, body: try Fixtures.data("marqeta-error-400.json"), card: Self.card, make: Self.connector())
+        guard case .failure(let error) = result else { Issue.record("a 400 was taken as a success"); return }
+        #expect(error.detail.contains("400401"), "\(error.detail)")
+    }
+
+    @Test func malformedAnswersAreProtocolErrors() async throws {
+        // TMP's and Lithic's `encryptedData` is not Marqeta's `encrypted_pass_data`.
+        let wrongName = #"{"activation_data":"AAAA","ephemeral_public_key":"BAAA","encryptedData":"AAAA"}"#
+        try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [wrongName],
+                                                                       card: Self.card, make: Self.connector())
+    }
+
+    @Test func theSimulatorAcceptsTheConnectorsRequests() async throws {
+        let simulator = MarqetaSimulator(applicationToken: "app_token_1", accessToken: "access_token_1", cardTokens: ["mq_card_1"])
+        let (apple, google) = try await withSimulator(simulator.server()) { url in
+            try await withUpstreamHTTP("marqeta") { http in
+                let connector = MarqetaConnector(issuer: "marqeta", baseURL: url, applicationToken: Sensitive("app_token_1"),
+                                                 accessToken: Sensitive("access_token_1"), provisioningAppVersion: "4.2.0", http: http)
+                return (try await connector.provisionApplePay(try Self.deviceRequest(.watch), card: Self.card, context: Fixtures.context()),
+                        try await connector.provisionGooglePay(Self.googleRequest, card: Self.card, context: Fixtures.context()))
+            }
+        }
+        #expect(apple.ephemeralPublicKey.value.count == 65)
+        #expect(google.lastDigits == "1111")
+        #expect(await simulator.log.requests.map(\.path) == ["/v3/digitalwalletprovisionrequests/applepay", "/v3/digitalwalletprovisionrequests/androidpay"])
+        #expect(await simulator.log.requests.map(\.status) == [201, 201])
+        #expect(await simulator.seen.deviceTypes == ["WATCH", "MOBILE_PHONE"])
+    }
+
+    /// The simulator refuses the tokens the wrong way round, as Marqeta's Basic auth would.
+    @Test func swappedTokensAreRefused() async throws {
+        let simulator = MarqetaSimulator(applicationToken: "app_token_1", accessToken: "access_token_1", cardTokens: ["mq_card_1"])
+        let error = await gatewayError {
+            try await withSimulator(simulator.server()) { url in
+                try await withUpstreamHTTP("marqeta") { http in
+                    try await MarqetaConnector(issuer: "marqeta", baseURL: url, applicationToken: Sensitive("access_token_1"),
+                                               accessToken: Sensitive("app_token_1"), provisioningAppVersion: "4.2.0", http: http)
+                        .provisionApplePay(try Fixtures.deviceRequest(), card: Self.card, context: Fixtures.context())
+                }
+            }
+        }
+        #expect(error?.code == .upstreamAuthFailed)
+    }
+
+    /// The androidpay schema's `device_id` maxLength 24 and `wallet_account_id` maxLength 50.
+    @Test(arguments: [("w", 51, "wallet_account_id"), ("d", 25, "device_id")])
+    func idsLongerThanMarqetaAcceptsAreRefusedBeforeCalling(kind: String, length: Int, field: String) async throws {
+        let long = try GooglePayProvisioningRequest(walletAccountID: kind == "w" ? String(repeating: "w", count: length) : "w1",
+                                                    deviceID: kind == "d" ? String(repeating: "d", count: length) : "d1")
+        let (error, calls) = try await withReplay(status: .created, body: try Fixtures.data("marqeta-google-pay-response.json")) { url, capture in
+            let error = await gatewayError {
+                try await withUpstreamHTTP("marqeta") { http in
+                    try await Self.connector()(url, http).provisionGooglePay(long, card: Self.card, context: Fixtures.context())
+                }
+            }
+            return (error, await capture.requests.count)
+        }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.detail.contains(field) == true)
+        #expect(calls == 0)
+    }
+
+    /// The request's `device.app_version` is sent instead of the configured version.
+    @Test func theRequestsAppVersionWinsOverTheConfiguredOne() async throws {
+        let device = try Fixtures.deviceRequest()
+        let request = try ApplePayProvisioningRequest(
+            certificates: [device.leafCertificate.value, device.subordinateCertificate.value], nonce: device.nonce.value,
+            nonceSignature: device.nonceSignature.value, device: DeviceInfo(type: .phone, appVersion: "7.1.3-beta"))
+        let captured = try await withReplay(status: .created, body: try Fixtures.data("marqeta-apple-pay-response.json")) { url, capture in
+            _ = try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).provisionApplePay(request, card: Self.card, context: Fixtures.context())
+            }
+            return try #require(await capture.requests.first)
+        }
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: Any])
+        #expect(sent["provisioning_app_version"] as? String == "7.1.3-beta")
+    }
+
+    @Test func theAppVersionIsRequiredByTheConfigAndNamedByItsKeyPath() {
+        let missing = MarqetaIssuer().wireProblems(WireOptions(), path: "issuers.mq.wire")
+        #expect(missing.map(\.path) == ["issuers.mq.wire.provisioning_app_version"])
+        var tooLong = WireOptions()
+        tooLong.provisioningAppVersion = String(repeating: "9", count: 51)
+        #expect(MarqetaIssuer().wireProblems(tooLong, path: "w").map(\.path) == ["w.provisioning_app_version"])
+        var fine = WireOptions()
+        fine.provisioningAppVersion = "4.2.0"
+        #expect(MarqetaIssuer().wireProblems(fine, path: "w").isEmpty)
+        #expect(LithicIssuer().wireProblems(fine, path: "w").map(\.path) == ["w.provisioning_app_version"])
+    }
+
+    @Test(.enabled(if: LiveMarqeta.configured, LiveMarqeta.skipMessage))
+    func liveMarqetaAnswersInItsDocumentedShape() async throws {
+        let live = try #require(LiveMarqeta.fromEnvironment())
+        let card = CardRecord(id: "live", program: "live", issuer: "marqeta", issuerReference: .init(["issuer_card_id": live.cardToken]))
+        try await withUpstreamHTTP("marqeta", requestMS: 15_000) { http in
+            let connector = MarqetaConnector(issuer: "marqeta", baseURL: live.baseURL, applicationToken: Sensitive(live.applicationToken),
+                                             accessToken: Sensitive(live.accessToken), provisioningAppVersion: "1.0.0", http: http)
+            let error = await gatewayError {
+                try await connector.provisionApplePay(try Fixtures.deviceRequest(), card: card, context: Fixtures.context())
+            }
+            // Marqeta answered: a payload (no error), or a documented 4xx (400 for a sandbox device
+            // Apple never issued, 404 for the card) whose body had the documented error_code.
+            if let error {
+                #expect([400, 404, 409].contains(error.upstreamStatus ?? 0), "\(error)")
+                #expect(error.code == .upstreamRejected && error.detail.contains("rejected the request: HTTP") && error.detail.contains("("),
+                        "no documented error_code in the answer: \(error.detail)")
+            }
+        }
+    }
+}
+
+/// `MARQETA_BASE_URL`, `MARQETA_APPLICATION_TOKEN`, `MARQETA_ACCESS_TOKEN`, `MARQETA_CARD_TOKEN`.
+struct LiveMarqeta: Sendable {
+    let baseURL: URL
+    let applicationToken: String
+    let accessToken: String
+    let cardToken: String
+
+    static let skipMessage: Comment = "live Marqeta test skipped: set MARQETA_BASE_URL, MARQETA_APPLICATION_TOKEN, MARQETA_ACCESS_TOKEN and MARQETA_CARD_TOKEN"
+    static var configured: Bool { fromEnvironment() != nil }
+
+    static func fromEnvironment() -> LiveMarqeta? {
+        let env = ProcessInfo.processInfo.environment
+        guard let base = env["MARQETA_BASE_URL"].flatMap(URL.init(string:)), let application = env["MARQETA_APPLICATION_TOKEN"],
+              let access = env["MARQETA_ACCESS_TOKEN"], let card = env["MARQETA_CARD_TOKEN"] else { return nil }
+        return LiveMarqeta(baseURL: base, applicationToken: application, accessToken: access, cardToken: card)
+    }
+}

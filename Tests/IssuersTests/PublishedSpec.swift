@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+/// A published machine-readable contract from `../shared/upstream-specs` (beside the repository),
+/// read as published (a UTF-8 byte order mark included), and a small JSON Schema check of what the
+/// contract tests need: required properties, types, enums, string lengths, and no property the
+/// schema does not declare. `$ref`s to `#/definitions/...` are followed.
+struct PublishedSpec: @unchecked Sendable {
+    let document: [String: Any]
+
+    static let directory = Fixtures.packageRoot.deletingLastPathComponent().appendingPathComponent("shared/upstream-specs")
+
+    static func exists(_ name: String) -> Bool {
+        FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path)
+    }
+
+    static func load(_ name: String) throws -> PublishedSpec {
+        var data = try Data(contentsOf: directory.appendingPathComponent(name))
+        if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
+        return PublishedSpec(document: try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]))
+    }
+
+    var basePath: String { document["basePath"] as? String ?? "" }
+
+    /// The operation object of `method` at `path`, or nil when the document has none.
+    func operation(_ method: String, _ path: String) -> [String: Any]? {
+        ((document["paths"] as? [String: Any])?[path] as? [String: Any])?[method.lowercased()] as? [String: Any]
+    }
+
+    /// Swagger 2: the body parameter's schema `$ref` of an operation.
+    func bodySchemaReference(_ method: String, _ path: String) -> String? {
+        let parameters = operation(method, path)?["parameters"] as? [[String: Any]] ?? []
+        return (parameters.first { $0["in"] as? String == "body" }?["schema"] as? [String: Any])?["$ref"] as? String
+    }
+
+    /// The `$ref` of a response's schema for `status`.
+    func responseSchemaReference(_ method: String, _ path: String, status: String) -> String? {
+        (((operation(method, path)?["responses"] as? [String: Any])?[status] as? [String: Any])?["schema"] as? [String: Any])?["$ref"] as? String
+    }
+
+    func schema(_ reference: String) -> [String: Any]? {
+        guard reference.hasPrefix("#/definitions/") else { return nil }
+        return (document["definitions"] as? [String: Any])?[String(reference.dropFirst("#/definitions/".count))] as? [String: Any]
+    }
+
+    /// Every way `value` breaks `schema`, as `path: reason`; empty means it conforms.
+    func violations(of value: Any, against schema: [String: Any], path: String = "$") -> [String] {
+        if let reference = schema["$ref"] as? String {
+            guard let resolved = self.schema(reference) else { return ["\(path): unresolvable \(reference)"] }
+            return violations(of: value, against: resolved, path: path)
+        }
+        var problems: [String] = []
+        switch schema["type"] as? String {
+        case "object"?:
+            guard let object = value as? [String: Any] else { return ["\(path): not an object"] }
+            let properties = schema["properties"] as? [String: Any] ?? [:]
+            for name in schema["required"] as? [String] ?? [] where object[name] == nil {
+                problems.append("\(path).\(name): required")
+            }
+            for (name, item) in object {
+                guard let property = properties[name] as? [String: Any] else {
+                    problems.append("\(path).\(name): not a property of the schema")
+                    continue
+                }
+                problems += violations(of: item, against: property, path: "\(path).\(name)")
+            }
+        case "array"?:
+            guard let array = value as? [Any] else { return ["\(path): not an array"] }
+            if let items = schema["items"] as? [String: Any] {
+                for (index, item) in array.enumerated() { problems += violations(of: item, against: items, path: "\(path)[\(index)]") }
+            }
+        case "string"?:
+            guard let string = value as? String else { return ["\(path): not a string"] }
+            if let minimum = schema["minLength"] as? Int, string.count < minimum { problems.append("\(path): shorter than \(minimum)") }
+            if let maximum = schema["maxLength"] as? Int, string.count > maximum { problems.append("\(path): longer than \(maximum)") }
+            if let allowed = schema["enum"] as? [String], !allowed.contains(string) { problems.append("\(path): \(string) is not in the enum") }
+        case "integer"?:
+            if !(value is Int) { problems.append("\(path): not an integer") }
+        case "boolean"?:
+            if !(value is Bool) { problems.append("\(path): not a boolean") }
+        default:
+            break
+        }
+        return problems
+    }
+}
