@@ -40,6 +40,8 @@ public struct GatewayExtensions: Sendable {
 /// - Parameters:
 ///   - store: a store the caller opened (tests); the config's store otherwise.
 ///   - clock: the one clock that decides time-based behaviour (rate limits, drain, purge).
+///   - tracing: the tracer of the request and upstream-attempt spans (tests pass an in-memory
+///     one); what `telemetry` configures otherwise (`GatewayTracing.configured`).
 public func buildGateway(
     config: GatewayConfig,
     environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -48,6 +50,7 @@ public func buildGateway(
     extensions: GatewayExtensions = GatewayExtensions(),
     health givenHealth: UpstreamHealth? = nil,
     clock: some Clock<Duration> = ContinuousClock(),
+    tracing givenTracing: GatewayTracing? = nil,
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> GatewayProcess {
@@ -77,6 +80,7 @@ public func buildGateway(
     health.applyPauses(config: Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) }))
     let upstreams = UpstreamDirectory()
     let readiness = Readiness()
+    let tracing = try givenTracing ?? GatewayTracing.configured(config.telemetry, logger: logger)
 
     // Failed authentications are security events (source address and reason, never the key).
     let securityAudit = SecurityAudit(store: store, logger: logger)
@@ -87,6 +91,7 @@ public func buildGateway(
     let router = Router(context: GatewayRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
+    router.add(middleware: RequestTracingMiddleware(tracer: tracing.tracer))
     router.add(middleware: ProblemMiddleware(logger: logger))
     router.add(middleware: ClientAuthMiddleware(
         authenticator: ClientAuthenticator(clients: config.clients),
@@ -114,7 +119,7 @@ public func buildGateway(
         issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
             if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
         },
-        clock: clock, logger: logger)
+        clock: clock, tracer: tracing.tracer, logger: logger)
     let handler = APIHandler(
         service: service, store: store, registration: CardRegistration(config: config),
         audit: securityAudit,
@@ -159,8 +164,9 @@ public func buildGateway(
 
     // Start order; a graceful shutdown stops them in reverse: drain (readiness 503, then the
     // delay), the server (listener closed, requests in flight finish), the composition's services,
-    // the purge job, the upstream clients, the store.
-    let services: [any Service] = [
+    // the purge job, the upstream clients, the store, and last the tracer's exporter (flushing the
+    // spans of the last requests).
+    let services: [any Service] = (tracing.service.map { [$0] } ?? []) + [
         storeService,
         UpstreamClientsService(upstreams: upstreams),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
