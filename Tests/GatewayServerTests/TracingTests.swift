@@ -242,3 +242,21 @@ extension TracingTests {
         #expect(ContinuousClock.now - started < .seconds(20), "the shutdown waited \(ContinuousClock.now - started) on the exporter")
     }
 }
+
+extension TracingTests {
+    /// A `traceparent` that is not W3C starts a new trace; the tracer's complaint names the trace
+    /// headers only, never the request's API key.
+    @Test func aMalformedTraceparentStartsANewTraceAndLogsNoKey() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        try await GatewayHarness.run(logger: logger) { client, sandbox in
+            let response = try await Self.provision(client, traceparent: "00-not-a-trace-01")
+            #expect(response.status == .ok)
+            let seen = await sandbox.bridge.log.requests
+            let identity = try #require(seen.first?.traceparent.flatMap(TraceIdentity.init(traceparent:)), "\(seen)")
+            #expect(identity.traceID != Self.traceID)
+        }
+        #expect(captured.text.contains("00-not-a-trace-01"), "the tracer did not say what it could not read: \(captured.text)")
+        #expect(!captured.text.contains(GatewayHarness.demoKey), "a log line holds the API key")
+    }
+}
