@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Issuers
 import ProvisioningCore
+import Tracing
 import WalletCrypto
 
 public struct ApplePayProvisioning: Sendable {
@@ -69,7 +70,8 @@ public struct ProvisioningService: Sendable {
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
-        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], clock: GatewayClock = .continuous, logger: Logger
+        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], clock: GatewayClock = .continuous, tracer: any Tracer = NoOpTracer(),
+        logger: Logger
     ) {
         self.clock = clock
         self.activationIssuer = activationIssuer
@@ -81,7 +83,7 @@ public struct ProvisioningService: Sendable {
         self.deadline = deadline
         self.validatedIssuers = validatedIssuers
         self.chainValidator = chainValidator
-        self.caller = ResilientCaller(health: health, metrics: metrics)
+        self.caller = ResilientCaller(health: health, metrics: metrics, tracer: tracer)
         self.metrics = metrics
         self.logger = logger
     }
@@ -338,8 +340,8 @@ public struct ProvisioningService: Sendable {
         if let upstream = upstreams.issuer(issuer) {
             return try await caller.call(upstream, context: context, logger: trail.logger, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
-            }) { (connector) async throws(GatewayError) in
-                try await call(connector, card, context)
+            }) { (connector, attempt) async throws(GatewayError) in
+                try await call(connector, card, attempt)
             }
         }
         guard let local, local.issuer == issuer else {

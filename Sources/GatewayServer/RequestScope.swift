@@ -7,7 +7,8 @@ import NIOCore
 enum RequestScope {
     @TaskLocal static var client: Client?
     @TaskLocal static var requestID: String = ""
-    /// The gateway's logger with this request's `request_id`: every line a request logs goes through it.
+    /// The gateway's logger with this request's `request_id`, `trace_id` and `span_id`: every line a
+    /// request logs goes through it.
     @TaskLocal static var logger: Logger?
     /// The caller's address, formatted only when a security event names it.
     @TaskLocal static var remoteAddress: SocketAddress?

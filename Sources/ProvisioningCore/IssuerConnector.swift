@@ -12,6 +12,9 @@ public struct ProvisioningContext: Sendable {
     /// The request's logger metadata (`request_id`, `provisioning_id`, ...), so an upstream's log
     /// lines are lines of the request that caused them. Never holds card data.
     public let logMetadata: [String: String]
+    /// The trace of the attempt in progress, set by the resilience runtime for each attempt (nil
+    /// outside one): `UpstreamHTTP` sends its headers and tells it the HTTP status.
+    public private(set) var attemptTrace: UpstreamAttemptTrace?
 
     public init(
         provisioningID: ProvisioningID, idempotencyKey: String? = nil, deadline: GatewayClock.Instant, clock: GatewayClock,
@@ -26,6 +29,30 @@ public struct ProvisioningContext: Sendable {
 
     /// Time left before the deadline (negative once it passed).
     public var remaining: Duration { clock.now.duration(to: deadline) }
+
+    /// The same request's context for one attempt under `trace`.
+    public func attempt(_ trace: UpstreamAttemptTrace) -> ProvisioningContext {
+        var context = self
+        context.attemptTrace = trace
+        return context
+    }
+}
+
+/// One upstream attempt's part in the request's distributed trace: the W3C trace context headers
+/// (`traceparent`, `tracestate`) of the attempt's span, sent with the attempt's HTTP request so the
+/// upstream continues the caller's trace, and where the answer's HTTP status is noted for that span.
+/// Holds trace identifiers only, never card data.
+public struct UpstreamAttemptTrace: Sendable {
+    public let headers: [(name: String, value: String)]
+    private let noteStatus: @Sendable (Int) -> Void
+
+    public init(headers: [(name: String, value: String)], noteStatus: @escaping @Sendable (Int) -> Void = { _ in }) {
+        self.headers = headers
+        self.noteStatus = noteStatus
+    }
+
+    /// The upstream answered with `status` (whatever the connector then makes of it).
+    public func answered(status: Int) { noteStatus(status) }
 }
 
 /// One upstream issuer's dialect: build its request, call it, decode its answer, map its errors.

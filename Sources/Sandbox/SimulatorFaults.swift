@@ -88,9 +88,12 @@ struct SimulatorMiddleware: RouterMiddleware {
         let idempotencyKey = SimulatorHTTP.header(request, "Idempotency-Key")
         let method = request.method.rawValue
         let path = request.uri.path
+        let traceparent = SimulatorHTTP.header(request, "traceparent")
+        let tracestate = SimulatorHTTP.header(request, "tracestate")
         guard let fault = await faults.take() else {
             let response = try await next(request, context)
-            await log.record(.init(method: method, path: path, status: Int(response.status.code), idempotencyKey: idempotencyKey))
+            await log.record(.init(method: method, path: path, status: Int(response.status.code), idempotencyKey: idempotencyKey,
+                                 traceparent: traceparent, tracestate: tracestate))
             return response
         }
         let status: Int
@@ -114,11 +117,13 @@ struct SimulatorMiddleware: RouterMiddleware {
         case .slow:
             try? await Task.sleep(for: fault.delay ?? .seconds(1))
             let answer = try await next(request, context)
-            await log.record(.init(method: method, path: path, status: Int(answer.status.code), idempotencyKey: idempotencyKey))
+            await log.record(.init(method: method, path: path, status: Int(answer.status.code), idempotencyKey: idempotencyKey,
+                                 traceparent: traceparent, tracestate: tracestate))
             return answer
         case .timeout, .reset:
             // Recorded before the wait: the request did arrive.
-            await log.record(.init(method: method, path: path, status: 0, idempotencyKey: idempotencyKey))
+            await log.record(.init(method: method, path: path, status: 0, idempotencyKey: idempotencyKey,
+                                 traceparent: traceparent, tracestate: tracestate))
             let channel = context.channel
             if fault.mode == .timeout {
                 // Held until the delay passes or the caller gives up and closes the connection,
@@ -135,7 +140,8 @@ struct SimulatorMiddleware: RouterMiddleware {
             try? await channel.close()
             throw CancellationError()
         }
-        await log.record(.init(method: method, path: path, status: status, idempotencyKey: idempotencyKey))
+        await log.record(.init(method: method, path: path, status: status, idempotencyKey: idempotencyKey,
+                                 traceparent: traceparent, tracestate: tracestate))
         return response
     }
 }

@@ -91,6 +91,9 @@ public struct RecordedRequest: Sendable, Equatable {
     public let path: String
     public let status: Int
     public let idempotencyKey: String?
+    /// The W3C trace context the caller sent (trace ids only), to check it is propagated.
+    public let traceparent: String?
+    public let tracestate: String?
 }
 
 /// Keeps the most recent `limit` requests (a sandbox may run for days) and counts them all.

@@ -66,6 +66,9 @@ import Testing
             - { id: k0, key: env:VAULT_KEY_0 }
         trust: { anchors: [apple] }
         log: { format: json }
+        telemetry:
+          service_name: provisioning-gateway-eu
+          otlp: { endpoint: "http://otel-collector:4318" }
         """
 
     @Test func aFileUsingEveryKeyHasNoUnknownKey() {
@@ -109,7 +112,7 @@ import Testing
             "issuers.bridge.circuit_breaker.open_msec: unknown key (expected one of: failure_threshold, open_ms, half_open_probes)",
             "routing.rules[0].match.cardid: unknown key (expected one of: program, card_id_prefix, wallet)",
             "vault.keys[1].activ: unknown key (expected one of: id, key, active)",
-            "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox, log)",
+            "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox, log, telemetry)",
         ])
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Issuers
 import Logging
 import ProvisioningCore
+import Tracing
 
 /// What one call to one upstream endpoint did, for the audit trail.
 public struct AttemptReport: Sendable {
@@ -27,23 +28,32 @@ public struct AttemptReport: Sendable {
 ///    attempt is not started.
 ///
 /// The connector keeps the same `ProvisioningContext` (and so the same idempotency key) for every
-/// attempt. Time (what is left, latencies, waits) is read from the context's clock.
+/// attempt; each attempt gets it with its own `attemptTrace`. Time (what is left, latencies, waits)
+/// is read from the context's clock.
+///
+/// Every attempt is a client span (`AttemptSpan`), a child of the request's span (the task's
+/// `InstrumentationContext`), whose trace context goes to the upstream in the attempt's headers.
 public struct ResilientCaller: Sendable {
     let health: UpstreamHealth
     let metrics: GatewayMetrics?
     /// Draws the jitter, uniform in 0...1; injectable for tests.
     let unit: @Sendable () -> Double
+    let tracer: any Tracer
 
-    public init(health: UpstreamHealth, metrics: GatewayMetrics?, unit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+    public init(
+        health: UpstreamHealth, metrics: GatewayMetrics?, tracer: any Tracer = NoOpTracer(),
+        unit: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+    ) {
         self.health = health
         self.metrics = metrics
+        self.tracer = tracer
         self.unit = unit
     }
 
     public func call<T: Sendable>(
         _ upstream: UpstreamIssuer, context: ProvisioningContext, logger: Logger,
         onAttempt: (AttemptReport) async throws(GatewayError) -> Void,
-        _ operation: (any IssuerConnector) async throws(GatewayError) -> T
+        _ operation: (any IssuerConnector, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         let policy = upstream.retry
         let count = upstream.endpoints.count
@@ -81,10 +91,11 @@ public struct ResilientCaller: Sendable {
             attempts += 1
             if attempts > 1 { metrics?.retry(issuer: upstream.issuer, reason: lastError?.condition?.description ?? "other") }
             let connector = upstream.endpoints[index]
+            let span = AttemptSpan(tracer: tracer, issuer: upstream.issuer, endpoint: connector.endpoint, attempt: attempts)
             let started = clock.now
             let outcome: Result<T, GatewayError>
             do throws(GatewayError) {
-                outcome = .success(try await operation(connector))
+                outcome = .success(try await operation(connector, context.attempt(span.upstreamTrace)))
             } catch {
                 outcome = .failure(error)
             }
@@ -93,6 +104,7 @@ public struct ResilientCaller: Sendable {
             let error: GatewayError
             switch outcome {
             case .success(let value):
+                span.end(outcome: nil)
                 health.record(issuer: upstream.issuer, index: index, error: nil)
                 metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: "succeeded", latency: latency)
                 try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: nil, latency: latency))
@@ -105,11 +117,13 @@ public struct ResilientCaller: Sendable {
             // upstream accepts, a card the connector cannot address) is not an attempt: the
             // request ends as it is, and its own audit event says why.
             guard let condition = error.condition else {
+                span.end(outcome: error)
                 health.release(issuer: upstream.issuer, index: index)
                 throw error
             }
             let rule = upstream.decisions.decide(condition)
             let failure = rule.map { error.recoded($0.code) } ?? error
+            span.end(outcome: failure)
             health.record(issuer: upstream.issuer, index: index, error: failure)
             metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: failure.code.rawValue, latency: latency)
             try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: failure, latency: latency))

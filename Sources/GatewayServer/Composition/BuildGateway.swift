@@ -43,6 +43,8 @@ public struct GatewayExtensions: Sendable {
 ///   - clock: the one clock that decides time-based behaviour (rate limits, drain, purge).
 ///   - configSource: the file a reload reads (SIGHUP, `POST /v1/admin/config/reload`); without it
 ///     a reload is refused.
+///   - tracing: the tracer of the request and upstream-attempt spans (tests pass an in-memory
+///     one); what `telemetry` configures otherwise (`GatewayTracing.configured`).
 public func buildGateway(
     config: GatewayConfig,
     configSource: ConfigSource? = nil,
@@ -52,6 +54,7 @@ public func buildGateway(
     extensions: GatewayExtensions = GatewayExtensions(),
     health givenHealth: UpstreamHealth? = nil,
     clock: some Clock<Duration> = ContinuousClock(),
+    tracing givenTracing: GatewayTracing? = nil,
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> GatewayProcess {
@@ -82,6 +85,7 @@ public func buildGateway(
     let readiness = Readiness()
     // The generation of the configuration serving requests; a reload swaps it (ConfigReload.swift).
     let live = LiveConfiguration()
+    let tracing = try givenTracing ?? GatewayTracing.configured(config.telemetry, logger: logger)
 
     // Failed authentications are security events (source address and reason, never the key).
     let securityAudit = SecurityAudit(store: store, logger: logger)
@@ -95,12 +99,13 @@ public func buildGateway(
     let reloader = ConfigReloader(
         source: configSource, live: live,
         parts: GenerationParts(store: store, local: local, health: health, metrics: metrics,
-                               sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, logger: logger),
+                               sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, tracer: tracing.tracer, logger: logger),
         environment: environment, audit: securityAudit, clientLimits: clientLimits, failureLimits: failureLimits)
 
     let router = Router(context: GatewayRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
+    router.add(middleware: RequestTracingMiddleware(tracer: tracing.tracer))
     router.add(middleware: ProblemMiddleware(logger: logger))
     // From here on a request runs on the config generation serving when it arrived.
     router.add(middleware: ConfigGenerationMiddleware(live: live))
@@ -159,8 +164,9 @@ public func buildGateway(
 
     // Start order; a graceful shutdown stops them in reverse: drain (readiness 503, then the
     // delay), the server (listener closed, requests in flight finish), the composition's services,
-    // the purge job, the upstream clients, the store.
-    let services: [any Service] = [
+    // the purge job, the upstream clients, the store, and last the tracer's exporter (flushing the
+    // spans of the last requests).
+    let services: [any Service] = (tracing.service.map { [$0] } ?? []) + [
         storeService,
         UpstreamClientsService(live: live),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),

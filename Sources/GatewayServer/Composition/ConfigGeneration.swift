@@ -3,6 +3,7 @@ import Gateway
 import Logging
 import ProvisioningCore
 import Synchronization
+import Tracing
 
 /// Everything a request reads from the configuration, built from one file: who the clients are,
 /// the issuers with their connectors, the routing, the deadlines and body limit. A config reload
@@ -39,7 +40,7 @@ final class ConfigGeneration: Sendable {
             issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
                 if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
             },
-            clock: parts.clock, logger: parts.logger)
+            clock: parts.clock, tracer: parts.tracer, logger: parts.logger)
         registration = CardRegistration(config: config)
         routes = RouteExplainer(config: config)
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
@@ -66,6 +67,8 @@ struct GenerationParts: Sendable {
     let metrics: GatewayMetrics
     let sealer: ResponseSealer
     let clock: GatewayClock
+    /// The request and upstream-attempt spans' tracer (`telemetry`, which takes a restart).
+    let tracer: any Tracer
     let logger: Logger
 }
 

@@ -19,7 +19,7 @@ public struct ConfigSource: Sendable {
 }
 
 /// The settings a running gateway cannot change: the listener, the store, the local encryptor's
-/// keys and trust anchors, the sandbox, logging. A reload keeps their running values and names the
+/// keys and trust anchors, the sandbox, logging, telemetry. A reload keeps their running values and names the
 /// ones the file changed (`restart_required`); everything else (clients and their rate limits,
 /// issuers, routing, `server.deadline_ms`, `server.max_body_bytes`, `server.auth_failure_limit`)
 /// takes effect.
@@ -47,6 +47,7 @@ enum RestartOnlySettings {
         keep("trust", \.trust)
         keep("sandbox", \.sandbox)
         keep("log", \.log)
+        keep("telemetry", \.telemetry)
         return differing
     }
 

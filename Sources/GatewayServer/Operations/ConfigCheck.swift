@@ -45,6 +45,9 @@ public enum ConfigCheck {
             "  routing rules: \(rules)" + (config.routing.activations.issuer.map { "; token activations without a card go to \($0)" } ?? ""),
             "  store: \(config.store.postgres == nil ? "sqlite" : "postgres")",
             config.sandbox.enabled ? "  sandbox: enabled (simulators in-process, demo keys)" : "  sandbox: off",
+            "  traces: " + (config.telemetry.otlp.endpoint.map {
+                "exported over OTLP/HTTP to \(GatewayTracing.tracesURL(EndpointLabel.render($0))) as \(config.telemetry.serviceName)"
+            } ?? "W3C trace context propagated, not exported (telemetry.otlp.endpoint unset)"),
         ]
     }
 }

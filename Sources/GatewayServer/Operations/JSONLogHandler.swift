@@ -4,7 +4,7 @@ import Logging
 /// Writes each event as one JSON object on one line, for log pipelines (`--log-format json`):
 /// `timestamp` (UTC, ISO 8601 with milliseconds), `level`, `label`, `message`, `source`, the
 /// event's `error` if any, and every metadata entry as a key of its own (`request_id`,
-/// `provisioning_id`, ...). A metadata key that would replace one of those is written as
+/// `provisioning_id`, `trace_id`, `span_id`, ...). A metadata key that would replace one of those is written as
 /// `metadata.<key>`.
 ///
 /// `JSONSerialization` does the escaping, so a line break or quote in a message or an id cannot

@@ -38,6 +38,10 @@ public final class UpstreamHTTP: Sendable {
         // the connection until the connect timeout.
         configuration.connectionPool.retryConnectionEstablishment = false
         if let tls { configuration.tlsConfiguration = tls.configuration }
+        // No span of AsyncHTTPClient's own (it would record the full URL, which may name an
+        // issuer's card reference): the resilience runtime's attempt span is the client span, and
+        // its trace headers come in through the context.
+        configuration.tracing.tracer = nil
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         self.logger = logger
     }
@@ -47,7 +51,8 @@ public final class UpstreamHTTP: Sendable {
     }
 
     /// Sends one request; the time it may take is the issuer's per-try timeout cut to the deadline
-    /// (read on the context's clock). Its log lines carry the request's metadata.
+    /// (read on the context's clock). Its log lines carry the request's metadata; the context's
+    /// attempt trace adds its `traceparent`/`tracestate` headers and learns the answer's status.
     public func send(
         method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
     ) async throws(GatewayError) -> Response {
@@ -60,6 +65,8 @@ public final class UpstreamHTTP: Sendable {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
+        // On every attempt: the caller's trace continues at the upstream (W3C trace context).
+        for (name, value) in context.attemptTrace?.headers ?? [] { request.headers.replaceOrAdd(name: name, value: value) }
         if let body {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
@@ -73,6 +80,7 @@ public final class UpstreamHTTP: Sendable {
         let started = clock.now
         do {
             let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
+            context.attemptTrace?.answered(status: Int(response.status.code))
             let buffer = try await response.body.collect(upTo: Self.maxResponseBytes)
             let status = Int(response.status.code)
             logger.info("upstream answered", metadata: [

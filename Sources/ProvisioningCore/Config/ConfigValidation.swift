@@ -242,6 +242,8 @@ extension GatewayConfig {
             }
         }
 
+        problems += telemetry.problems(path: "telemetry")
+
         for (index, fault) in sandbox.faults.enumerated() {
             problems += fault.problems(path: "sandbox.faults[\(index)]", issuers: issuers)
         }
@@ -306,6 +308,30 @@ extension GatewayConfig {
         default:
             return [.init(path, "scheme must be https (http only on loopback), or sandbox")]
         }
+    }
+}
+
+extension TelemetryConfig {
+    func problems(path: String) -> [ConfigProblem] {
+        var problems: [ConfigProblem] = []
+        if serviceName.trimmingCharacters(in: .whitespaces).isEmpty { problems.append(.init("\(path).service_name", "must not be empty")) }
+        if let endpoint = otlp.endpoint, let problem = Self.endpointProblem(endpoint) {
+            problems.append(.init("\(path).otlp.endpoint", problem))
+        }
+        return problems
+    }
+
+    /// Spans hold no card data or secrets, so plain http (a collector beside the gateway) is
+    /// allowed; credentials in the URL are not, nor anything but a base URL.
+    static func endpointProblem(_ text: String) -> String? {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              let host = url.host, !host.isEmpty
+        else {
+            return "not an http:// or https:// URL (e.g. http://otel-collector:4318)"
+        }
+        if url.user != nil || url.password != nil { return "must not hold user info" }
+        if url.query != nil || url.fragment != nil { return "must not hold a query or fragment" }
+        return nil
     }
 }
 

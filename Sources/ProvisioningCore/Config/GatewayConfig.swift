@@ -15,10 +15,11 @@ public struct GatewayConfig: Sendable, Codable {
     @DefaultSection<TrustConfig> public var trust: TrustConfig
     @DefaultSection<SandboxConfig> public var sandbox: SandboxConfig
     @DefaultSection<LogConfig> public var log: LogConfig
+    @DefaultSection<TelemetryConfig> public var telemetry: TelemetryConfig
     /// The directory of the file this came from: relative paths in it (trust anchors) start here.
     public var baseDirectory: URL?
 
-    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, local, vault, trust, sandbox, log }
+    enum CodingKeys: String, CodingKey { case server, clients, issuers, routing, store, local, vault, trust, sandbox, log, telemetry }
 
     /// The longest deadline any route has (`server.deadline_ms` or a rule's `deadline_ms`): how
     /// long a request may legitimately run.
@@ -399,6 +400,32 @@ public struct LogConfig: ConfigSection {
 
     @Default<Defaults.Format> public var format: LogFormat
     public init() {}
+}
+
+/// Distributed tracing. The W3C trace context of a caller is always continued and sent on to the
+/// upstreams; spans leave the process only when `otlp.endpoint` names an OpenTelemetry collector
+/// (OTLP over HTTP with protobuf bodies).
+public struct TelemetryConfig: ConfigSection {
+    public enum Defaults {
+        public enum ServiceName: ConfigDefault { public static let value = "provisioning-gateway" }
+    }
+
+    /// `service.name` of the exported spans.
+    @Default<Defaults.ServiceName> public var serviceName: String
+    @DefaultSection<OTLP> public var otlp: OTLP
+
+    public struct OTLP: ConfigSection {
+        /// The collector's OTLP/HTTP base URL (`http://otel-collector:4318`); spans go to its
+        /// `/v1/traces`. No export when absent.
+        public var endpoint: String?
+        public init() {}
+    }
+
+    public init() {}
+    enum CodingKeys: String, CodingKey {
+        case serviceName = "service_name"
+        case otlp
+    }
 }
 
 public struct TrustConfig: ConfigSection {

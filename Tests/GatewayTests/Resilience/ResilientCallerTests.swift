@@ -85,9 +85,9 @@ struct ResilientCallerTests {
         do { request = try Self.request() } catch { return .failure(GatewayError(.internal, "fixture")) }
         do throws(GatewayError) {
             return .success(try await caller.call(rig.upstream, context: context, logger: logger, onAttempt: { _ in }) {
-                (connector) async throws(GatewayError) in
+                (connector, attempt) async throws(GatewayError) in
                 defer { rig.clock.advance(by: attemptTakes) }
-                return try await connector.provisionApplePay(request, card: card, context: context)
+                return try await connector.provisionApplePay(request, card: card, context: attempt)
             })
         } catch {
             return .failure(error)

@@ -1,0 +1,45 @@
+import ProvisioningCore
+import Tracing
+
+/// One upstream attempt as a client span named `upstream attempt`, a child of the task's current
+/// context (the request's span). Its attributes are the attempt's bookkeeping only:
+///
+/// - `gateway.issuer`, `gateway.endpoint` (the endpoint's metrics label: no user info, query or
+///   credentials), `gateway.attempt` (1, 2, ... at this issuer);
+/// - `gateway.outcome`: `succeeded` or the gateway error code the attempt ended with;
+/// - `http.response.status_code` when the upstream answered.
+///
+/// Never card data, certificates, nonces, payloads, keys or card ids: neither the name nor any
+/// attribute is built from the request or the answer.
+struct AttemptSpan: Sendable {
+    private let span: any Span
+    /// Sent with the attempt's HTTP request: the span's W3C trace context.
+    let upstreamTrace: UpstreamAttemptTrace
+
+    static let name = "upstream attempt"
+
+    init(tracer: any Tracer, issuer: IssuerID, endpoint: String, attempt: Int) {
+        let span = tracer.startSpan(Self.name, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
+        span.attributes["gateway.issuer"] = issuer.rawValue
+        span.attributes["gateway.endpoint"] = endpoint
+        span.attributes["gateway.attempt"] = attempt
+        var headers = TraceHeaders()
+        tracer.inject(span.context, into: &headers, using: TraceHeaders.Injector())
+        self.span = span
+        self.upstreamTrace = UpstreamAttemptTrace(headers: headers.fields) { status in
+            span.attributes["http.response.status_code"] = status
+        }
+    }
+
+    /// `failure` nil: the attempt succeeded.
+    func end(outcome failure: GatewayError?) {
+        if let failure {
+            span.attributes["gateway.outcome"] = failure.code.rawValue
+            // The code only: an error's detail may name a card.
+            span.setStatus(SpanStatus(code: .error, message: failure.code.rawValue))
+        } else {
+            span.attributes["gateway.outcome"] = "succeeded"
+        }
+        span.end()
+    }
+}
