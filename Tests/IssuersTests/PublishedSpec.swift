@@ -1,14 +1,15 @@
 import Foundation
 import Testing
 
-/// A published machine-readable contract from `../shared/upstream-specs` (beside the repository),
+/// A published machine-readable contract, as copied verbatim into `Fixtures/upstream-specs` from
+/// the team's `shared/upstream-specs` (so the contract tests run in CI's clean clone too),
 /// read as published (a UTF-8 byte order mark included), and a small JSON Schema check of what the
 /// contract tests need: required properties, types, enums, string lengths, and no property the
 /// schema does not declare. `$ref`s to `#/definitions/...` are followed.
 struct PublishedSpec: @unchecked Sendable {
     let document: [String: Any]
 
-    static let directory = Fixtures.packageRoot.deletingLastPathComponent().appendingPathComponent("shared/upstream-specs")
+    static let directory = Fixtures.packageRoot.appendingPathComponent("Tests/IssuersTests/Fixtures/upstream-specs")
 
     static func exists(_ name: String) -> Bool {
         FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path)

@@ -5,12 +5,11 @@ import Sandbox
 import Testing
 
 /// Marqeta's digital wallet provision requests, checked against its published Core API swagger
-/// (`../shared/upstream-specs/marqeta-core-api-swagger.json`), not against the connector's wire
+/// (`Fixtures/upstream-specs/marqeta-core-api-swagger.json`, verbatim), not against the connector's wire
 /// file or the simulator: the path and method, the body schema the operation names (required
 /// fields, types, enums, lengths, nothing undeclared), and HTTP Basic as UPSTREAMS.md states it.
 @Suite struct MarqetaContractTests {
     static let specName = "marqeta-core-api-swagger.json"
-    static let specMissing: Comment = "Marqeta contract test skipped: ../shared/upstream-specs/marqeta-core-api-swagger.json is not beside the repository"
     static let card = CardRecord(id: "card_1", program: "demo", issuer: "marqeta", issuerReference: .init(["issuer_card_id": "mq_card_1"]))
     static let googleRequest = try! GooglePayProvisioningRequest(walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
 
@@ -48,7 +47,7 @@ import Testing
         #expect(decoded == "app_token_1:access_token_1")
     }
 
-    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
+    @Test
     func theApplePayRequestConformsToThePublishedSchema() async throws {
         let spec = try PublishedSpec.load(Self.specName)
         let path = "/digitalwalletprovisionrequests/applepay"
@@ -75,8 +74,7 @@ import Testing
 
     /// The mapping onto the swagger's `device_type` enum: phone -> MOBILE_PHONE,
     /// watch -> WATCH, tablet -> TABLET.
-    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
-          arguments: [(DeviceType.phone, "MOBILE_PHONE"), (.watch, "WATCH"), (.tablet, "TABLET")])
+    @Test(arguments: [(DeviceType.phone, "MOBILE_PHONE"), (.watch, "WATCH"), (.tablet, "TABLET")])
     func theDeviceTypeMapsOntoTheSchemasEnum(type: DeviceType, expected: String) async throws {
         let spec = try PublishedSpec.load(Self.specName)
         let schema = try #require(spec.schema("#/definitions/digital_wallet_apple_pay_provision_request"))
@@ -86,7 +84,7 @@ import Testing
         #expect(sent["device_type"] as? String == expected)
     }
 
-    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing))
+    @Test
     func theGooglePayRequestConformsToThePublishedSchema() async throws {
         let spec = try PublishedSpec.load(Self.specName)
         let path = "/digitalwalletprovisionrequests/androidpay"
@@ -115,8 +113,7 @@ import Testing
 
     /// The fixtures stand in for examples the swagger does not publish: they must conform to the
     /// operations' 201 schemas themselves.
-    @Test(.enabled(if: PublishedSpec.exists(MarqetaContractTests.specName), MarqetaContractTests.specMissing),
-          arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),
+    @Test(arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),
                       ("/digitalwalletprovisionrequests/androidpay", "marqeta-google-pay-response.json")])
     func theResponseFixturesConformToThePublishedSchemas(path: String, fixture: String) throws {
         let spec = try PublishedSpec.load(Self.specName)
