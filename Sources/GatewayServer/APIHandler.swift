@@ -195,7 +195,7 @@ struct APIHandler: APIProtocol {
         let client = try Self.provisioningClient()
         let cardID = try Self.cardID(input.path.cardId)
         let list = try await service.walletTokens(cardID: cardID, client: client, logger: RequestScope.logger)
-        return .ok(.init(body: .json(.init(tokens: list.tokens.map { token in
+        return .ok(.init(body: .json(.init(provisioningId: list.provisioningID.rawValue, tokens: list.tokens.map { token in
             .init(tokenId: token.tokenID, issuer: list.issuer.rawValue, status: .init(rawValue: token.status.rawValue) ?? .unknown,
                   wallet: .init(rawValue: token.wallet) ?? .other, tokenUniqueReference: token.tokenUniqueReference,
                   deviceType: token.deviceType, createdAt: token.createdAt)
@@ -220,7 +220,8 @@ struct APIHandler: APIProtocol {
         guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
         let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
                                                              logger: RequestScope.logger)
-        return .init(tokenId: change.tokenID, issuer: change.issuer?.rawValue ?? "", action: .init(rawValue: action.rawValue)!,
+        return .init(provisioningId: change.provisioningID?.rawValue ?? "", tokenId: change.tokenID, issuer: change.issuer?.rawValue ?? "",
+                     action: .init(rawValue: action.rawValue)!,
                      outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
     }
 

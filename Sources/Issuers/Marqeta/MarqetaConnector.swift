@@ -23,7 +23,67 @@ public struct MarqetaConnector: IssuerConnector {
         self.http = http
     }
 
-    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
+    public var wallets: Set<Wallet> { [.applePay, .googlePay, .samsungPay] }
+    public var managesTokens: Bool { true }
+
+    public func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> SamsungPayPayload
+    {
+        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        for (field, value, limit) in [("wallet_account_id", request.walletAccountID, MarqetaWire.maxWalletAccountIDLength),
+                                      ("device_id", request.deviceID, MarqetaWire.maxDeviceIDLength)] where value.count > limit {
+            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
+        }
+        let body = MarqetaWire.SamsungPayRequest(
+            cardToken: cardToken, deviceType: MarqetaWire.deviceType(request.deviceType), provisioningAppVersion: try configuredAppVersion(),
+            walletUserID: request.walletAccountID, deviceID: request.deviceID)
+        let response = try await post(body, to: MarqetaWire.samsungPayPath, context: context)
+        let data = try WireJSON.decode(MarqetaWire.SamsungPayResponse.self, from: response.body, issuer: issuer).pushTokenizeRequestData
+        return try SamsungPayPayload(
+            provisionPayload: data.extraProvisionPayload, displayName: data.displayName, lastDigits: data.lastDigits,
+            network: data.network, tokenServiceProvider: data.tokenServiceProvider, cardType: data.cardType)
+    }
+
+    /// Every page of the card's tokens (at most `maxTokenPages` of `tokensPageSize`).
+    public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
+        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        var tokens: [WalletToken] = []
+        for page in 0..<MarqetaWire.maxTokenPages {
+            var components = URLComponents(url: baseURL.appending(segments: MarqetaWire.tokensPath(cardToken: cardToken)), resolvingAgainstBaseURL: false)!
+            components.queryItems = [.init(name: "count", value: "\(MarqetaWire.tokensPageSize)"),
+                                     .init(name: "start_index", value: "\(page * MarqetaWire.tokensPageSize)")]
+            let response = try await http.send(
+                method: .GET, url: components.url!,
+                headers: [MarqetaWire.authorization(applicationToken: applicationToken.value, accessToken: accessToken.value)],
+                body: nil, context: context)
+            guard response.status == 200 else {
+                let error = WireJSON.decodeError(MarqetaWire.ErrorBody.self, from: response.body)
+                throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
+            }
+            let list = try WireJSON.decode(MarqetaWire.TokenList.self, from: response.body, issuer: issuer)
+            tokens += (list.data ?? []).map { token in
+                WalletToken(tokenID: token.token, status: MarqetaWire.status(token.state),
+                            wallet: MarqetaWire.wallet(token.tokenServiceProvider?.tokenRequestorName),
+                            tokenUniqueReference: token.tokenServiceProvider?.tokenReferenceID, deviceType: token.device?.type,
+                            createdAt: token.createdTime.flatMap { ISO8601DateFormatter().date(from: $0) })
+            }
+            guard list.isMore == true, !(list.data ?? []).isEmpty else { break }
+        }
+        return tokens
+    }
+
+    /// One transition (`POST /digitalwallettokentransitions`), applied at once: the answer's state.
+    public func transitionWalletToken(_ token: WalletToken, _ action: WalletTokenAction, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> WalletTokenTransition
+    {
+        let body = MarqetaWire.TransitionRequest(
+            digitalWalletToken: .init(token: token.tokenID), state: MarqetaWire.state(for: action),
+            reasonCode: MarqetaWire.transitionReasonCode, channel: "API")
+        let response = try await post(body, to: MarqetaWire.transitionsPath, context: context)
+        let answer = try WireJSON.decode(MarqetaWire.TransitionResponse.self, from: response.body, issuer: issuer)
+        let status = MarqetaWire.status(answer.state)
+        return WalletTokenTransition(outcome: answer.state == "REQUESTED" ? .requested : .applied, status: status)
+    }
 
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload

@@ -7,6 +7,14 @@ import ProvisioningCore
 enum MarqetaWire {
     static let applePayPath = ["digitalwalletprovisionrequests", "applepay"]
     static let googlePayPath = ["digitalwalletprovisionrequests", "androidpay"]
+    static let samsungPayPath = ["digitalwalletprovisionrequests", "samsungpay"]
+    /// `GET /digitalwallettokens/card/{card_token}`, paged by `count` and `start_index`.
+    static func tokensPath(cardToken: String) -> [String] { ["digitalwallettokens", "card", cardToken] }
+    static let transitionsPath = ["digitalwallettokentransitions"]
+    /// Tokens asked for per page, and how many pages are read before the list is cut (a card has
+    /// a handful of tokens; this bounds a misbehaving upstream).
+    static let tokensPageSize = 50
+    static let maxTokenPages = 10
 
     /// HTTP Basic: the application token as user, the admin access token as password.
     static func authorization(applicationToken: String, accessToken: String) -> (String, String) {
@@ -130,6 +138,136 @@ enum MarqetaWire {
             case postalCode = "postal_code"
             case country, phone
         }
+    }
+
+    /// `digital_wallet_samsung_pay_provision_request`, all five required: like Android Pay's,
+    /// with `wallet_user_id` (max 50) for the wallet account.
+    struct SamsungPayRequest: Encodable {
+        let cardToken: String
+        let deviceType: String
+        let provisioningAppVersion: String
+        let walletUserID: String
+        let deviceID: String
+        enum CodingKeys: String, CodingKey {
+            case cardToken = "card_token"
+            case deviceType = "device_type"
+            case provisioningAppVersion = "provisioning_app_version"
+            case walletUserID = "wallet_user_id"
+            case deviceID = "device_id"
+        }
+    }
+
+    /// `digital_wallet_samsung_pay_provision_response.push_tokenize_request_data`
+    /// (`samsung_push_tokenize_request_data`): `extra_provision_payload` is what Samsung Pay's
+    /// add-card call takes, passed on exactly as received.
+    struct SamsungPayResponse: Decodable {
+        struct Data: Decodable {
+            let displayName: String?
+            let lastDigits: String?
+            let network: String?
+            let tokenServiceProvider: String?
+            let extraProvisionPayload: String
+            let cardType: String?
+            enum CodingKeys: String, CodingKey {
+                case displayName = "display_name"
+                case lastDigits = "last_digits"
+                case network
+                case tokenServiceProvider = "token_service_provider"
+                case extraProvisionPayload = "extra_provision_payload"
+                case cardType = "card_type"
+            }
+        }
+        let pushTokenizeRequestData: Data
+        enum CodingKeys: String, CodingKey { case pushTokenizeRequestData = "push_tokenize_request_data" }
+    }
+
+    /// `DigitalWalletTokenListResponse`: a page of `digital_wallet_token`s.
+    struct TokenList: Decodable {
+        let data: [Token]?
+        let isMore: Bool?
+        enum CodingKeys: String, CodingKey {
+            case data
+            case isMore = "is_more"
+        }
+    }
+
+    /// `digital_wallet_token`: what the list gives of each token.
+    struct Token: Decodable {
+        struct Device: Decodable { let type: String? }
+        struct Provider: Decodable {
+            let tokenReferenceID: String?
+            let tokenRequestorName: String?
+            enum CodingKeys: String, CodingKey {
+                case tokenReferenceID = "token_reference_id"
+                case tokenRequestorName = "token_requestor_name"
+            }
+        }
+        let token: String
+        let state: String?
+        let createdTime: String?
+        let device: Device?
+        let tokenServiceProvider: Provider?
+        enum CodingKeys: String, CodingKey {
+            case token, state, device
+            case createdTime = "created_time"
+            case tokenServiceProvider = "token_service_provider"
+        }
+    }
+
+    /// The token states (UPSTREAMS.md: `REQUESTED`, `REQUEST_DECLINED`, `ACTIVE`, `SUSPENDED`,
+    /// `TERMINATED`) in the unified vocabulary; a declined request never became a usable token.
+    static func status(_ state: String?) -> WalletToken.Status {
+        switch state {
+        case "ACTIVE": .active
+        case "SUSPENDED": .suspended
+        case "TERMINATED", "REQUEST_DECLINED": .deactivated
+        case "REQUESTED": .pending
+        default: .unknown
+        }
+    }
+
+    /// UNCERTAIN: the swagger types `token_requestor_name` as a free string; these are the names
+    /// Marqeta's guides show for the three wallets. Anything else is `other`.
+    static func wallet(_ requestor: String?) -> String {
+        switch requestor?.uppercased() {
+        case "APPLE_PAY", "APPLE": "apple_pay"
+        case "GOOGLE_PAY", "ANDROID_PAY", "GOOGLE": "google_pay"
+        case "SAMSUNG_PAY", "SAMSUNG": "samsung_pay"
+        default: "other"
+        }
+    }
+
+    /// `digital_wallet_token_transition_request`: the token, the target state (`ACTIVE`,
+    /// `SUSPENDED`, `TERMINATED`), the channel `API`, and a reason code.
+    struct TransitionRequest: Encodable {
+        struct TokenHash: Encodable { let token: String }
+        let digitalWalletToken: TokenHash
+        let state: String
+        let reasonCode: String
+        let channel: String
+        enum CodingKeys: String, CodingKey {
+            case digitalWalletToken = "digital_wallet_token"
+            case state
+            case reasonCode = "reason_code"
+            case channel
+        }
+    }
+
+    static func state(for action: WalletTokenAction) -> String {
+        switch action {
+        case .suspend: "SUSPENDED"
+        case .resume: "ACTIVE"
+        case .deactivate: "TERMINATED"
+        }
+    }
+
+    /// UNCERTAIN: the swagger lists `reason_code` "00" to "32" without their meanings; "01" is
+    /// taken as "requested by the issuer/program" for every support-initiated transition.
+    static let transitionReasonCode = "01"
+
+    /// `digital_wallet_token_transition_response`: the state the token is in after it.
+    struct TransitionResponse: Decodable {
+        let state: String
     }
 
     /// The swagger documents 400, 404 (card not found) and 500 here without a body schema; its

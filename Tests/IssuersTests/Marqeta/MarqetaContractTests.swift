@@ -111,6 +111,68 @@ import Testing
         #expect(payload.userAddress?.postalCode == "94612" && payload.userAddress?.country == "US")
     }
 
+    @Test
+    func theSamsungPayRequestConformsToThePublishedSchemaAndThePayloadPassesUntouched() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let path = "/digitalwalletprovisionrequests/samsungpay"
+        let reference = try #require(spec.bodySchemaReference("POST", path))
+        #expect(reference == "#/definitions/digital_wallet_samsung_pay_provision_request")
+        // An answer shaped by the 201 schema (`samsung_push_tokenize_request_data`), checked against it.
+        let answer: [String: Any] = [
+            "card_token": "mq_card_1", "created_time": "2026-11-22T10:00:00Z", "last_modified_time": "2026-11-22T10:00:00Z",
+            "push_tokenize_request_data": ["display_name": "Visa Card", "last_digits": "1234", "network": "VISA",
+                                           "token_service_provider": "VISA", "extra_provision_payload": "eyJzcGF5Ijoib3BhcXVlIn0=", "card_type": "CREDIT"],
+        ]
+        let responseReference = try #require(spec.responseSchemaReference("POST", path, status: "201"))
+        #expect(spec.violations(of: answer, against: try #require(spec.schema(responseReference))).isEmpty)
+        let request = try SamsungPayProvisioningRequest(walletAccountID: "SPAY-7f3a9c", deviceID: "sp-dev-41e2", deviceType: .watch)
+        let (payload, captured) = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, capture in
+            let payload = try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).provisionSamsungPay(request, card: Self.card, context: Fixtures.context())
+            }
+            return (payload, try #require(await capture.requests.first))
+        }
+        #expect(captured.method == "POST" && captured.path == spec.basePath + path)
+        try Self.expectBasicAuth(captured)
+        let sent = try JSONSerialization.jsonObject(with: captured.body)
+        let problems = spec.violations(of: sent, against: try #require(spec.schema(reference)))
+        #expect(problems.isEmpty, "\(problems)")
+        let body = try #require(sent as? [String: Any])
+        #expect(body["wallet_user_id"] as? String == "SPAY-7f3a9c" && body["device_id"] as? String == "sp-dev-41e2")
+        #expect(body["device_type"] as? String == "WATCH")
+        #expect(payload.provisionPayload == "eyJzcGF5Ijoib3BhcXVlIn0=")
+        #expect(payload.cardType == "CREDIT" && payload.lastDigits == "1234")
+    }
+
+    @Test
+    func theTokenTransitionRequestConformsToThePublishedSchema() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let path = "/digitalwallettokentransitions"
+        let reference = try #require(spec.bodySchemaReference("POST", path))
+        #expect(reference == "#/definitions/digital_wallet_token_transition_request")
+        for (action, state) in [(WalletTokenAction.suspend, "SUSPENDED"), (.resume, "ACTIVE"), (.deactivate, "TERMINATED")] {
+            let answer: [String: Any] = ["token": "t1", "type": "state.x", "channel": "API", "state": state, "fulfillment_status": "PROVISIONED",
+                                         "digital_wallet_token": ["token": "dwt-1"]]
+            let responseReference = try #require(spec.responseSchemaReference("POST", path, status: "201"))
+            #expect(spec.violations(of: answer, against: try #require(spec.schema(responseReference))).isEmpty)
+            let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
+            let (result, captured) = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, capture in
+                let result = try await withUpstreamHTTP("marqeta") { http in
+                    try await Self.connector()(url, http).transitionWalletToken(token, action, card: Self.card, context: Fixtures.context())
+                }
+                return (result, try #require(await capture.requests.first))
+            }
+            #expect(captured.method == "POST" && captured.path == spec.basePath + path)
+            let sent = try JSONSerialization.jsonObject(with: captured.body)
+            let problems = spec.violations(of: sent, against: try #require(spec.schema(reference)))
+            #expect(problems.isEmpty, "\(action): \(problems)")
+            let body = try #require(sent as? [String: Any])
+            #expect(body["state"] as? String == state)
+            #expect((body["digital_wallet_token"] as? [String: Any])?["token"] as? String == "dwt-1")
+            #expect(result.outcome == .applied)
+        }
+    }
+
     /// The fixtures stand in for examples the swagger does not publish: they must conform to the
     /// operations' 201 schemas themselves.
     @Test(arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),

@@ -1,0 +1,66 @@
+import Foundation
+import GatewayServer
+import HummingbirdTesting
+import ProvisioningCore
+import Sandbox
+import Testing
+
+/// Samsung Pay and a card's wallet tokens through Marqeta, end to end against its sandbox
+/// simulator (which enforces the swagger's request schemas).
+@Suite struct WalletTokenFlowTests {
+    @Test func samsungPayPassesTheIssuersPayloadOnUntouched() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await WalletTokenAPITests.samsungPay(client, card: "card_marqeta_demo")
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            #expect(response.json["issuer"] as? String == "marqeta")
+            // Exactly the string the simulator answered with, not re-encoded.
+            let sent = try #require(await sandbox.marqeta.seen.samsungPayloads.first)
+            #expect(response.json["provision_payload"] as? String == sent)
+            #expect(response.json["last_digits"] as? String == "5100")
+            #expect(response.json["card_type"] as? String == "CREDIT")
+            #expect(await sandbox.marqeta.seen.deviceTypes == ["MOBILE_PHONE"])
+
+            // Marqeta takes at most 24 characters of device id: refused before any call.
+            let long = try await WalletTokenAPITests.samsungPay(
+                client, card: "card_marqeta_demo", json: #"{"wallet_account_id":"w","device_id":"\#(String(repeating: "d", count: 25))"}"#)
+            #expect(long.status == .badRequest)
+            #expect(await sandbox.marqeta.log.count == 1)
+        }
+    }
+
+    @Test func tokensAreListedSuspendedResumedAndDeactivated() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            #expect(listed.status == .ok, "\(String(buffer: listed.body))")
+            let tokens = try #require(listed.json["tokens"] as? [[String: Any]])
+            #expect(tokens.count == 2)
+            #expect(tokens.map { $0["status"] as? String } == ["active", "active"])
+            #expect(tokens.map { $0["wallet"] as? String } == ["apple_pay", "google_pay"])
+            #expect(tokens.allSatisfy { $0["issuer"] as? String == "marqeta" && ($0["token_unique_reference"] as? String)?.isEmpty == false })
+            let id = try #require(tokens.first?["token_id"] as? String)
+
+            let suspended = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
+            #expect(suspended.status == .ok, "\(String(buffer: suspended.body))")
+            #expect(suspended.json["outcome"] as? String == "applied")
+            #expect(suspended.json["status"] as? String == "suspended")
+            #expect(suspended.json["action"] as? String == "suspend")
+            let after = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            #expect((after.json["tokens"] as? [[String: Any]])?.first?["status"] as? String == "suspended")
+
+            #expect(try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "resume").json["status"] as? String == "active")
+            #expect(try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "deactivate").json["status"] as? String == "deactivated")
+            #expect(await sandbox.marqeta.tokens.transitions.map(\.state) == ["SUSPENDED", "ACTIVE", "TERMINATED"])
+
+            // A token that is not the card's: 404, and no transition is sent.
+            let unknown = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: "dwt-9-someone-else", "suspend")
+            #expect(unknown.status == .notFound)
+            #expect(unknown.json["code"] as? String == "token_not_found")
+            #expect(await sandbox.marqeta.tokens.transitions.count == 3)
+
+            // Each call is in the audit trail under its operation.
+            let events = try await ResilienceTests.events(client, suspended)
+            #expect(events.map { $0["wallet"] as? String } == ["token_suspend"])
+            #expect(events.map { $0["outcome"] as? String } == ["succeeded"])
+        }
+    }
+}
