@@ -63,4 +63,37 @@ import Testing
             #expect(events.map { $0["outcome"] as? String } == ["succeeded"])
         }
     }
+
+    /// UPSTREAMS.md, Lithic: Samsung Pay's `provisioning_payload` is a STRING; `pause`, `unpause`
+    /// and `deactivate` are asynchronous (a success means the request reached the network).
+    @Test func lithicSamsungPayAndAsynchronousTransitions() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let samsung = try await WalletTokenAPITests.samsungPay(client, card: "card_lithic_demo")
+            #expect(samsung.status == .ok, "\(String(buffer: samsung.body))")
+            #expect(samsung.json["issuer"] as? String == "lithic")
+            #expect(samsung.json["provision_payload"] as? String == (await sandbox.lithic.samsungPayloads.all.first))
+
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_lithic_demo")
+            #expect(listed.status == .ok, "\(String(buffer: listed.body))")
+            let tokens = try #require(listed.json["tokens"] as? [[String: Any]])
+            #expect(tokens.map { $0["wallet"] as? String } == ["apple_pay", "google_pay"])
+            #expect(tokens.map { $0["status"] as? String } == ["active", "active"])
+            let id = try #require(tokens.first?["token_id"] as? String)
+
+            let paused = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: id, "suspend")
+            #expect(paused.status == .ok, "\(String(buffer: paused.body))")
+            #expect(paused.json["outcome"] as? String == "requested")
+            #expect(paused.json["status"] as? String == "active", "the state before: Lithic applies it later")
+            let later = try await WalletTokenAPITests.tokens(client, card: "card_lithic_demo")
+            #expect((later.json["tokens"] as? [[String: Any]])?.first?["status"] as? String == "suspended")
+            // Pausing a paused token is Lithic's 400: the caller sees the issuer's refusal.
+            let again = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: id, "suspend")
+            #expect(again.json["code"] as? String == "upstream_rejected")
+            #expect(await sandbox.lithic.tokenizations.transitions.map(\.verb) == ["pause"])
+
+            let unknown = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: "not-this-cards", "deactivate")
+            #expect(unknown.json["code"] as? String == "token_not_found")
+            #expect(await sandbox.lithic.tokenizations.transitions.count == 1)
+        }
+    }
 }

@@ -36,7 +36,10 @@ import Testing
         #expect(!marqeta.resendSafe && !lithic.resendSafe)
         #expect(marqeta.referenceFields == ["issuer_card_id"] && lithic.referenceFields == ["issuer_card_id"])
         #expect(marqeta.credentialNames == ["application_token", "access_token"] && lithic.credentialNames == ["api_key"])
-        #expect(marqeta.wallets == [.applePay, .googlePay] && lithic.wallets == [.applePay, .googlePay])
+        // Both publish Samsung Pay besides Apple Pay and Google Pay (UPSTREAMS.md: Marqeta's
+        // /digitalwalletprovisionrequests/samsungpay, Lithic's digital_wallet SAMSUNG_PAY).
+        #expect(marqeta.wallets == [.applePay, .googlePay, .samsungPay] && lithic.wallets == [.applePay, .googlePay, .samsungPay])
+        #expect(bridge.wallets.isDisjoint(with: [.samsungPay]) && tmp.wallets.isDisjoint(with: [.samsungPay]))
     }
 
     /// With resendSafe false, the default table never sends a POST again once it may have arrived.

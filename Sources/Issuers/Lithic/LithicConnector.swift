@@ -18,7 +18,61 @@ public struct LithicConnector: IssuerConnector {
         self.http = http
     }
 
-    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
+    public var wallets: Set<Wallet> { [.applePay, .googlePay, .samsungPay] }
+    public var managesTokens: Bool { true }
+
+    /// Samsung Pay: `provisioning_payload` is a string for Samsung Pay's add-card call, passed on
+    /// exactly as received (UPSTREAMS.md: "for Google/Samsung a STRING").
+    public func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> SamsungPayPayload
+    {
+        let cardToken = try IssuerCardReference(card, kind: .lithic).issuerCardID
+        let body = LithicWire.SamsungPayRequest(clientDeviceID: request.deviceID, clientWalletAccountID: request.walletAccountID)
+        let response = try await post(body, cardToken: cardToken, context: context)
+        let answer = try WireJSON.decode(LithicWire.GooglePayResponse.self, from: response.body, issuer: issuer)
+        return try SamsungPayPayload(provisionPayload: answer.provisioningPayload)
+    }
+
+    /// The card's digital-wallet tokenizations (merchant tokens are listed as `other`), every page
+    /// up to `maxTokenizationPages`.
+    public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
+        let cardToken = try IssuerCardReference(card, kind: .lithic).issuerCardID
+        var tokens: [WalletToken] = []
+        var after: String?
+        for _ in 0..<LithicWire.maxTokenizationPages {
+            var components = URLComponents(url: baseURL.appending(segments: LithicWire.tokenizationsPath), resolvingAgainstBaseURL: false)!
+            components.queryItems = [.init(name: "card_token", value: cardToken), .init(name: "page_size", value: "\(LithicWire.tokenizationsPageSize)")]
+                + (after.map { [URLQueryItem(name: "starting_after", value: $0)] } ?? [])
+            let response = try await http.send(method: .GET, url: components.url!, headers: [(LithicWire.authorizationHeader, apiKey.value)],
+                                               body: nil, context: context)
+            guard response.status == LithicWire.successStatus else {
+                throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
+            }
+            let page = try WireJSON.decode(LithicWire.TokenizationPage.self, from: response.body, issuer: issuer)
+            tokens += page.data.map { token in
+                WalletToken(tokenID: token.token, status: LithicWire.status(token.status), wallet: LithicWire.wallet(token.tokenRequestorName),
+                            tokenUniqueReference: token.tokenUniqueReference, deviceType: nil,
+                            createdAt: token.createdAt.flatMap { ISO8601DateFormatter().date(from: $0) })
+            }
+            guard page.hasMore == true, let last = page.data.last?.token else { break }
+            after = last
+        }
+        return tokens
+    }
+
+    /// Lithic applies transitions asynchronously: a success is `requested`, with the state the
+    /// token was in. `pause` applies to an ACTIVE token only; Lithic's refusal is its 4xx.
+    public func transitionWalletToken(_ token: WalletToken, _ action: WalletTokenAction, card: CardRecord, context: ProvisioningContext)
+        async throws(GatewayError) -> WalletTokenTransition
+    {
+        let response = try await http.send(
+            method: .POST, url: baseURL.appending(segments: LithicWire.transitionPath(token: token.tokenID, action: action)),
+            headers: [(LithicWire.authorizationHeader, apiKey.value)], body: nil, context: context)
+        guard (200..<300).contains(response.status) else {
+            throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
+        }
+        return WalletTokenTransition(outcome: .requested, status: token.status)
+    }
 
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload

@@ -17,7 +17,7 @@ public struct LithicIssuer: IssuerDefinition {
     public var referenceFields: [String] { IssuerCardReference.fields }
     public var resendSafe: Bool { false }
     public var activatesTokens: Bool { false }
-    public var wallets: Set<Wallet> { [.applePay, .googlePay] }
+    public var wallets: Set<Wallet> { [.applePay, .googlePay, .samsungPay] }
 
     public init() {}
 

@@ -17,6 +17,74 @@ enum LithicWire {
     /// `digital_wallet`: APPLE_PAY, GOOGLE_PAY, SAMSUNG_PAY.
     static let applePay = "APPLE_PAY"
     static let googlePay = "GOOGLE_PAY"
+    static let samsungPay = "SAMSUNG_PAY"
+
+    /// `GET /v1/tokenizations?card_token=...`, cursor-paged (`page_size`, `starting_after`).
+    static let tokenizationsPath = ["v1", "tokenizations"]
+    static let tokenizationsPageSize = 50
+    static let maxTokenizationPages = 10
+    /// `POST /v1/tokenizations/{token}/pause|unpause|deactivate`: no body, no body in the answer,
+    /// ASYNCHRONOUS (a success means the request reached the card network; the status changes later).
+    static func transitionPath(token: String, action: WalletTokenAction) -> [String] {
+        let verb = switch action {
+        case .suspend: "pause"
+        case .resume: "unpause"
+        case .deactivate: "deactivate"
+        }
+        return ["v1", "tokenizations", token, verb]
+    }
+
+    /// A tokenization's `status` (`ACTIVE`, `DEACTIVATED`, `INACTIVE`, `PAUSED`, `PENDING_2FA`,
+    /// `PENDING_ACTIVATION`, `UNKNOWN`) in the unified vocabulary. UNCERTAIN: `INACTIVE` is read as
+    /// deactivated (a token that no longer works), as Lithic's SDK docs describe it.
+    static func status(_ status: String?) -> WalletToken.Status {
+        switch status {
+        case "ACTIVE": .active
+        case "PAUSED": .suspended
+        case "DEACTIVATED", "INACTIVE": .deactivated
+        case "PENDING_2FA", "PENDING_ACTIVATION": .pending
+        default: .unknown
+        }
+    }
+
+    /// `token_requestor_name` (`APPLE_PAY`, `GOOGLE`, `SAMSUNG_PAY`, merchants' names) as a wallet.
+    static func wallet(_ requestor: String?) -> String {
+        switch requestor?.uppercased() {
+        case "APPLE_PAY": "apple_pay"
+        case "GOOGLE", "GOOGLE_PAY", "ANDROID_PAY": "google_pay"
+        case "SAMSUNG_PAY": "samsung_pay"
+        default: "other"
+        }
+    }
+
+    /// A page of tokenizations: `{"data":[...],"has_more":...}`. UNCERTAIN: the page envelope is
+    /// Lithic's usual cursor page (`data`, `has_more`); UPSTREAMS.md names only the paging parameters.
+    struct TokenizationPage: Decodable {
+        let data: [Tokenization]
+        let hasMore: Bool?
+        enum CodingKeys: String, CodingKey {
+            case data
+            case hasMore = "has_more"
+        }
+    }
+
+    struct Tokenization: Decodable {
+        let token: String
+        let cardToken: String?
+        let status: String?
+        let tokenRequestorName: String?
+        let tokenUniqueReference: String?
+        let tokenizationChannel: String?
+        let createdAt: String?
+        enum CodingKeys: String, CodingKey {
+            case token, status
+            case cardToken = "card_token"
+            case tokenRequestorName = "token_requestor_name"
+            case tokenUniqueReference = "token_unique_reference"
+            case tokenizationChannel = "tokenization_channel"
+            case createdAt = "created_at"
+        }
+    }
 
     /// `certificate` is the LEAF only, as the base64 body of its PEM without the BEGIN/END lines,
     /// i.e. base64 of the DER. UNCERTAIN: whether PEM's 64-character line breaks are wanted is not
@@ -39,6 +107,18 @@ enum LithicWire {
     /// limit is stated; the unified API's 128 characters apply.
     struct GooglePayRequest: Encodable {
         let digitalWallet = LithicWire.googlePay
+        let clientDeviceID: String
+        let clientWalletAccountID: String
+        enum CodingKeys: String, CodingKey {
+            case digitalWallet = "digital_wallet"
+            case clientDeviceID = "client_device_id"
+            case clientWalletAccountID = "client_wallet_account_id"
+        }
+    }
+
+    /// Samsung (on Visa): as Google Pay, with `digital_wallet: SAMSUNG_PAY`.
+    struct SamsungPayRequest: Encodable {
+        let digitalWallet = LithicWire.samsungPay
         let clientDeviceID: String
         let clientWalletAccountID: String
         enum CodingKeys: String, CodingKey {
