@@ -126,7 +126,7 @@ public func buildGateway(
         faults: extensions.faults)
     try handler.registerHandlers(on: router)
     // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.
-    for (path, declared) in try DeclaredOperations.read(spec: spec) {
+    for (path, declared) in try DeclaredMethods.all() {
         let routerPath = RouterPath(path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: ""))
         for method in DeclaredOperations.methods where !declared.contains(method) {
             router.on(routerPath, method: HTTPRequest.Method(method)!) { _, _ -> Response in
@@ -216,4 +216,11 @@ public struct GatewayProcess: Sendable {
         configuration.maximumCancellationDuration = .seconds(5)
         return ServiceGroup(configuration: configuration)
     }
+}
+
+/// The spec's paths and their methods, read once per process (parsing the YAML is not free, and
+/// every gateway a process builds serves the same spec).
+enum DeclaredMethods {
+    private static let parsed: Result<[String: [String]], any Error> = Result { try DeclaredOperations.read(spec: OpenAPISpec.yaml()) }
+    static func all() throws -> [String: [String]] { try parsed.get() }
 }
