@@ -39,9 +39,31 @@ struct PublishedSpec: @unchecked Sendable {
         (((operation(method, path)?["responses"] as? [String: Any])?[status] as? [String: Any])?["schema"] as? [String: Any])?["$ref"] as? String
     }
 
+    /// OpenAPI 3: the JSON request body's schema `$ref` of an operation.
+    func requestBodySchemaReference(_ method: String, _ path: String) -> String? {
+        let content = (operation(method, path)?["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+        return ((content?["application/json"] as? [String: Any])?["schema"] as? [String: Any])?["$ref"] as? String
+    }
+
+    /// OpenAPI 3: the operation's parameters, `$ref`s to `#/components/parameters/...` resolved.
+    func parameters(_ method: String, _ path: String) -> [[String: Any]] {
+        (operation(method, path)?["parameters"] as? [[String: Any]] ?? []).compactMap { parameter in
+            guard let reference = parameter["$ref"] as? String, reference.hasPrefix("#/components/parameters/") else { return parameter }
+            let components = document["components"] as? [String: Any]
+            return (components?["parameters"] as? [String: Any])?[String(reference.dropFirst("#/components/parameters/".count))] as? [String: Any]
+        }
+    }
+
+    /// `#/definitions/...` (Swagger 2) or `#/components/schemas/...` (OpenAPI 3).
     func schema(_ reference: String) -> [String: Any]? {
-        guard reference.hasPrefix("#/definitions/") else { return nil }
-        return (document["definitions"] as? [String: Any])?[String(reference.dropFirst("#/definitions/".count))] as? [String: Any]
+        if reference.hasPrefix("#/definitions/") {
+            return (document["definitions"] as? [String: Any])?[String(reference.dropFirst("#/definitions/".count))] as? [String: Any]
+        }
+        if reference.hasPrefix("#/components/schemas/") {
+            let schemas = (document["components"] as? [String: Any])?["schemas"] as? [String: Any]
+            return schemas?[String(reference.dropFirst("#/components/schemas/".count))] as? [String: Any]
+        }
+        return nil
     }
 
     /// Every way `value` breaks `schema`, as `path: reason`; empty means it conforms.
@@ -51,7 +73,10 @@ struct PublishedSpec: @unchecked Sendable {
             return violations(of: value, against: resolved, path: path)
         }
         var problems: [String] = []
-        switch schema["type"] as? String {
+        for part in schema["allOf"] as? [[String: Any]] ?? [] { problems += violations(of: value, against: part, path: path) }
+        // A schema with properties but no `type` (Bridge's inputs) describes an object all the same.
+        let type = schema["type"] as? String ?? (schema["properties"] != nil || schema["required"] != nil ? "object" : nil)
+        switch type {
         case "object"?:
             guard let object = value as? [String: Any] else { return ["\(path): not an object"] }
             let properties = schema["properties"] as? [String: Any] ?? [:]
