@@ -24,7 +24,11 @@ import Testing
         #expect(requests.count == 1 && requests.first?.method == "GET" && requests.first?.status == 200)
     }
 
-    @Test func theRequestHasTheDocumentedShape() async throws {
+    /// UPSTREAMS.md, Crossmint: the path and `X-API-KEY` are the guide's; how the device data
+    /// travels on a GET is ASSUMED there ("UNCERTAIN ... Assume query parameters `certificate`
+    /// (leaf), `nonce`, `nonceSignature`, each base64url without padding"). This checks that
+    /// assumption is what is sent.
+    @Test func theRequestHasTheAssumedShape() async throws {
         let (_, captured) = try await ConnectorScenarios.replay(
             status: .ok, body: try Fixtures.data("crossmint-apple-pay-payload-response.json"), card: Self.card, make: Self.connector())
         #expect(captured.method == "GET")

@@ -26,7 +26,11 @@ import Testing
         #expect(requests.first?.status == 200)
     }
 
-    @Test func theRequestHasTheDocumentedShape() async throws {
+    /// UPSTREAMS.md, TMP: the path and camelCase come from the seeds; the rest is ASSUMED there
+    /// ("UNCERTAIN: their encoding ... base64 is the working assumption, the card identifier field
+    /// name (`cardId` assumed) and whether `certificate` is the leaf only (leaf assumed)"; auth "not
+    /// stated: make it configurable"). This checks the connector sends those assumptions, no more.
+    @Test func theRequestHasTheAssumedShape() async throws {
         let (_, captured) = try await ConnectorScenarios.replay(
             status: .ok, body: try Fixtures.data("tmp-signed-cards-response.json"), card: Self.card, make: Self.connector())
         let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: String])
