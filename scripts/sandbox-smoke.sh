@@ -56,6 +56,14 @@ check "google pay (marqeta)" 'b["issuer"] == "marqeta" and b["opaque_payment_car
 check "google pay (lithic)" 'b["issuer"] == "lithic" and b["opaque_payment_card"]' \
   -X POST "http://127.0.0.1:$port/v1/cards/card_lithic_demo/wallet-provisioning/google-pay" \
   -d '{"wallet_account_id":"WLT-2bB8p0e7LmQ","device_id":"hw-6c1f0a9e2d"}'
+check "samsung pay (marqeta)" 'b["issuer"] == "marqeta" and b["provision_payload"] and b["last_digits"] == "5100"' \
+  -X POST "http://127.0.0.1:$port/v1/cards/card_marqeta_demo/wallet-provisioning/samsung-pay" \
+  -d '{"wallet_account_id":"SPAY-7f3a9c","device_id":"sp-dev-41e2","device":{"type":"phone"}}'
+check "wallet tokens (marqeta)" 'len(b["tokens"]) == 2 and all(t["status"] == "active" for t in b["tokens"])' \
+  "http://127.0.0.1:$port/v1/cards/card_marqeta_demo/wallet-tokens"
+check "suspend a token (marqeta)" 'b["outcome"] == "applied" and b["status"] == "suspended"' \
+  -X POST "http://127.0.0.1:$port/v1/cards/card_marqeta_demo/wallet-tokens/dwt-1-mq_card_demo_001/suspend"
+check "wallet tokens (lithic)" 'len(b["tokens"]) == 2' "http://127.0.0.1:$port/v1/cards/card_lithic_demo/wallet-tokens"
 check "token activation" 'b["result"] == "approved"' -X POST "http://127.0.0.1:$port/v1/token-activations" \
   -d '{"token_unique_reference":"DWSPMC000000000132d72d4fcb2f4136a0532d3093ff1a45","card_id":"card_tmp_demo"}'
 check "fault queued" 'len(b["faults"]) == 1' -X POST "http://127.0.0.1:$port/v1/sandbox/faults" \
