@@ -5,8 +5,9 @@ import Yams
 /// method on a known path with 405 and `Allow` (RFC 9110, 15.5.6) instead of 404: the spec is the
 /// list, so the two cannot drift.
 public enum DeclaredOperations {
-    /// The HTTP methods an OpenAPI path item may declare.
-    public static let methods = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
+    /// The HTTP methods an OpenAPI path item may declare, and QUERY (RFC 9110's registry has it;
+    /// OpenAPI 3.0 cannot declare it, so it always answers 405 on a known path).
+    public static let methods = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE", "QUERY"]
 
     /// Path template (`/v1/cards/{card_id}`) -> its declared methods, upper-case, in `methods` order.
     public static func read(spec: Data) throws -> [String: [String]] {

@@ -45,7 +45,6 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
                  .configInvalid, .operationNotSupported: 422
             case .methodNotAllowed: 405
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
-            case .idempotencyKeyInProgress: 409
             case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable, .shuttingDown: 503

@@ -210,6 +210,7 @@ import Testing
         ("PATCH", "/v1/cards/card_bridge_demo", "GET, PUT, DELETE"),
         ("POST", "/v1/cards/card_bridge_demo/wallet-tokens", "GET"),
         ("PUT", "/v1/admin/config/reload", "POST"),
+        ("QUERY", "/healthz", "GET"),
     ])
     func anUndeclaredMethodIs405WithAllow(method: String, path: String, allow: String) async throws {
         try await GatewayHarness.run { client, _ in
@@ -228,5 +229,30 @@ import Testing
             #expect(response.status == .notFound)
             #expect(response.headers[.allow] == nil)
         }
+    }
+}
+
+/// The error vocabulary as documented, against the server's: the README's error table gives every
+/// code its HTTP status and whether it is retryable, and the served spec's `ErrorCode` lists them.
+@Suite struct ErrorVocabularyTests {
+    @Test func theREADMEsErrorTableAndTheSpecNameEveryCodeWithItsStatus() throws {
+        let readme = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        var documented: [String: (status: Int, retryable: Bool)] = [:]
+        for line in readme.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 3, let status = Int(cells[1]), ["yes", "no"].contains(cells[2]) else { continue }
+            documented[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = (status, cells[2] == "yes")
+        }
+        for code in GatewayError.Code.allCases {
+            let row = try #require(documented[code.rawValue], "\(code.rawValue) is not in the README's error table")
+            #expect(row.status == code.httpStatus, "\(code.rawValue)")
+            #expect(row.retryable == code.isRetryable, "\(code.rawValue)")
+        }
+        #expect(Set(documented.keys) == Set(GatewayError.Code.allCases.map(\.rawValue)), "the table names codes the server does not have")
+
+        let spec = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"), encoding: .utf8)
+        let block = try #require(spec.components(separatedBy: "    ErrorCode:\n").dropFirst().first)
+        let enumLines = block.split(separator: "\n").dropFirst(2).prefix { $0.hasPrefix("        - ") }
+        #expect(Set(enumLines.map { String($0.dropFirst("        - ".count)) }) == Set(GatewayError.Code.allCases.map(\.rawValue)))
     }
 }
