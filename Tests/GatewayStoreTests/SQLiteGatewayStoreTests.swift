@@ -30,7 +30,11 @@ import Testing
         #expect(try await reopened.card("kept") == StoreConformance.card("kept"))
     }
 
-    @Test func anUnopenableFileNamesTheStore() {
-        #expect(throws: StoreError.self) { try SQLiteGatewayStore(path: "/proc/no-such-dir/gateway.sqlite") }
+    @Test func anUnopenableFileNamesTheStore() throws {
+        let path = "/proc/no-such-dir/gateway.sqlite"
+        let error = try #require(throws: StoreError.self) { try SQLiteGatewayStore(path: path) }
+        // The message an operator reads names the kind of store and the file, and says what failed.
+        #expect(error.store == "sqlite \(path)")
+        #expect(error.description.hasPrefix("sqlite \(path): cannot open the database"), "\(error)")
     }
 }
