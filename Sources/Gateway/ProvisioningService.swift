@@ -30,10 +30,10 @@ public struct WalletTokenList: Sendable {
 }
 
 public struct WalletTokenChange: Sendable {
+    public let provisioningID: ProvisioningID
+    public let issuer: IssuerID
     public let tokenID: String
     public let result: WalletTokenTransition
-    public var issuer: IssuerID?
-    public var provisioningID: ProvisioningID?
 }
 
 public struct TokenActivation: Sendable {
@@ -172,14 +172,14 @@ public struct ProvisioningService: Sendable {
         let (issuer, change) = try await run(
             AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
             logger: logger
-        ) { (connector, card, context) async throws(GatewayError) -> WalletTokenChange in
+        ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
             let tokens = try await connector.listWalletTokens(card: card!, context: context)
             guard let token = tokens.first(where: { $0.tokenID == tokenID }) else {
                 throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token \(tokenID) at \(connector.issuer)")
             }
-            return WalletTokenChange(tokenID: token.tokenID, result: try await connector.transitionWalletToken(token, action, card: card!, context: context))
+            return try await connector.transitionWalletToken(token, action, card: card!, context: context)
         }
-        return WalletTokenChange(tokenID: change.tokenID, result: change.result, issuer: issuer, provisioningID: provisioningID)
+        return WalletTokenChange(provisioningID: provisioningID, issuer: issuer, tokenID: tokenID, result: change)
     }
 
     /// Activates a wallet token at the card's issuer, or, without a card, at `activationIssuer`.

@@ -217,10 +217,10 @@ struct APIHandler: APIProtocol {
     private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction) async throws -> Components.Schemas.WalletTokenTransition {
         let client = try Self.provisioningClient()
         let cardID = try Self.cardID(text)
-        guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
+        // The service checks the token id before anything else.
         let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
                                                              logger: RequestScope.logger)
-        return .init(provisioningId: change.provisioningID?.rawValue ?? "", tokenId: change.tokenID, issuer: change.issuer?.rawValue ?? "",
+        return .init(provisioningId: change.provisioningID.rawValue, tokenId: change.tokenID, issuer: change.issuer.rawValue,
                      action: .init(rawValue: action.rawValue)!,
                      outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
     }

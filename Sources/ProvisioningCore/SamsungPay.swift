@@ -15,13 +15,6 @@ public struct SamsungPayProvisioningRequest: Sendable, Equatable {
         self.deviceID = ids.deviceID
         self.deviceType = deviceType ?? .phone
     }
-
-    /// Refuses an id longer than an upstream accepts, before calling it.
-    public func check(maxIDLength: Int, issuer: IssuerID) throws(GatewayError) {
-        for (field, value) in [("wallet_account_id", walletAccountID), ("device_id", deviceID)] where value.count > maxIDLength {
-            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(maxIDLength) characters (got \(value.count))")
-        }
-    }
 }
 
 /// The issuer's answer for Samsung Pay: `provisionPayload` is exactly the string the issuer

@@ -75,8 +75,22 @@ public struct MarqetaSimulator: Sendable {
         return .ok(value)
     }
 
-    /// The fields both requests share: `card_token` (max 36), `device_type` (enum), `provisioning_app_version` (max 50).
-    private func common(_ body: [String: Any]) -> Checked<(cardToken: String, deviceType: String, appVersion: String)> {
+    typealias Common = (cardToken: String, deviceType: String, appVersion: String)
+
+    /// A provision request's body and the fields every provision request shares, after auth.
+    private func provisionRequest(_ request: Request) async -> Checked<(body: [String: Any], common: Common)> {
+        switch await body(request) {
+        case .refused(let answer): return .refused(answer)
+        case .ok(let body):
+            switch common(body) {
+            case .refused(let answer): return .refused(answer)
+            case .ok(let common): return .ok((body, common))
+            }
+        }
+    }
+
+    /// The fields every provision request shares: `card_token` (max 36), `device_type` (enum), `provisioning_app_version` (max 50).
+    private func common(_ body: [String: Any]) -> Checked<Common> {
         let cardToken: String
         switch string(body, "card_token", max: 36) {
         case .ok(let value): cardToken = value
@@ -93,13 +107,9 @@ public struct MarqetaSimulator: Sendable {
 
     private func applePay(_ request: Request) async -> Response {
         let body: [String: Any]
-        switch await self.body(request) {
-        case .ok(let value): body = value
-        case .refused(let answer): return answer
-        }
-        let common: (cardToken: String, deviceType: String, appVersion: String)
-        switch self.common(body) {
-        case .ok(let value): common = value
+        let common: Common
+        switch await provisionRequest(request) {
+        case .ok(let value): (body, common) = value
         case .refused(let answer): return answer
         }
         let cardToken = common.cardToken
@@ -137,13 +147,9 @@ public struct MarqetaSimulator: Sendable {
 
     private func androidPay(_ request: Request) async -> Response {
         let body: [String: Any]
-        switch await self.body(request) {
-        case .ok(let value): body = value
-        case .refused(let answer): return answer
-        }
-        let common: (cardToken: String, deviceType: String, appVersion: String)
-        switch self.common(body) {
-        case .ok(let value): common = value
+        let common: Common
+        switch await provisionRequest(request) {
+        case .ok(let value): (body, common) = value
         case .refused(let answer): return answer
         }
         let cardToken = common.cardToken
@@ -178,13 +184,9 @@ public struct MarqetaSimulator: Sendable {
     /// 50) and `device_id` (max 24); 201 with `push_tokenize_request_data.extra_provision_payload`.
     private func samsungPay(_ request: Request) async -> Response {
         let body: [String: Any]
-        switch await self.body(request) {
-        case .ok(let value): body = value
-        case .refused(let answer): return answer
-        }
-        let common: (cardToken: String, deviceType: String, appVersion: String)
-        switch self.common(body) {
-        case .ok(let value): common = value
+        let common: Common
+        switch await provisionRequest(request) {
+        case .ok(let value): (body, common) = value
         case .refused(let answer): return answer
         }
         var ids: [String: String] = [:]

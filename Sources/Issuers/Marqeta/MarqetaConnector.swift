@@ -30,10 +30,7 @@ public struct MarqetaConnector: IssuerConnector {
         async throws(GatewayError) -> SamsungPayPayload
     {
         let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
-        for (field, value, limit) in [("wallet_account_id", request.walletAccountID, MarqetaWire.maxWalletAccountIDLength),
-                                      ("device_id", request.deviceID, MarqetaWire.maxDeviceIDLength)] where value.count > limit {
-            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
-        }
+        try checkIDs(walletAccountID: request.walletAccountID, deviceID: request.deviceID)
         let body = MarqetaWire.SamsungPayRequest(
             cardToken: cardToken, deviceType: MarqetaWire.deviceType(request.deviceType), provisioningAppVersion: try configuredAppVersion(),
             walletUserID: request.walletAccountID, deviceID: request.deviceID)
@@ -111,10 +108,7 @@ public struct MarqetaConnector: IssuerConnector {
         async throws(GatewayError) -> GooglePayPayload
     {
         let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
-        for (field, value, limit) in [("wallet_account_id", request.walletAccountID, MarqetaWire.maxWalletAccountIDLength),
-                                      ("device_id", request.deviceID, MarqetaWire.maxDeviceIDLength)] where value.count > limit {
-            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
-        }
+        try checkIDs(walletAccountID: request.walletAccountID, deviceID: request.deviceID)
         let body = MarqetaWire.GooglePayRequest(
             cardToken: cardToken, deviceType: MarqetaWire.googlePayDeviceType, provisioningAppVersion: try configuredAppVersion(),
             walletAccountID: request.walletAccountID, deviceID: request.deviceID)
@@ -128,6 +122,14 @@ public struct MarqetaConnector: IssuerConnector {
             opaquePaymentCard: PayloadText.require(PayloadText.lenientBase64(data.opaquePaymentCard), field: "opaque_payment_card", issuer: issuer),
             displayName: data.displayName, lastDigits: data.lastDigits, network: data.network,
             tokenServiceProvider: data.tokenServiceProvider, userAddress: address)
+    }
+
+    /// `wallet_account_id`/`wallet_user_id` (max 50) and `device_id` (max 24), refused before any call.
+    private func checkIDs(walletAccountID: String, deviceID: String) throws(GatewayError) {
+        for (field, value, limit) in [("wallet_account_id", walletAccountID, MarqetaWire.maxWalletAccountIDLength),
+                                      ("device_id", deviceID, MarqetaWire.maxDeviceIDLength)] where value.count > limit {
+            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
+        }
     }
 
     private func configuredAppVersion() throws(GatewayError) -> String {
