@@ -21,43 +21,66 @@ public struct CardRegistration: Sendable {
         self.init(issuers: config.issuers, localEnabled: config.local.enabled)
     }
 
-    /// Problems as `field: reason`, empty when the card may be stored. Values are never echoed
-    /// beyond a short sanitized name.
+    /// What is wrong with a registration, split the way the API answers it: `shape` breaks the
+    /// OpenAPI document's rules (400 `invalid_request`), `refusal` is what only the configuration
+    /// can decide (422 `registration_refused`). Values are never echoed beyond a short sanitized name.
+    public struct Problems: Sendable, Equatable {
+        public var shape: [String] = []
+        public var refusal: [String] = []
+        public var all: [String] { shape + refusal }
+        public var isEmpty: Bool { shape.isEmpty && refusal.isEmpty }
+    }
+
+    /// Problems as `field: reason`, empty when the card may be stored.
     public func problems(id: String, program: String, issuer: String, reference: [String: String]) -> [String] {
-        var problems: [String] = []
-        if !InputRules.isCardID(id) { problems.append(InputRules.cardIDRule) }
-        if !InputRules.isName(program) { problems.append(InputRules.nameRule("program")) }
+        check(id: id, program: program, issuer: issuer, reference: reference).all
+    }
+
+    public func check(id: String, program: String, issuer: String, reference: [String: String]) -> Problems {
+        var problems = Problems()
+        if !InputRules.isCardID(id) { problems.shape.append(InputRules.cardIDRule) }
+        if !InputRules.isName(program) { problems.shape.append(InputRules.nameRule("program")) }
+        if !InputRules.isName(issuer) { problems.shape.append(InputRules.nameRule("issuer")) }
+        for (field, value) in reference.sorted(by: { $0.key < $1.key }) {
+            if !Self.referenceFields.contains(field) {
+                problems.shape.append("issuer_reference.\(InputRules.short(field)): not an accepted field name")
+            } else if let problem = InputRules.referenceValueProblem(value) {
+                problems.shape.append("issuer_reference.\(field): \(problem)")
+            }
+        }
         let expected: [String]
         if issuer == "local" && localEnabled {
             expected = []
         } else if let config = issuers[issuer] {
             expected = IssuerCatalog.profiles[config.kind]?.referenceFields ?? []
             if InputRules.isName(program), !config.serves(program: program) {
-                problems.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
+                problems.refusal.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
             }
         } else {
             let known = (issuers.keys.sorted() + (localEnabled ? ["local"] : [])).joined(separator: ", ")
-            problems.append("issuer: unknown issuer '\(InputRules.short(issuer))' (configured: \(known))")
+            problems.refusal.append("issuer: unknown issuer '\(InputRules.short(issuer))' (configured: \(known))")
             return problems
         }
         for field in expected where reference[field] == nil {
-            problems.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind)") card")
+            problems.refusal.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind)") card")
         }
-        for (field, value) in reference.sorted(by: { $0.key < $1.key }) {
-            guard expected.contains(field) else {
-                problems.append(expected.isEmpty
-                    ? "issuer_reference: a local card takes no reference fields (got \(InputRules.short(field)))"
-                    : "issuer_reference.\(InputRules.short(field)): not a field of this issuer (expected \(expected.joined(separator: ", ")))")
-                continue
-            }
-            if let problem = InputRules.referenceValueProblem(value) { problems.append("issuer_reference.\(field): \(problem)") }
+        for field in reference.keys.sorted() where Self.referenceFields.contains(field) && !expected.contains(field) {
+            problems.refusal.append(expected.isEmpty
+                ? "issuer_reference: a local card takes no reference fields (got \(field))"
+                : "issuer_reference.\(field): not a field of this issuer (expected \(expected.joined(separator: ", ")))")
         }
         return problems
     }
 
+    /// Every reference field any issuer kind names (the OpenAPI document's `propertyNames`).
+    public static var referenceFields: Set<String> {
+        Set(IssuerCatalog.profiles.values.flatMap(\.referenceFields))
+    }
+
     public func record(id: String, program: String, issuer: String, reference: [String: String]) throws(GatewayError) -> CardRecord {
-        let problems = problems(id: id, program: program, issuer: issuer, reference: reference)
-        guard problems.isEmpty else { throw GatewayError(.invalidRequest, problems.joined(separator: "; ")) }
+        let problems = check(id: id, program: program, issuer: issuer, reference: reference)
+        guard problems.shape.isEmpty else { throw GatewayError(.invalidRequest, problems.shape.joined(separator: "; ")) }
+        guard problems.refusal.isEmpty else { throw GatewayError(.registrationRefused, problems.refusal.joined(separator: "; ")) }
         return CardRecord(id: CardID(id), program: ProgramID(program), issuer: IssuerID(issuer), issuerReference: IssuerReference(reference))
     }
 }

@@ -258,7 +258,7 @@ public struct ProvisioningService: Sendable {
                         "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
                 }
                 guard let routed = activationIssuer else {
-                    throw GatewayError(.invalidRequest, "card_id: required (no routing.activations.issuer is configured)")
+                    throw GatewayError(.operationNotSupported, "an activation without card_id needs routing.activations.issuer, which is not configured")
                 }
                 issuer = routed
             }

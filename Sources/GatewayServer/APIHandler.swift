@@ -265,12 +265,22 @@ struct APIHandler: APIProtocol {
     }
 
     /// Text to bytes, naming the field that does not decode (never its value).
-    static func decode(_ body: Components.Schemas.ApplePayProvisioningRequest) throws(GatewayError) -> ApplePayProvisioningRequest {
+    static func decode(_ request: Components.Schemas.ApplePayProvisioningRequest) throws(GatewayError) -> ApplePayProvisioningRequest {
+        let body: (certificates: [String], nonce: String, nonceSignature: String, encryptionScheme: Components.Schemas.EncryptionScheme?,
+                   device: Components.Schemas.Device?)
+        let encoding: BinaryEncoding
+        switch request {
+        case .ApplePayBase64Request(let fields):
+            body = (fields.certificates, fields.nonce, fields.nonceSignature, fields.encryptionScheme, fields.device)
+            encoding = .base64
+        case .ApplePayHexRequest(let fields):
+            body = (fields.certificates, fields.nonce, fields.nonceSignature, fields.encryptionScheme, fields.device)
+            encoding = .hex
+        }
         if body.encryptionScheme == .rsaV2 {
             throw GatewayError(.unsupportedEncryptionScheme,
                 "encryption_scheme: RSA_V2 has no public specification; configure PKAddPaymentPassRequestConfiguration with ECC_V2")
         }
-        let encoding: BinaryEncoding = body.encoding == .hex ? .hex : .base64
         func bytes(_ text: String, _ field: String) throws(GatewayError) -> Data {
             guard let data = encoding.decode(text) else {
                 throw GatewayError(.invalidRequest, "\(field): not valid \(encoding.rawValue)")
@@ -281,10 +291,14 @@ struct APIHandler: APIProtocol {
         for (index, text) in body.certificates.enumerated() {
             certificates.append(try bytes(text, "certificates[\(index)]"))
         }
-        let device = DeviceInfo(
-            type: body.device?._type.flatMap { DeviceType(rawValue: $0.rawValue) } ?? .phone,
-            primaryAccountIdentifier: body.device?.primaryAccountIdentifier,
-            appVersion: body.device?.appVersion)
+        let device = switch body.device {
+        case nil: DeviceInfo()
+        case .PhoneOrTabletDevice(let device)?:
+            DeviceInfo(type: device._type.flatMap { DeviceType(rawValue: $0.rawValue) } ?? .phone,
+                       primaryAccountIdentifier: device.primaryAccountIdentifier, appVersion: device.appVersion)
+        case .WatchDevice(let device)?:
+            DeviceInfo(type: .watch, primaryAccountIdentifier: device.primaryAccountIdentifier, appVersion: device.appVersion)
+        }
         return try ApplePayProvisioningRequest(
             certificates: certificates,
             nonce: try bytes(body.nonce, "nonce"),

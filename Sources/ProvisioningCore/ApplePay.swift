@@ -52,9 +52,11 @@ public struct DeviceInfo: Sendable, Equatable {
 /// at the edge; every connector re-encodes it in its upstream's dialect.
 public struct ApplePayProvisioningRequest: Sendable {
     public static let certificateCountRange = 2...4
-    public static let maxCertificateBytes = 8 * 1024
-    public static let maxNonceBytes = 256
-    public static let maxNonceSignatureBytes = 1024
+    /// Multiples of 3 bytes, so the OpenAPI document can bound base64 and hex text exactly
+    /// (8190 bytes are 10920 base64 characters or 16380 hex digits).
+    public static let maxCertificateBytes = 8190
+    public static let maxNonceBytes = 255
+    public static let maxNonceSignatureBytes = 1023
 
     public let leafCertificate: Sensitive<Data>
     public let subordinateCertificate: Sensitive<Data>
@@ -74,8 +76,9 @@ public struct ApplePayProvisioningRequest: Sendable {
                 throw GatewayError(.invalidRequest, "certificates[\(index)]: must be 1 to \(Self.maxCertificateBytes) bytes")
             }
             // Every DER certificate is an ASN.1 SEQUENCE; anything else is not what PassKit gives.
+            // Well-formed text of the wrong bytes is the chain's problem, not the request's shape.
             guard der.first == 0x30 else {
-                throw GatewayError(.invalidRequest, "certificates[\(index)]: not a DER-encoded certificate")
+                throw GatewayError(.invalidCertificateChain, "certificates[\(index)]: not a DER-encoded certificate")
             }
         }
         guard !nonce.isEmpty, nonce.count <= Self.maxNonceBytes else {

@@ -32,6 +32,11 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case operationNotSupported = "operation_not_supported"
         /// The path exists, but not for this method (`Allow` names those it has).
         case methodNotAllowed = "method_not_allowed"
+        /// A value is within the API's bounds but longer than the card's issuer accepts; nothing was sent.
+        case issuerLimitExceeded = "issuer_limit_exceeded"
+        /// The card cannot be registered as asked: its issuer is not configured, does not serve
+        /// its program, or names cards with other reference fields.
+        case registrationRefused = "registration_refused"
         case `internal`
 
         public var httpStatus: Int {
@@ -42,7 +47,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .forbidden: 403
             case .cardNotFound, .notFound, .tokenNotFound: 404
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
-                 .configInvalid, .operationNotSupported: 422
+                 .configInvalid, .operationNotSupported, .issuerLimitExceeded, .registrationRefused: 422
             case .methodNotAllowed: 405
             case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
             case .rateLimited: 429
@@ -86,6 +91,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .configInvalid: "The configuration file is not valid"
             case .tokenNotFound: "No such wallet token for this card"
             case .operationNotSupported: "The card's issuer does not offer this operation"
+            case .issuerLimitExceeded: "The card's issuer accepts less than this"
+            case .registrationRefused: "The card cannot be registered as asked"
             case .methodNotAllowed: "This method is not allowed on this path"
             case .internal: "Internal error"
             }

@@ -26,7 +26,7 @@ public struct GooglePayProvisioningRequest: Sendable, Equatable {
     /// Refuses an id longer than an upstream accepts, before calling it.
     public func check(maxIDLength: Int, issuer: IssuerID) throws(GatewayError) {
         for (field, value) in [("wallet_account_id", walletAccountID), ("device_id", deviceID)] where value.count > maxIDLength {
-            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(maxIDLength) characters (got \(value.count))")
+            throw GatewayError(.issuerLimitExceeded, "\(field): \(issuer) accepts at most \(maxIDLength) characters (got \(value.count))")
         }
     }
 }

@@ -10,14 +10,26 @@ struct SandboxFaultRoutes: FaultInjection {
     let issuers: [String: IssuerConfig]
 
     func add(_ body: Components.Schemas.SandboxFault) async throws(GatewayError) -> Components.Schemas.SandboxFaults {
-        guard let mode = SandboxFaultMode(rawValue: body.mode.rawValue) else { throw GatewayError(.invalidRequest, "mode: \(SandboxFaultMode.allowed)") }
-        let config = SandboxFaultConfig(issuer: body.issuer, mode: mode, count: body.count ?? 1, endpoint: body.endpoint ?? 0,
-                                        delayMS: body.delayMs, retryAfterSeconds: body.retryAfterSeconds)
+        let config = switch body {
+        case .SandboxFaultPlain(let fault):
+            SandboxFaultConfig(issuer: fault.issuer, mode: SandboxFaultMode(rawValue: fault.mode.rawValue) ?? .unavailable,
+                               count: fault.count ?? 1, endpoint: fault.endpoint ?? 0)
+        case .SandboxFaultSlow(let fault):
+            SandboxFaultConfig(issuer: fault.issuer, mode: .slow, count: fault.count ?? 1, endpoint: fault.endpoint ?? 0, delayMS: fault.delayMs)
+        case .SandboxFaultTimeout(let fault):
+            SandboxFaultConfig(issuer: fault.issuer, mode: .timeout, count: fault.count ?? 1, endpoint: fault.endpoint ?? 0, delayMS: fault.delayMs)
+        case .SandboxFaultThrottled(let fault):
+            SandboxFaultConfig(issuer: fault.issuer, mode: .throttled, count: fault.count ?? 1, endpoint: fault.endpoint ?? 0,
+                               retryAfterSeconds: fault.retryAfterSeconds)
+        }
+        // The shape is the OpenAPI document's (checked before this runs); what is left is whether
+        // the issuer and its endpoint exist here.
         if let problem = config.problems(path: "", issuers: issuers).first {
-            throw GatewayError(.invalidRequest, "\(problem.path.drop { $0 == "." }): \(problem.reason)")
+            let field = problem.path.drop { $0 == "." }
+            throw GatewayError(field == "issuer" || field == "endpoint" ? .notFound : .invalidRequest, "\(field): \(problem.reason)")
         }
         guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode.rawValue) else {
-            throw GatewayError(.invalidRequest, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
+            throw GatewayError(.notFound, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
         await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
                                retryAfterSeconds: config.retryAfterSeconds))

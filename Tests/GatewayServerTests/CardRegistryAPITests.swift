@@ -38,10 +38,25 @@ import Testing
         }
     }
 
+    /// Well-formed registrations the configuration cannot take: 422, never stored.
     @Test(arguments: [
         (#"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.card_account_id"),
         (#"{"issuer":"stripe","program":"demo","issuer_reference":{}}"#, "issuer: unknown issuer 'stripe'"),
+        (#"{"issuer":"tmp","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.customer_id: not a field of this issuer"),
+    ])
+    func registrationsTheConfigCannotTakeAreRefused(body: String, mentions: String) async throws {
+        try await GatewayHarness.run { client, _ in
+            let response = try await Self.send(client, .put, "/v1/cards/card_bad", json: body)
+            #expect(response.status == .unprocessableContent)
+            #expect(response.json["code"] as? String == "registration_refused")
+            #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json["detail"] ?? "")")
+            #expect(try await Self.send(client, .get, "/v1/cards/card_bad").status == .notFound)
+        }
+    }
+
+    @Test(arguments: [
         (#"{"issuer":"tmp","program":"","issuer_reference":{"issuer_card_id":"t"}}"#, "program"),
+        (#"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":"t","note":"x"}}"#, "issuer_reference.note"),
         (#"{"issuer":"tmp","program":"demo"}"#, "issuer_reference"),
         (#"{"issuer":"tmp","program":"demo","issuer_reference":{"issuer_card_id":7}}"#, "issuer_reference"),
         ("not json", "JSON"),

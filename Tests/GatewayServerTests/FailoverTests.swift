@@ -154,17 +154,19 @@ struct FailoverTests {
     }
 
     @Test(arguments: [
-        (#"{"issuer":"bridge","mode":"sometimes"}"#, "mode"),
-        (#"{"issuer":"nobody","mode":"unavailable"}"#, "unknown issuer"),
-        (#"{"issuer":"bridge","mode":"slow"}"#, "delay_ms"),
-        (#"{"issuer":"bridge","mode":"unavailable","count":0}"#, "count"),
-        (#"{"issuer":"bridge","mode":"unavailable","endpoint":3}"#, "endpoint"),
+        (#"{"issuer":"bridge","mode":"sometimes"}"#, "mode", 400),
+        (#"{"issuer":"bridge","mode":"slow"}"#, "delay_ms", 400),
+        (#"{"issuer":"bridge","mode":"unavailable","count":0}"#, "count", 400),
+        (#"{"issuer":"bridge","mode":"unavailable","delay_ms":5}"#, "delay_ms", 400),
+        // Well-formed, but nothing here to fault: the issuer or its endpoint does not exist.
+        (#"{"issuer":"nobody","mode":"unavailable"}"#, "unknown issuer", 404),
+        (#"{"issuer":"bridge","mode":"unavailable","endpoint":3}"#, "endpoint", 404),
     ])
-    func badFaultsAreClear400s(json: String, mentions: String) async throws {
+    func badFaultsAreClearProblems(json: String, mentions: String, status: Int) async throws {
         try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
             let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
-            #expect(response.status == .badRequest)
-            #expect(response.json["code"] as? String == "invalid_request")
+            #expect(response.status.code == status)
+            #expect(response.json["code"] as? String == (status == 400 ? "invalid_request" : "not_found"))
             #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json)")
             let queued = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
             #expect((queued.json["faults"] as? [Any])?.isEmpty == true)

@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test func refusesEmptyNonce() {
-        #expect(throws: GatewayError(.invalidRequest, "nonce: must be 1 to 256 bytes")) {
+        #expect(throws: GatewayError(.invalidRequest, "nonce: must be 1 to \(ApplePayProvisioningRequest.maxNonceBytes) bytes")) {
             try ApplePayProvisioningRequest(certificates: [der, der], nonce: Data(), nonceSignature: Data([2]))
         }
     }

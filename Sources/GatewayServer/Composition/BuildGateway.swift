@@ -124,7 +124,8 @@ public func buildGateway(
     let handler = APIHandler(
         live: live, reloader: reloader, store: store, audit: securityAudit, health: health, metrics: metrics, readiness: readiness,
         faults: extensions.faults)
-    try handler.registerHandlers(on: router)
+    // The OpenAPI document's request rules run before the generated decoding and every handler.
+    try handler.registerHandlers(on: router, middlewares: [RequestContractMiddleware(contract: ServedContract.contract())])
     // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.
     for (path, declared) in try DeclaredMethods.all() {
         let routerPath = RouterPath(path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: ""))

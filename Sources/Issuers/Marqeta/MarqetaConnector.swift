@@ -128,7 +128,7 @@ public struct MarqetaConnector: IssuerConnector {
     private func checkIDs(walletAccountID: String, deviceID: String) throws(GatewayError) {
         for (field, value, limit) in [("wallet_account_id", walletAccountID, MarqetaWire.maxWalletAccountIDLength),
                                       ("device_id", deviceID, MarqetaWire.maxDeviceIDLength)] where value.count > limit {
-            throw GatewayError(.invalidRequest, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
+            throw GatewayError(.issuerLimitExceeded, "\(field): \(issuer) accepts at most \(limit) characters (got \(value.count))")
         }
     }
 

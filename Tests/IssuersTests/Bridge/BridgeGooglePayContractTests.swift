@@ -53,7 +53,7 @@ struct BridgeGooglePayContractTests {
             }
             return (error, await capture.requests.count)
         }
-        #expect(error?.code == .invalidRequest)
+        #expect(error?.code == .issuerLimitExceeded)
         #expect(error?.detail.contains("wallet_account_id") == true)
         #expect(calls == 0)
     }

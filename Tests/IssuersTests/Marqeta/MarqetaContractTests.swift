@@ -264,7 +264,7 @@ import Testing
             }
             return (error, await capture.requests.count)
         }
-        #expect(error?.code == .invalidRequest)
+        #expect(error?.code == .issuerLimitExceeded)
         #expect(error?.detail.contains(field) == true)
         #expect(calls == 0)
     }

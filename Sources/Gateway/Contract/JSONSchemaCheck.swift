@@ -1,0 +1,382 @@
+import Foundation
+import ProvisioningCore
+
+/// A JSON value as the request carried it: `true` is not `1`, `1` is not `1.5`. Parsed by
+/// Foundation's `JSONDecoder`; only the shape is kept, to be checked against a schema.
+public enum JSONValue: Sendable, Equatable, Decodable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// The YAML/JSON scalar or collection a spec holds (`enum`, `const`, examples), as a value.
+    init?(spec value: Any) {
+        switch value {
+        case let value as Bool: self = .bool(value)
+        case let value as Int: self = .integer(Int64(value))
+        case let value as Double: self = .number(value)
+        case let value as String: self = .string(value)
+        case let value as [Any]:
+            var items: [JSONValue] = []
+            for item in value {
+                guard let item = JSONValue(spec: item) else { return nil }
+                items.append(item)
+            }
+            self = .array(items)
+        case let value as [String: Any]:
+            var members: [String: JSONValue] = [:]
+            for (key, item) in value {
+                guard let item = JSONValue(spec: item) else { return nil }
+                members[key] = item
+            }
+            self = .object(members)
+        case is NSNull: self = .null
+        default: return nil
+        }
+    }
+
+    var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "boolean"
+        case .integer: "integer"
+        case .number: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+
+    /// How the value is shown in a problem when it comes from the spec (never from a request).
+    var specText: String {
+        switch self {
+        case .null: "null"
+        case .bool(let value): "\(value)"
+        case .integer(let value): "\(value)"
+        case .number(let value): "\(value)"
+        case .string(let value): value
+        case .array, .object: typeName
+        }
+    }
+}
+
+/// The JSON Schema keywords the gateway's OpenAPI document uses for requests, compiled once:
+/// `type`, `enum`, `const`, `pattern`, `minLength`/`maxLength` (in code points, as JSON Schema
+/// counts), `minimum`/`maximum`, `minItems`/`maxItems`/`items`, `properties`/`required`/
+/// `additionalProperties`/`propertyNames`/`minProperties`/`maxProperties`, `oneOf` and `$ref`.
+/// A keyword it does not know in a request schema fails the compilation (`SchemaError`), so the
+/// spec cannot promise a rule the server silently skips. Descriptive keywords (`description`,
+/// `example(s)`, `default`, `format`, `title`, `discriminator`) do not constrain.
+public final class JSONSchemaCheck: Sendable {
+    public struct SchemaError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    enum Additional: Sendable {
+        case allowed
+        case forbidden
+        case schema(JSONSchemaCheck)
+    }
+
+    /// Compiled once; `NSRegularExpression` matching is thread-safe.
+    struct Pattern: @unchecked Sendable {
+        let source: String
+        let regex: NSRegularExpression
+        /// ICU's `$` also matches before a final line break; JSON Schema's (ECMA 262) does not.
+        let anchoredAtEnd: Bool
+
+        func matches(_ text: String) -> Bool {
+            let range = NSRange(text.startIndex..<text.endIndex, in: text)
+            guard let match = regex.firstMatch(in: text, range: range) else { return false }
+            return !anchoredAtEnd || match.range.upperBound == range.upperBound
+        }
+    }
+
+    static let descriptiveKeywords: Set<String> = [
+        "description", "example", "examples", "default", "format", "title", "discriminator", "deprecated", "readOnly", "writeOnly",
+    ]
+    static let knownKeywords: Set<String> = descriptiveKeywords.union([
+        "$ref", "type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "items",
+        "properties", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties", "oneOf",
+    ])
+
+    let types: Set<String>?
+    let allowed: [JSONValue]?
+    let pattern: Pattern?
+    let minLength: Int?
+    let maxLength: Int?
+    let minimum: Double?
+    let maximum: Double?
+    let minItems: Int?
+    let maxItems: Int?
+    let items: JSONSchemaCheck?
+    let properties: [String: JSONSchemaCheck]
+    let required: [String]
+    let additional: Additional
+    let propertyNames: JSONSchemaCheck?
+    let minProperties: Int?
+    let maxProperties: Int?
+    let oneOf: [JSONSchemaCheck]
+    let reference: JSONSchemaCheck?
+
+    /// Compiles `schema` (a parsed YAML mapping), resolving `$ref`s against `components`.
+    convenience init(_ schema: Any, components: [String: Any]) throws(SchemaError) {
+        var resolving: Set<String> = []
+        var cache: [String: JSONSchemaCheck] = [:]
+        try self.init(schema, components: components, resolving: &resolving, cache: &cache)
+    }
+
+    init(_ schema: Any, components: [String: Any], resolving: inout Set<String>, cache: inout [String: JSONSchemaCheck]) throws(SchemaError) {
+        guard let schema = schema as? [String: Any] else { throw SchemaError(description: "a schema is not a mapping") }
+        if let unknown = schema.keys.first(where: { !Self.knownKeywords.contains($0) }) {
+            throw SchemaError(description: "the schema keyword \(unknown) is not checked by the server")
+        }
+        func sub(_ value: Any) throws(SchemaError) -> JSONSchemaCheck {
+            try JSONSchemaCheck(value, components: components, resolving: &resolving, cache: &cache)
+        }
+        func int(_ key: String) throws(SchemaError) -> Int? {
+            guard let value = schema[key] else { return nil }
+            guard let value = value as? Int else { throw SchemaError(description: "\(key) is not an integer") }
+            return value
+        }
+        func number(_ key: String) throws(SchemaError) -> Double? {
+            switch schema[key] {
+            case nil: return nil
+            case let value as Int: return Double(value)
+            case let value as Double: return value
+            default: throw SchemaError(description: "\(key) is not a number")
+            }
+        }
+
+        if let ref = schema["$ref"] as? String {
+            let prefix = "#/components/schemas/"
+            guard ref.hasPrefix(prefix), let target = (components["schemas"] as? [String: Any])?[String(ref.dropFirst(prefix.count))] else {
+                throw SchemaError(description: "\(ref) does not resolve")
+            }
+            if let cached = cache[ref] {
+                reference = cached
+            } else {
+                guard resolving.insert(ref).inserted else { throw SchemaError(description: "\(ref) refers to itself") }
+                let compiled = try JSONSchemaCheck(target, components: components, resolving: &resolving, cache: &cache)
+                resolving.remove(ref)
+                cache[ref] = compiled
+                reference = compiled
+            }
+        } else {
+            reference = nil
+        }
+
+        switch schema["type"] {
+        case nil: types = nil
+        case let type as String: types = [type]
+        case let list as [String]: types = Set(list)
+        default: throw SchemaError(description: "type is neither a name nor a list")
+        }
+        var allowed: [JSONValue]?
+        if let list = schema["enum"] {
+            guard let list = list as? [Any] else { throw SchemaError(description: "enum is not a list") }
+            allowed = list.compactMap(JSONValue.init(spec:))
+        }
+        if let constant = schema["const"] {
+            guard let value = JSONValue(spec: constant) else { throw SchemaError(description: "const is not a JSON value") }
+            allowed = [value]
+        }
+        self.allowed = allowed
+        if let source = schema["pattern"] {
+            guard let source = source as? String, let regex = try? NSRegularExpression(pattern: source) else {
+                throw SchemaError(description: "pattern does not compile")
+            }
+            pattern = Pattern(source: source, regex: regex, anchoredAtEnd: source.hasSuffix("$") && !source.hasSuffix("\\$"))
+        } else {
+            pattern = nil
+        }
+        minLength = try int("minLength")
+        maxLength = try int("maxLength")
+        minimum = try number("minimum")
+        maximum = try number("maximum")
+        minItems = try int("minItems")
+        maxItems = try int("maxItems")
+        items = try schema["items"].map { (value) throws(SchemaError) in try sub(value) }
+        var properties: [String: JSONSchemaCheck] = [:]
+        if let members = schema["properties"] {
+            guard let members = members as? [String: Any] else { throw SchemaError(description: "properties is not a mapping") }
+            for (name, member) in members { properties[name] = try sub(member) }
+        }
+        self.properties = properties
+        required = (schema["required"] as? [String]) ?? []
+        switch schema["additionalProperties"] {
+        case nil, true as Bool: additional = .allowed
+        case false as Bool: additional = .forbidden
+        case let member?: additional = .schema(try sub(member))
+        }
+        propertyNames = try schema["propertyNames"].map { (value) throws(SchemaError) in try sub(value) }
+        minProperties = try int("minProperties")
+        maxProperties = try int("maxProperties")
+        var variants: [JSONSchemaCheck] = []
+        if let list = schema["oneOf"] {
+            guard let list = list as? [Any] else { throw SchemaError(description: "oneOf is not a list") }
+            for variant in list { variants.append(try sub(variant)) }
+        }
+        oneOf = variants
+    }
+
+    /// Every way `value` breaks the schema, each as `path: rule` (never the value itself).
+    public func problems(_ value: JSONValue, at path: String) -> [String] {
+        var problems: [String] = []
+        check(value, at: path, into: &problems)
+        return problems
+    }
+
+    func check(_ value: JSONValue, at path: String, into problems: inout [String]) {
+        if let reference { reference.check(value, at: path, into: &problems) }
+        let name = path.isEmpty ? "the body" : path
+        if let types {
+            let matches = types.contains(value.typeName) || (value.typeName == "integer" && types.contains("number"))
+            guard matches else {
+                problems.append("\(name): must be \(types.sorted().map { $0 == "integer" ? "an integer" : $0 == "array" || $0 == "object" ? "an \($0)" : "a \($0)" }.joined(separator: " or "))")
+                return
+            }
+        }
+        if let allowed, !allowed.contains(where: { Self.equal($0, value) }) {
+            problems.append(allowed.count == 1
+                ? "\(name): must be \(allowed[0].specText)"
+                : "\(name): must be one of \(allowed.map(\.specText).joined(separator: ", "))")
+            return
+        }
+        switch value {
+        case .string(let text):
+            let length = text.unicodeScalars.count
+            if let minLength, length < minLength { problems.append("\(name): \(lengthRule)") }
+            else if let maxLength, length > maxLength { problems.append("\(name): \(lengthRule)") }
+            else if let pattern, !pattern.matches(text) { problems.append("\(name): must match \(pattern.source)") }
+        case .integer, .number:
+            let number: Double = if case .integer(let value) = value { Double(value) } else if case .number(let value) = value { value } else { 0 }
+            if let minimum, number < minimum { problems.append("\(name): \(rangeRule)") }
+            else if let maximum, number > maximum { problems.append("\(name): \(rangeRule)") }
+        case .array(let elements):
+            if let minItems, elements.count < minItems { problems.append("\(name): \(countRule)") }
+            else if let maxItems, elements.count > maxItems { problems.append("\(name): \(countRule)") }
+            if let items {
+                for (index, element) in elements.enumerated() { items.check(element, at: "\(path)[\(index)]", into: &problems) }
+            }
+        case .object(let members):
+            checkObject(members, at: path, into: &problems)
+        case .null, .bool:
+            break
+        }
+        if !oneOf.isEmpty { checkOneOf(value, at: path, into: &problems) }
+    }
+
+    private func checkObject(_ members: [String: JSONValue], at path: String, into problems: inout [String]) {
+        func member(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+        let name = path.isEmpty ? "the body" : path
+        for key in required where members[key] == nil { problems.append("\(member(key)): required") }
+        if let minProperties, members.count < minProperties { problems.append("\(name): needs at least \(minProperties) field(s)") }
+        if let maxProperties, members.count > maxProperties { problems.append("\(name): takes at most \(maxProperties) field(s)") }
+        for key in members.keys.sorted() {
+            let value = members[key]!
+            let shown = member(InputRules.short(key))
+            if let propertyNames {
+                var nameProblems: [String] = []
+                propertyNames.check(.string(key), at: shown, into: &nameProblems)
+                if !nameProblems.isEmpty {
+                    problems.append("\(shown): not an accepted field name")
+                    continue
+                }
+            }
+            if let schema = properties[key] {
+                schema.check(value, at: member(key), into: &problems)
+                continue
+            }
+            switch additional {
+            case .allowed: break
+            case .forbidden: problems.append("\(shown): not a field of this request")
+            case .schema(let schema): schema.check(value, at: shown, into: &problems)
+            }
+        }
+    }
+
+    /// Exactly one variant must hold. When none does, the problems reported are those of the
+    /// variant the value meant: the one whose enum-valued fields (`mode`, `encoding`, `type`) it
+    /// matches, then the one with the fewest problems, then the first.
+    private func checkOneOf(_ value: JSONValue, at path: String, into problems: inout [String]) {
+        let results = oneOf.map { (misses: $0.enumMisses(value), problems: $0.problems(value, at: path)) }
+        let matching = results.filter(\.problems.isEmpty).count
+        if matching == 1 { return }
+        if matching > 1 {
+            problems.append("\(path.isEmpty ? "the body" : path): matches more than one of its forms")
+            return
+        }
+        let closest = results.min { ($0.misses, $0.problems.count) < ($1.misses, $1.problems.count) }
+        problems.append(contentsOf: closest?.problems ?? [])
+    }
+
+    /// How many of an object's fields hold a value outside their schema's enum.
+    private func enumMisses(_ value: JSONValue) -> Int {
+        let schema = reference ?? self
+        guard case .object(let members) = value else { return 0 }
+        return schema.properties.reduce(0) { misses, property in
+            let allowed = property.value.allowed ?? property.value.reference?.allowed
+            guard let allowed, let member = members[property.key], !allowed.contains(where: { Self.equal($0, member) }) else { return misses }
+            return misses + 1
+        }
+    }
+
+    private var lengthRule: String {
+        switch (minLength, maxLength) {
+        case let (min?, max?): "must be \(min) to \(max) characters"
+        case let (min?, nil): "must be at least \(min) characters"
+        case let (nil, max?): "must be at most \(max) characters"
+        default: ""
+        }
+    }
+
+    private var rangeRule: String {
+        func text(_ value: Double) -> String { value == value.rounded() ? String(Int64(value)) : String(value) }
+        switch (minimum, maximum) {
+        case let (min?, max?): return "must be from \(text(min)) to \(text(max))"
+        case let (min?, nil): return "must be at least \(text(min))"
+        case let (nil, max?): return "must be at most \(text(max))"
+        default: return ""
+        }
+    }
+
+    private var countRule: String {
+        switch (minItems, maxItems) {
+        case let (min?, max?): "must hold \(min) to \(max) items"
+        case let (min?, nil): "must hold at least \(min) items"
+        case let (nil, max?): "must hold at most \(max) items"
+        default: ""
+        }
+    }
+
+    /// JSON Schema equality: 1 and 1.0 are the same number.
+    static func equal(_ lhs: JSONValue, _ rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case let (.integer(a), .number(b)), let (.number(b), .integer(a)): Double(a) == b
+        default: lhs == rhs
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Yams
+
+/// What the OpenAPI document says each operation accepts (path and query parameters, header
+/// parameters and the JSON body), compiled from the document itself. The server checks every
+/// request against it before the handler runs, so the spec a client reads and the rules the
+/// server applies are one text and cannot drift. A request that breaks it is `invalid_request`
+/// (400) naming each field and its rule; what only the server's state can decide (a card that
+/// does not exist, an issuer that is not configured) is another code.
+///
+/// One rule for the whole API: unknown fields in a JSON body are refused (every request schema
+/// has `additionalProperties: false`); unknown query parameters and headers are ignored, as
+/// proxies and SDKs add their own.
+public struct RequestContract: Sendable {
+    public struct Parameter: Sendable {
+        public let name: String
+        public let required: Bool
+        let schema: JSONSchemaCheck
+        /// `integer` parameters arrive as text and are checked as numbers.
+        let isInteger: Bool
+    }
+
+    public struct Operation: Sendable {
+        public let id: String
+        public let method: String
+        public let path: String
+        public let pathParameters: [Parameter]
+        public let queryParameters: [Parameter]
+        public let headerParameters: [Parameter]
+        public let bodyRequired: Bool
+        let body: JSONSchemaCheck?
+
+        public var hasBody: Bool { body != nil }
+    }
+
+    public let operations: [String: Operation]
+
+    public init(spec: Data) throws {
+        guard let document = try Yams.load(yaml: String(decoding: spec, as: UTF8.self)) as? [String: Any],
+              let paths = document["paths"] as? [String: Any] else {
+            throw JSONSchemaCheck.SchemaError(description: "the document has no paths")
+        }
+        let components = document["components"] as? [String: Any] ?? [:]
+        let sharedParameters = components["parameters"] as? [String: Any] ?? [:]
+        func resolve(_ parameter: Any) throws -> [String: Any] {
+            guard let parameter = parameter as? [String: Any] else { throw JSONSchemaCheck.SchemaError(description: "a parameter is not a mapping") }
+            guard let ref = parameter["$ref"] as? String else { return parameter }
+            let prefix = "#/components/parameters/"
+            guard ref.hasPrefix(prefix), let target = sharedParameters[String(ref.dropFirst(prefix.count))] as? [String: Any] else {
+                throw JSONSchemaCheck.SchemaError(description: "\(ref) does not resolve")
+            }
+            return target
+        }
+        var operations: [String: Operation] = [:]
+        for (path, item) in paths {
+            guard let item = item as? [String: Any] else { continue }
+            let common = try (item["parameters"] as? [Any] ?? []).map(resolve)
+            for method in DeclaredOperations.methods {
+                guard let operation = item[method.lowercased()] as? [String: Any], let id = operation["operationId"] as? String else { continue }
+                var byLocation: [String: [Parameter]] = [:]
+                for parameter in try common + (operation["parameters"] as? [Any] ?? []).map(resolve) {
+                    guard let name = parameter["name"] as? String, let location = parameter["in"] as? String,
+                          let schema = parameter["schema"] else {
+                        throw JSONSchemaCheck.SchemaError(description: "\(id): a parameter has no name, location or schema")
+                    }
+                    let check: JSONSchemaCheck
+                    do { check = try JSONSchemaCheck(schema, components: components) } catch {
+                        throw JSONSchemaCheck.SchemaError(description: "\(id) \(name): \(error.description)")
+                    }
+                    byLocation[location, default: []].append(Parameter(
+                        name: name, required: (parameter["required"] as? Bool) ?? (location == "path"), schema: check,
+                        isInteger: (schema as? [String: Any])?["type"] as? String == "integer"))
+                }
+                var body: JSONSchemaCheck?
+                var bodyRequired = false
+                if let requestBody = operation["requestBody"] as? [String: Any] {
+                    bodyRequired = (requestBody["required"] as? Bool) ?? false
+                    if let schema = ((requestBody["content"] as? [String: Any])?["application/json"] as? [String: Any])?["schema"] {
+                        do { body = try JSONSchemaCheck(schema, components: components) } catch {
+                            throw JSONSchemaCheck.SchemaError(description: "\(id) body: \(error.description)")
+                        }
+                    }
+                }
+                operations[id] = Operation(
+                    id: id, method: method, path: path, pathParameters: byLocation["path"] ?? [],
+                    queryParameters: byLocation["query"] ?? [], headerParameters: byLocation["header"] ?? [],
+                    bodyRequired: bodyRequired, body: body)
+            }
+        }
+        self.operations = operations
+    }
+
+    /// What is wrong with a request to `operationID`, each `field: rule`; empty when it holds.
+    /// `query` is the decoded query items in order; `header` reads a header by name; `body` is
+    /// the JSON body's bytes (nil or empty when there is none).
+    public func problems(
+        operationID: String, pathParameters: [String: String], query: [(name: String, value: String)],
+        header: (String) -> String?, body: Data?
+    ) -> [String] {
+        guard let operation = operations[operationID] else { return [] }
+        var problems: [String] = []
+        func check(_ parameter: Parameter, _ text: String?) {
+            guard let text else {
+                if parameter.required { problems.append("\(parameter.name): required") }
+                return
+            }
+            if parameter.isInteger {
+                guard let number = Int64(text) else {
+                    problems.append("\(parameter.name): must be an integer")
+                    return
+                }
+                parameter.schema.check(.integer(number), at: parameter.name, into: &problems)
+            } else {
+                parameter.schema.check(.string(text), at: parameter.name, into: &problems)
+            }
+        }
+        for parameter in operation.pathParameters { check(parameter, pathParameters[parameter.name]) }
+        for parameter in operation.queryParameters {
+            let values = query.filter { $0.name == parameter.name }
+            if values.count > 1 {
+                problems.append("\(parameter.name): given more than once")
+                continue
+            }
+            check(parameter, values.first?.value)
+        }
+        for parameter in operation.headerParameters { check(parameter, header(parameter.name)) }
+        if let schema = operation.body {
+            if let body, !body.isEmpty {
+                if let value = try? JSONDecoder().decode(JSONValue.self, from: body) {
+                    schema.check(value, at: "", into: &problems)
+                } else {
+                    problems.append("the body is not valid JSON")
+                }
+            } else if operation.bodyRequired {
+                problems.append("the body is required")
+            }
+        }
+        return problems
+    }
+
+    /// Checks one value against a schema of the document's `components.schemas` (tests, examples).
+    public static func problems(spec: Data, schema name: String, value: JSONValue) throws -> [String] {
+        guard let document = try Yams.load(yaml: String(decoding: spec, as: UTF8.self)) as? [String: Any] else { return ["not a document"] }
+        let components = document["components"] as? [String: Any] ?? [:]
+        let check = try JSONSchemaCheck(["$ref": "#/components/schemas/\(name)"], components: components)
+        return check.problems(value, at: "")
+    }
+}

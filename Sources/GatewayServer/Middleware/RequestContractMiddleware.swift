@@ -1,0 +1,57 @@
+import Foundation
+import Gateway
+import HTTPTypes
+import OpenAPIRuntime
+import ProvisioningAPI
+import ProvisioningCore
+
+/// Checks each request against what the OpenAPI document says its operation accepts, before the
+/// generated code decodes it and the handler runs: the document's `pattern`s, lengths, enums,
+/// `oneOf`s and `additionalProperties: false` are the server's rules, not a description of them.
+/// A request that breaks them is `invalid_request` (400) listing every field and its rule, never a
+/// value it sent.
+struct RequestContractMiddleware: ServerMiddleware {
+    /// At most this many problems are listed in one answer's detail.
+    static let listedProblems = 5
+
+    let contract: RequestContract
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, metadata: ServerRequestMetadata, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        guard let operation = contract.operations[operationID] else { return try await next(request, body, metadata) }
+        var bytes: Data?
+        var body = body
+        // Only JSON bodies are the contract's; the generated code refuses another content type.
+        if operation.hasBody, let body, request.headerFields[.contentType].map(Self.isJSON) ?? false {
+            // The listener's body limit has already bounded what arrives here.
+            let collected = try await Data(collecting: body, upTo: .max)
+            bytes = collected
+        }
+        if let bytes { body = HTTPBody(bytes) }
+        let pathParameters = metadata.pathParameters.mapValues { String($0).removingPercentEncoding ?? String($0) }
+        let query = request.path.flatMap { URLComponents(string: $0)?.queryItems }?.map { (name: $0.name, value: $0.value ?? "") } ?? []
+        let problems = contract.problems(
+            operationID: operationID, pathParameters: pathParameters, query: query,
+            header: { name in HTTPField.Name(name).flatMap { request.headerFields[$0] } }, body: bytes)
+        if !problems.isEmpty {
+            let listed = problems.prefix(Self.listedProblems).joined(separator: "; ")
+            let more = problems.count > Self.listedProblems ? "; and \(problems.count - Self.listedProblems) more" : ""
+            throw GatewayError(.invalidRequest, listed + more)
+        }
+        return try await next(request, body, metadata)
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return type == "application/json" || type.hasSuffix("+json")
+    }
+}
+
+/// The document's request rules, compiled once per process (every gateway a process builds
+/// serves the same document).
+enum ServedContract {
+    private static let compiled: Result<RequestContract, any Error> = Result { try RequestContract(spec: OpenAPISpec.yaml()) }
+    static func contract() throws -> RequestContract { try compiled.get() }
+}
