@@ -200,6 +200,28 @@ import Yams
         }
     }
 
+    /// The document carries an example for every request body and every JSON answer, and each
+    /// one holds to its own schema (the sandbox's real answers, so a client author can trust them).
+    @Test func everyExampleHoldsToItsSchema() throws {
+        let examples = try RequestContract.examples(spec: OpenAPISpec.yaml())
+        for example in examples {
+            #expect(example.problems.isEmpty, "\(example.at): \(example.problems)")
+        }
+        var expected: [String] = []
+        for (_, item) in Self.document["paths"] as? [String: Any] ?? [:] {
+            for case let operation as [String: Any] in (item as? [String: Any] ?? [:]).values {
+                guard let id = operation["operationId"] as? String else { continue }
+                if operation["requestBody"] != nil { expected.append("\(id) request") }
+                for (status, response) in operation["responses"] as? [String: Any] ?? [:] where status.hasPrefix("2") {
+                    if (((response as? [String: Any])?["content"] as? [String: Any])?["application/json"]) != nil { expected.append("\(id) \(status)") }
+                }
+            }
+        }
+        #expect(expected.count >= 25)
+        let present = Set(examples.map(\.at))
+        for location in expected { #expect(present.contains(location), "no example for \(location)") }
+    }
+
     /// Every request schema of the document compiles into the server's checks: a keyword the
     /// checker does not know would be a rule the server silently skips.
     @Test func everyRequestRuleIsOneTheServerChecks() throws {

@@ -138,6 +138,38 @@ public struct RequestContract: Sendable {
         return problems
     }
 
+    /// Every `example` the document gives (request bodies, JSON answers, component schemas),
+    /// checked against the schema beside it: `(where, problems)` for each example, so a test can
+    /// see that examples exist and that none breaks its own schema.
+    public static func examples(spec: Data) throws -> [(at: String, problems: [String])] {
+        guard let document = try Yams.load(yaml: String(decoding: spec, as: UTF8.self)) as? [String: Any] else { return [] }
+        let components = document["components"] as? [String: Any] ?? [:]
+        var results: [(at: String, problems: [String])] = []
+        func check(_ media: Any?, at location: String) throws {
+            guard let media = media as? [String: Any], let schema = media["schema"], let example = media["example"] else { return }
+            guard let value = JSONValue(spec: example) else {
+                results.append((location, ["the example is not JSON"]))
+                return
+            }
+            results.append((location, try JSONSchemaCheck(schema, components: components).problems(value, at: "")))
+        }
+        for (path, item) in document["paths"] as? [String: Any] ?? [:] {
+            for method in DeclaredOperations.methods {
+                guard let operation = (item as? [String: Any])?[method.lowercased()] as? [String: Any] else { continue }
+                let id = operation["operationId"] as? String ?? "\(method) \(path)"
+                try check(((operation["requestBody"] as? [String: Any])?["content"] as? [String: Any])?["application/json"], at: "\(id) request")
+                for (status, response) in operation["responses"] as? [String: Any] ?? [:] {
+                    try check(((response as? [String: Any])?["content"] as? [String: Any])?["application/json"], at: "\(id) \(status)")
+                }
+            }
+        }
+        for (name, schema) in components["schemas"] as? [String: Any] ?? [:] {
+            guard let example = (schema as? [String: Any])?["example"] else { continue }
+            try check(["schema": ["$ref": "#/components/schemas/\(name)"], "example": example], at: name)
+        }
+        return results.sorted { $0.at < $1.at }
+    }
+
     /// Checks one value against a schema of the document's `components.schemas` (tests, examples).
     public static func problems(spec: Data, schema name: String, value: JSONValue) throws -> [String] {
         guard let document = try Yams.load(yaml: String(decoding: spec, as: UTF8.self)) as? [String: Any] else { return ["not a document"] }
