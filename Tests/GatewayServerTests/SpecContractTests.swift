@@ -3,6 +3,7 @@ import Gateway
 import HTTPTypes
 import NIOCore
 import ProvisioningAPI
+import ProvisioningCore
 import Testing
 import Yams
 
@@ -220,6 +221,30 @@ import Yams
         #expect(expected.count >= 25)
         let present = Set(examples.map(\.at))
         for location in expected { #expect(present.contains(location), "no example for \(location)") }
+    }
+
+    /// Each operation lists the problem codes each of its statuses can carry (`x-problem-codes`),
+    /// and every listed code has that status in the gateway's vocabulary.
+    @Test func everyListedProblemCodeHasItsStatus() throws {
+        var listed = 0
+        for (path, item) in Self.document["paths"] as? [String: Any] ?? [:] {
+            for case let operation as [String: Any] in (item as? [String: Any] ?? [:]).values {
+                guard let id = operation["operationId"] as? String else { continue }
+                let responses = operation["responses"] as? [String: Any] ?? [:]
+                if path != "/healthz" && path != "/readyz" {
+                    #expect(responses["429"] != nil, "\(id) does not document 429")
+                }
+                for (status, response) in responses {
+                    for code in (response as? [String: Any])?["x-problem-codes"] as? [String] ?? [] {
+                        listed += 1
+                        let known = GatewayError.Code(rawValue: code)
+                        #expect(known != nil, "\(id) \(status): unknown code \(code)")
+                        #expect(known.map { String($0.httpStatus) } == status, "\(id) \(status): \(code) is \(known?.httpStatus ?? 0)")
+                    }
+                }
+            }
+        }
+        #expect(listed > 50)
     }
 
     /// Every request schema of the document compiles into the server's checks: a keyword the
