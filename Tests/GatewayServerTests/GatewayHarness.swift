@@ -25,8 +25,13 @@ enum GatewayHarness {
     /// A Bridge card of program `other` that the Bridge simulator knows (its own account).
     static let otherBridgeCard = "card_other_bridge"
 
+    /// `Config/gateway.yaml`, parsed once per process: decoding YAML is synchronous work on the
+    /// cooperative pool, and on two cores a hundred gateways each parsing it while others run
+    /// their time-bound tests starved those tests (requests timing out at 30 s).
+    private static let sandboxFile = Result { try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path) }
+
     static func sandboxConfig() throws -> GatewayConfig {
-        var config = try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path)
+        var config = try sandboxFile.get()
         config.server.port = 0
         // A second client (key `sk_other_client`) with its own program, so one client's cards are another's 403.
         config.clients.append(ClientConfig(

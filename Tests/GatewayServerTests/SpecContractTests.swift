@@ -154,21 +154,25 @@ import Yams
         }
     }
 
-    @Test func otherBodies() async throws {
+    @Test func walletIDBodies() async throws {
         let walletMax = try Self.int(Self.schema("WalletID"), "maxLength")
+        try await GatewayHarness.run { client, _ in
+            try await expectBoundary(client, "wallet_account_id maxLength", field: "wallet_account_id",
+                                     inside: Self.googlePay("card_bridge_demo", wallet: String(repeating: "w", count: walletMax)),
+                                     outside: Self.googlePay("card_bridge_demo", wallet: String(repeating: "w", count: walletMax + 1)))
+            try await expectBoundary(client, "device_id pattern", field: "device_id",
+                                     inside: Self.googlePay("card_bridge_demo", device: "hw-~1"), outside: Self.googlePay("card_bridge_demo", device: "hw 1"))
+            try await expectBoundary(client, "google-pay additionalProperties: false", field: "device",
+                                     inside: Self.googlePay("card_bridge_demo"), outside: Self.googlePay("card_bridge_demo", extra: ["device": ["type": "phone"]]))
+
+        }
+    }
+
+    @Test func activationAndRegistrationBodies() async throws {
         let referenceMax = try Self.int(Self.property("TokenActivationRequest", "token_unique_reference"), "maxLength")
         let valueMax = try Self.int(Self.schema("IssuerReferenceValue"), "maxLength")
         let nameMax = try Self.int(Self.schema("Name"), "maxLength")
-        let countMax = try Self.int(Self.property("SandboxFaultPlain", "count"), "maximum")
         try await GatewayHarness.run { client, _ in
-            try await expectBoundary(client, "wallet_account_id maxLength", field: "wallet_account_id",
-                                     inside: Self.googlePay("card_lithic_demo", wallet: String(repeating: "w", count: walletMax)),
-                                     outside: Self.googlePay("card_lithic_demo", wallet: String(repeating: "w", count: walletMax + 1)))
-            try await expectBoundary(client, "device_id pattern", field: "device_id",
-                                     inside: Self.googlePay("card_lithic_demo", device: "hw-~1"), outside: Self.googlePay("card_lithic_demo", device: "hw 1"))
-            try await expectBoundary(client, "google-pay additionalProperties: false", field: "device",
-                                     inside: Self.googlePay("card_lithic_demo"), outside: Self.googlePay("card_lithic_demo", extra: ["device": ["type": "phone"]]))
-
             let activation = { (reference: String) in
                 Probe(method: .post, uri: "/v1/token-activations", body: Self.json(["token_unique_reference": reference, "card_id": "card_tmp_demo"]))
             }
@@ -189,6 +193,12 @@ import Yams
             try await expectBoundary(client, "program maxLength", field: "program",
                                      inside: register("card_c5", String(repeating: "p", count: nameMax), "tmp-5"),
                                      outside: register("card_c6", String(repeating: "p", count: nameMax + 1), "tmp-6"))
+        }
+    }
+
+    @Test func sandboxFaultBodies() async throws {
+        let countMax = try Self.int(Self.property("SandboxFaultPlain", "count"), "maximum")
+        try await GatewayHarness.run { client, _ in
             let fault = { (object: [String: Any]) in Probe(method: .post, uri: "/v1/sandbox/faults", body: Self.json(object)) }
             try await expectBoundary(client, "slow needs delay_ms", field: "delay_ms",
                                      inside: fault(["issuer": "bridge", "mode": "slow", "delay_ms": 1]), outside: fault(["issuer": "bridge", "mode": "slow"]))

@@ -116,7 +116,7 @@ public func buildGateway(
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
 
-    let spec = try OpenAPISpec.yaml()
+    let spec = try DeclaredMethods.spec()
     router.get("/openapi.yaml") { _, _ in
         Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
     }
@@ -222,6 +222,9 @@ public struct GatewayProcess: Sendable {
 /// The spec's paths and their methods, read once per process (parsing the YAML is not free, and
 /// every gateway a process builds serves the same spec).
 enum DeclaredMethods {
-    private static let parsed: Result<[String: [String]], any Error> = Result { try DeclaredOperations.read(spec: OpenAPISpec.yaml()) }
+    private static let document: Result<Data, any Error> = Result { try OpenAPISpec.yaml() }
+    private static let parsed: Result<[String: [String]], any Error> = Result { try DeclaredOperations.read(spec: document.get()) }
     static func all() throws -> [String: [String]] { try parsed.get() }
+    /// The served document's bytes, read once.
+    static func spec() throws -> Data { try document.get() }
 }
