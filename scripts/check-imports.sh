@@ -19,7 +19,8 @@ declare -A allowed=(
   [GatewayServer]="Gateway GatewayStore ProvisioningAPI ProvisioningCore PEMFiles ByteText"
   [SandboxGateway]="GatewayServer Gateway ProvisioningAPI ProvisioningCore Sandbox WalletCrypto ByteText"
   [provisioning-gateway]="GatewayServer SandboxGateway ProvisioningCore"
-  [gateway-soak]=""
+  [ProvisioningGatewayClient]=""
+  [gateway-soak]="ProvisioningGatewayClient"
   [wallet-crypto-bench]="WalletCrypto"
 )
 # Besides first-party modules, what ProvisioningCore may import.

@@ -1,13 +1,14 @@
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import NIOCore
-import NIOFoundationCompat
-import NIOHTTP1
+import OpenAPIRuntime
+import ProvisioningGatewayClient
 
 /// Drives a running sandbox gateway with Apple Pay provisionings while queuing random faults at
 /// its simulators, then prints the success rate, latency percentiles and upstream attempts per
 /// request (read back from the audit trail). `scripts/soak.sh` starts a gateway and runs this.
+/// It speaks to the gateway through the generated client (`ProvisioningGatewayClient`): the faults
+/// are `addSandboxFault` calls, the audit trail `getProvisioning`.
 /// Exits 1 when something went wrong beyond the faults: an internal error, an answer that is
 /// neither a payload nor a problem with a provisioning id, or an answer whose outcome is not the
 /// last event of its audit trail.
@@ -24,13 +25,13 @@ struct GatewaySoak: AsyncParsableCommand {
     @Option(help: "The request body (a sandbox device's request).") var body = "Config/sandbox/apple-pay-request.json"
     @Option(help: "Cards to provision, comma-separated.") var cards = "card_bridge_demo,card_tmp_demo,card_crossmint_demo"
 
-    static let faults: [(issuer: [String], fault: String)] = [
-        (["bridge", "tmp", "crossmint"], #""mode":"unavailable","count":2"#),
-        (["bridge", "tmp", "crossmint"], #""mode":"throttled","count":1,"retry_after_seconds":0"#),
-        (["bridge", "tmp", "crossmint"], #""mode":"timeout","count":1,"delay_ms":2000"#),
-        (["bridge", "tmp", "crossmint"], #""mode":"reset","count":1"#),
-        (["bridge", "tmp", "crossmint"], #""mode":"slow","count":3,"delay_ms":200"#),
-        (["bridge", "crossmint"], #""mode":"garbage","count":1"#),
+    static let faults: [(issuers: [String], fault: @Sendable (String) -> Components.Schemas.SandboxFault)] = [
+        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .unavailable, count: 2) }),
+        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .throttled, count: 1, retryAfterSeconds: 0) }),
+        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .timeout, count: 1, delayMs: 2000) }),
+        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .reset, count: 1) }),
+        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .slow, count: 3, delayMs: 200) }),
+        (["bridge", "crossmint"], { .init(issuer: $0, mode: .garbage, count: 1) }),
     ]
 
     struct Result: Sendable {
@@ -42,10 +43,12 @@ struct GatewaySoak: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let payload = try Data(contentsOf: URL(fileURLWithPath: body))
+        let payload = try JSONDecoder().decode(ProvisioningGateway.ApplePayRequest.self, from: Data(contentsOf: URL(fileURLWithPath: body)))
         let cardList = cards.split(separator: ",").map(String.init)
+        guard let baseURL = URL(string: url) else { throw ValidationError("--url \(url) is not a URL") }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        _ = try await send(client, .DELETE, "/v1/sandbox/faults", body: nil)
+        let gateway = ProvisioningGateway(baseURL: baseURL, apiKey: key, httpClient: client)
+        _ = try await gateway.raw.clearSandboxFaults()
 
         let started = ContinuousClock.now
         let results = try await withThrowingTaskGroup(of: [Result].self) { group in
@@ -55,14 +58,10 @@ struct GatewaySoak: AsyncParsableCommand {
                     var results: [Result] = []
                     for index in 0..<perWorker where worker * perWorker + index < requests {
                         if Double.random(in: 0..<1) < faultRate, let (issuers, fault) = Self.faults.randomElement() {
-                            let issuer = issuers.randomElement()!
-                            _ = try? await send(client, .POST, "/v1/sandbox/faults", body: Data(#"{"issuer":"\#(issuer)",\#(fault)}"#.utf8))
+                            _ = try? await gateway.raw.addSandboxFault(body: .json(fault(issuers.randomElement()!)))
                         }
                         let card = cardList[(worker + index) % cardList.count]
-                        let begin = ContinuousClock.now
-                        let (status, json) = try await send(client, .POST, "/v1/cards/\(card)/wallet-provisioning/apple-pay", body: payload)
-                        results.append(Result(status: status, code: json["code"] as? String, retryable: json["retryable"] as? Bool ?? false,
-                                              provisioningID: json["provisioning_id"] as? String, latency: begin.duration(to: .now)))
+                        results.append(try await provision(gateway, card: card, payload))
                     }
                     return results
                 }
@@ -70,7 +69,7 @@ struct GatewaySoak: AsyncParsableCommand {
             return try await group.reduce(into: []) { $0 += $1 }
         }
         let wall = started.duration(to: .now)
-        _ = try await send(client, .DELETE, "/v1/sandbox/faults", body: nil)
+        _ = try await gateway.raw.clearSandboxFaults()
 
         var attempts: [Int] = []
         var errors: [String] = []
@@ -80,12 +79,16 @@ struct GatewaySoak: AsyncParsableCommand {
                 if result.code != "rate_limited" { errors.append("HTTP \(result.status) \(result.code ?? "-") without a provisioning id") }
                 continue
             }
-            let (_, audit) = try await send(client, .GET, "/v1/provisionings/\(id)", body: nil)
-            let events = audit["events"] as? [[String: Any]] ?? []
-            attempts.append(events.filter { ($0["attempt"] as? Int ?? 0) > 0 && $0["issuer"] as? String != "local" }.count)
+            let events: [Components.Schemas.AuditEvent]
+            do {
+                events = try await gateway.provisioning(id).events
+            } catch is GatewayProblem {
+                events = []
+            }
+            attempts.append(events.filter { $0.attempt > 0 && $0.issuer != "local" }.count)
             let recorded = result.status == 200
-                ? events.last?["outcome"] as? String == "succeeded"
-                : events.last?["error_code"] as? String == result.code
+                ? events.last?.outcome == .succeeded
+                : events.last?.errorCode == result.code
             if !recorded { errors.append("\(id): the answer is not the audit trail's last outcome") }
         }
         try await client.shutdown()
@@ -108,17 +111,19 @@ struct GatewaySoak: AsyncParsableCommand {
         }
     }
 
-    func send(_ client: HTTPClient, _ method: HTTPMethod, _ path: String, body: Data?) async throws -> (Int, [String: Any]) {
-        var request = HTTPClientRequest(url: url + path)
-        request.method = method
-        request.headers.add(name: "Authorization", value: "Bearer \(key)")
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body))
+    /// One Apple Pay provisioning: its payload's provisioning id, or its problem's status, code and
+    /// id. An answer that is neither (the generated client could not read it) keeps its status only.
+    func provision(_ gateway: ProvisioningGateway, card: String, _ payload: ProvisioningGateway.ApplePayRequest) async throws -> Result {
+        let begin = ContinuousClock.now
+        do {
+            let answer = try await gateway.provisionApplePay(card: card, payload)
+            return Result(status: 200, code: nil, retryable: false, provisioningID: answer.provisioningId, latency: begin.duration(to: .now))
+        } catch let problem as GatewayProblem {
+            return Result(status: problem.status, code: problem.code, retryable: problem.retryable, provisioningID: problem.provisioningID,
+                          latency: begin.duration(to: .now))
+        } catch let error as ClientError where error.response != nil {
+            return Result(status: error.response.map { $0.status.code } ?? 0, code: nil, retryable: false, provisioningID: nil,
+                          latency: begin.duration(to: .now))
         }
-        let response = try await client.execute(request, timeout: .seconds(60))
-        let buffer = try await response.body.collect(upTo: 1 << 20)
-        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: buffer))) as? [String: Any] ?? [:]
-        return (Int(response.status.code), json)
     }
 }
