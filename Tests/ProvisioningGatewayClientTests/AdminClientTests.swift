@@ -163,8 +163,8 @@ import Testing
             let lines = text.split(separator: "\n")
             #expect(lines.contains { $0.hasPrefix("gateway_upstream_attempts_total{") && $0.contains(#"issuer="tmp""#)
                 && $0.contains(#"outcome="succeeded""#) && $0.hasSuffix(" 1") }, "\(text.prefix(2000))")
-            #expect(lines.contains(#"gateway_issuer_paused{issuer="lithic"} 1"#))
-            #expect(lines.contains("gateway_config_generation 1"))
+            #expect(lines.contains(#"gateway_issuer_paused{issuer="lithic"} 1.0"#))
+            #expect(lines.contains("gateway_config_generation 1.0"))
         }
     }
 
