@@ -79,12 +79,7 @@ struct GatewaySoak: AsyncParsableCommand {
                 if result.code != "rate_limited" { errors.append("HTTP \(result.status) \(result.code ?? "-") without a provisioning id") }
                 continue
             }
-            let events: [Components.Schemas.AuditEvent]
-            do {
-                events = try await gateway.provisioning(id).events
-            } catch is GatewayProblem {
-                events = []
-            }
+            let events = try await auditEvents(gateway, id)
             attempts.append(events.filter { $0.attempt > 0 && $0.issuer != "local" }.count)
             let recorded = result.status == 200
                 ? events.last?.outcome == .succeeded
@@ -108,6 +103,20 @@ struct GatewaySoak: AsyncParsableCommand {
         if !errors.isEmpty {
             print("errors              \(errors.count): " + Set(errors).sorted().prefix(5).joined(separator: "; "))
             throw ExitCode.failure
+        }
+    }
+
+    /// The provisioning's audit events; none when the gateway has no trail for it. Reading them is
+    /// the demo client's requests too: a 429 is waited out (its `Retry-After`), not taken for "none".
+    func auditEvents(_ gateway: ProvisioningGateway, _ id: String) async throws -> [Components.Schemas.AuditEvent] {
+        while true {
+            do {
+                return try await gateway.provisioning(id).events
+            } catch let problem as GatewayProblem where problem.code == "rate_limited" {
+                try await Task.sleep(for: .seconds(problem.retryAfter ?? 1))
+            } catch is GatewayProblem {
+                return []
+            }
         }
     }
 
