@@ -254,6 +254,7 @@ let package = Package(
             name: "GatewayServerTests",
             dependencies: [
                 "GatewayServer",
+                "ProvisioningGatewayClient",
                 "GatewayStore",
                 "GatewayTestSupport",
                 "Sandbox",

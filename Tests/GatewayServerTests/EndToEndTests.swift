@@ -3,6 +3,7 @@ import Gateway
 import GatewayServer
 import HummingbirdTesting
 import ProvisioningCore
+import ProvisioningGatewayClient
 import Sandbox
 import Testing
 import WalletCrypto
@@ -11,16 +12,14 @@ import WalletCrypto
     @Test(arguments: [("card_bridge_demo", "bridge"), ("card_tmp_demo", "tmp"), ("card_crossmint_demo", "crossmint")])
     func eachDemoCardProvisionsThroughItsOwnSimulator(card: String, issuer: String) async throws {
         try await GatewayHarness.run { client, sandbox in
-            let response = try await GatewayHarness.provision(client, card: card, body: try GatewayHarness.requestBody())
-            #expect(response.status == .ok)
-            #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
-            let json = response.json
-            #expect(json["issuer"] as? String == issuer)
-            #expect((json["provisioning_id"] as? String)?.hasPrefix("prv_") == true)
-            let key = try #require((json["ephemeral_public_key"] as? String).flatMap { Data(base64Encoded: $0) })
+            // Through the generated client: a 200 whose JSON decodes as ApplePayProvisioningResponse.
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: card, try GatewayHarness.applePayRequest())
+            #expect(answer.issuer == issuer)
+            #expect(answer.provisioningId.hasPrefix("prv_"))
+            let key = try #require(Data(base64Encoded: answer.ephemeralPublicKey))
             #expect(key.count == 65 && key.first == 0x04)
-            #expect((json["encrypted_pass_data"] as? String).flatMap { Data(base64Encoded: $0) }?.isEmpty == false)
-            #expect((json["activation_data"] as? String).flatMap { Data(base64Encoded: $0) }?.isEmpty == false)
+            #expect(Data(base64Encoded: answer.encryptedPassData)?.isEmpty == false)
+            #expect(Data(base64Encoded: answer.activationData)?.isEmpty == false)
 
             // It travelled to its own simulator and no other.
             let counts = [
@@ -59,9 +58,8 @@ import WalletCrypto
 
     @Test func bridgeGetsTheProvisioningIDAsItsIdempotencyKey() async throws {
         try await GatewayHarness.run { client, sandbox in
-            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
-            let id = try #require(response.json["provisioning_id"] as? String)
-            #expect(await sandbox.bridge.log.requests.map(\.idempotencyKey) == [id])
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: "card_bridge_demo", try GatewayHarness.applePayRequest())
+            #expect(await sandbox.bridge.log.requests.map(\.idempotencyKey) == [answer.provisioningId])
         }
     }
 

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import ProvisioningCore
+import ProvisioningGatewayClient
 import SandboxGateway
 import ServiceLifecycle
 import Synchronization
@@ -129,6 +130,16 @@ enum GatewayHarness {
                 try await body(client, sandbox.withLock { $0! })
             }
         }
+    }
+
+    /// The generated Swift client (`ProvisioningGatewayClient`) on the same gateway, with `key`.
+    static func gateway(_ client: GatewayClient, key: String = demoKey) -> ProvisioningGateway {
+        ProvisioningGateway(baseURL: URL(string: "http://127.0.0.1:\(client.port)")!, apiKey: key)
+    }
+
+    /// The sandbox device's Apple Pay request as the generated client's type.
+    static func applePayRequest() throws -> ProvisioningGateway.ApplePayRequest {
+        try JSONDecoder().decode(ProvisioningGateway.ApplePayRequest.self, from: requestBody())
     }
 
     static func provision(

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import ProvisioningCore
+import ProvisioningGatewayClient
 import Testing
 
 /// Google Pay push provisioning, token activation and Apple Watch through the unified API, end to
@@ -28,60 +29,69 @@ struct WalletFlowTests {
     @Test(arguments: [("card_bridge_demo", "bridge"), ("card_tmp_demo", "tmp")])
     func googlePayProvisionsThroughTheCardsIssuer(card: String, issuer: String) async throws {
         try await GatewayHarness.run { client, sandbox in
-            let response = try await Self.googlePay(client, card: card, json: Self.ids)
-            #expect(response.status == .ok, "\(String(buffer: response.body))")
-            let json = response.json
-            #expect(json["issuer"] as? String == issuer)
-            let opc = try #require((json["opaque_payment_card"] as? String).flatMap { Data(base64Encoded: $0) })
+            let gateway = GatewayHarness.gateway(client)
+            let answer = try await gateway.provisionGooglePay(card: card, walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
+            #expect(answer.issuer == issuer)
+            let opc = try #require(Data(base64Encoded: answer.opaquePaymentCard))
             #expect(opc.count > 16)
             if issuer == "tmp" {
                 // TMP gives the display fields Android's PushTokenizeRequest takes.
-                #expect(json["last_digits"] as? String == "4444")
-                #expect(json["network"] as? String == "MASTERCARD" && json["token_service_provider"] as? String == "MASTERCARD")
-                #expect((json["user_address"] as? [String: Any])?["country"] as? String == "US")
+                #expect(answer.lastDigits == "4444")
+                #expect(answer.network == "MASTERCARD" && answer.tokenServiceProvider == "MASTERCARD")
+                #expect(answer.userAddress?.country == "US")
             } else {
-                #expect(json["last_digits"] == nil)
+                #expect(answer.lastDigits == nil)
             }
             let instance = try #require(sandbox.instance(issuer: issuer))
             #expect(await instance.log.count == 1)
-            let events = try await ResilienceTests.events(client, response)
-            #expect(events.map { $0["wallet"] as? String } == ["google_pay"])
-            #expect(events.first?["outcome"] as? String == "succeeded")
+            let events = try await gateway.provisioning(answer.provisioningId).events
+            #expect(events.map(\.wallet) == ["google_pay"])
+            #expect(events.first?.outcome == .succeeded)
         }
     }
 
     @Test(arguments: ["card_crossmint_demo", "card_local_demo"])
     func anIssuerWithoutGooglePayIsRefusedWithoutBeingCalled(card: String) async throws {
         try await GatewayHarness.run { client, sandbox in
-            let response = try await Self.googlePay(client, card: card, json: Self.ids)
-            #expect(response.status == .unprocessableContent)
-            #expect(response.json["code"] as? String == "wallet_not_supported")
-            #expect(await sandbox.crossmint.log.count == 0)
-            let events = try await ResilienceTests.events(client, response)
-            #expect(events.map { $0["attempt"] as? Int } == [0])
-            #expect(events.first?["error_code"] as? String == "wallet_not_supported")
+            let gateway = GatewayHarness.gateway(client)
+            do {
+                let answer = try await gateway.provisionGooglePay(card: card, walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
+                Issue.record("provisioned through \(answer.issuer)")
+            } catch let problem as GatewayProblem {
+                #expect(problem.status == 422)
+                #expect(problem.code == "wallet_not_supported")
+                #expect(await sandbox.crossmint.log.count == 0)
+                let events = try await gateway.provisioning(try #require(problem.provisioningID)).events
+                #expect(events.map(\.attempt) == [0])
+                #expect(events.first?.errorCode == "wallet_not_supported")
+            }
         }
     }
 
     @Test func aGooglePayRetryWithTheSameKeyIsReplayed() async throws {
         try await GatewayHarness.run { client, sandbox in
-            let first = try await Self.googlePay(client, card: "card_bridge_demo", json: Self.ids, idempotencyKey: "gp-1")
-            let second = try await Self.googlePay(client, card: "card_bridge_demo", json: Self.ids, idempotencyKey: "gp-1")
-            #expect(first.status == .ok && second.status == .ok)
-            #expect(first.json["provisioning_id"] as? String == second.json["provisioning_id"] as? String)
-            #expect(first.json["opaque_payment_card"] as? String == second.json["opaque_payment_card"] as? String)
+            let gateway = GatewayHarness.gateway(client)
+            let first = try await gateway.provisionGooglePay(card: "card_bridge_demo", walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d",
+                                                             idempotencyKey: "gp-1")
+            let second = try await gateway.provisionGooglePay(card: "card_bridge_demo", walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d",
+                                                              idempotencyKey: "gp-1")
+            #expect(first.provisioningId == second.provisioningId)
+            #expect(first.opaquePaymentCard == second.opaquePaymentCard)
             #expect(await sandbox.bridge.log.count == 1)
         }
     }
 
     @Test func aReplayedGooglePayAnswerKeepsNoPersonalData() async throws {
         try await GatewayHarness.run { client, sandbox in
-            let first = try await Self.googlePay(client, card: "card_tmp_demo", json: Self.ids, idempotencyKey: "gp-tmp")
-            let replay = try await Self.googlePay(client, card: "card_tmp_demo", json: Self.ids, idempotencyKey: "gp-tmp")
-            #expect(first.json["user_address"] != nil && first.json["display_name"] != nil)
-            #expect(replay.json["user_address"] == nil && replay.json["display_name"] == nil)
-            #expect(replay.json["opaque_payment_card"] as? String == first.json["opaque_payment_card"] as? String)
-            #expect(replay.json["last_digits"] as? String == "4444")
+            let gateway = GatewayHarness.gateway(client)
+            let first = try await gateway.provisionGooglePay(card: "card_tmp_demo", walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d",
+                                                             idempotencyKey: "gp-tmp")
+            let replay = try await gateway.provisionGooglePay(card: "card_tmp_demo", walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d",
+                                                              idempotencyKey: "gp-tmp")
+            #expect(first.userAddress != nil && first.displayName != nil)
+            #expect(replay.userAddress == nil && replay.displayName == nil)
+            #expect(replay.opaquePaymentCard == first.opaquePaymentCard)
+            #expect(replay.lastDigits == "4444")
             #expect(await sandbox.tmp.log.count == 1)
         }
     }
