@@ -16,8 +16,8 @@ public struct GatewayProblem: Error, Sendable, Equatable, CustomStringConvertibl
     public let provisioningID: String?
     /// The gateway's id of the request, to quote to its operators.
     public let requestID: String?
-    /// Seconds to wait before sending again, from `Retry-After` when the answer carries one. The spec
-    /// declares the header on 429 (`RateLimited`) only, so that is where the generated client reads it.
+    /// Seconds to wait before sending again, from `Retry-After` where the spec declares that header
+    /// (429 `RateLimited`); the generated client reads no undeclared header.
     public let retryAfter: Int?
 
     public init(status: Int, code: String, retryable: Bool, detail: String? = nil, provisioningID: String? = nil,
@@ -44,23 +44,5 @@ public struct GatewayProblem: Error, Sendable, Equatable, CustomStringConvertibl
         if let provisioningID { text += " [provisioning \(provisioningID)]" }
         if let requestID { text += " [request \(requestID)]" }
         return text
-    }
-}
-
-extension Components.Responses.Problem {
-    /// This problem answer as a `GatewayProblem`.
-    public func gatewayProblem(status: Int) -> GatewayProblem {
-        switch body {
-        case .applicationProblemJson(let problem): GatewayProblem(problem, status: status)
-        }
-    }
-}
-
-extension Components.Responses.RateLimited {
-    /// This 429 answer as a `GatewayProblem`, with its `Retry-After`.
-    public var gatewayProblem: GatewayProblem {
-        switch body {
-        case .applicationProblemJson(let problem): GatewayProblem(problem, status: 429, retryAfter: headers.retryAfter)
-        }
     }
 }

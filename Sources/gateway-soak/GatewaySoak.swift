@@ -26,12 +26,12 @@ struct GatewaySoak: AsyncParsableCommand {
     @Option(help: "Cards to provision, comma-separated.") var cards = "card_bridge_demo,card_tmp_demo,card_crossmint_demo"
 
     static let faults: [(issuers: [String], fault: @Sendable (String) -> Components.Schemas.SandboxFault)] = [
-        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .unavailable, count: 2) }),
-        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .throttled, count: 1, retryAfterSeconds: 0) }),
-        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .timeout, count: 1, delayMs: 2000) }),
-        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .reset, count: 1) }),
-        (["bridge", "tmp", "crossmint"], { .init(issuer: $0, mode: .slow, count: 3, delayMs: 200) }),
-        (["bridge", "crossmint"], { .init(issuer: $0, mode: .garbage, count: 1) }),
+        (["bridge", "tmp", "crossmint"], { .SandboxFaultPlain(.init(issuer: $0, mode: .unavailable, count: 2)) }),
+        (["bridge", "tmp", "crossmint"], { .SandboxFaultThrottled(.init(issuer: $0, mode: .throttled, count: 1, retryAfterSeconds: 0)) }),
+        (["bridge", "tmp", "crossmint"], { .SandboxFaultTimeout(.init(issuer: $0, mode: .timeout, count: 1, delayMs: 2000)) }),
+        (["bridge", "tmp", "crossmint"], { .SandboxFaultPlain(.init(issuer: $0, mode: .reset, count: 1)) }),
+        (["bridge", "tmp", "crossmint"], { .SandboxFaultSlow(.init(issuer: $0, mode: .slow, count: 3, delayMs: 200)) }),
+        (["bridge", "crossmint"], { .SandboxFaultPlain(.init(issuer: $0, mode: .garbage, count: 1)) }),
     ]
 
     struct Result: Sendable {

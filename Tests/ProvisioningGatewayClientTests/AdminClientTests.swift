@@ -43,9 +43,9 @@ import Testing
             let cleared = try await ops.clearSandboxFaults().checked().ok.body.json
             #expect(cleared.faults.isEmpty)
             #expect(try await ops.listSandboxFaults().checked().ok.body.json.faults.isEmpty)
-            // A fault for an issuer that is not configured is the caller's 400.
+            // A fault for an issuer that is not configured: 404 not_found.
             let unknown = await problem { try await ops.addSandboxFault(body: .json(SandboxFaults.unavailable(issuer: "nowhere", count: 1))).checked() }
-            #expect(unknown?.status == 400 && unknown?.code == "invalid_request")
+            #expect(unknown?.status == 404 && unknown?.code == "not_found")
         }
     }
 
@@ -188,10 +188,10 @@ import Testing
 /// The sandbox faults the tests queue, written once: the `SandboxFault` schema's shape lives here.
 enum SandboxFaults {
     static func unavailable(issuer: String, count: Int) -> Components.Schemas.SandboxFault {
-        .init(issuer: issuer, mode: .unavailable, count: count)
+        .SandboxFaultPlain(.init(issuer: issuer, mode: .unavailable, count: count))
     }
 
     static func slow(issuer: String, delayMS: Int, count: Int) -> Components.Schemas.SandboxFault {
-        .init(issuer: issuer, mode: .slow, count: count, delayMs: delayMS)
+        .SandboxFaultSlow(.init(issuer: issuer, mode: .slow, count: count, delayMs: delayMS))
     }
 }
