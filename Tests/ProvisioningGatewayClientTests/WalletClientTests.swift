@@ -32,6 +32,37 @@ import Testing
         }
     }
 
+    /// The request schema is a oneOf (base64 or hex; a phone/tablet or a watch device): the
+    /// generated enum picks the variant, and each variant provisions.
+    @Test func theRequestVariantsOfTheOneOfsProvision() async throws {
+        let hex = { (text: Any?) in Data(base64Encoded: text as! String)!.map { String(format: "%02x", $0) }.joined() }
+        let base64 = try SandboxServer.applePayRequest()
+        let hexRequest = try SandboxServer.applePayRequest { json in
+            json["certificates"] = (json["certificates"] as! [String]).map(hex)
+            json["nonce"] = hex(json["nonce"])
+            json["nonce_signature"] = hex(json["nonce_signature"])
+            json["encoding"] = "hex"
+        }
+        let watch = try SandboxServer.applePayRequest { $0["device"] = ["type": "watch", "primary_account_identifier": "V-3018253329239943005544"] }
+        guard case .ApplePayBase64Request(let plain) = base64, case .ApplePayHexRequest = hexRequest,
+              case .ApplePayBase64Request(let forWatch) = watch else {
+            Issue.record("the oneOf picked the wrong variant")
+            return
+        }
+        guard case .PhoneOrTabletDevice = plain.device, case .WatchDevice = forWatch.device else {
+            Issue.record("the device oneOf picked the wrong variant")
+            return
+        }
+        try await SandboxServer.run { (gateways, sandbox) async throws in
+            #expect(try await gateways.demo.provisionApplePay(card: "card_tmp_demo", hexRequest).issuer == "tmp")
+            #expect(try await gateways.demo.provisionApplePay(card: "card_marqeta_demo", watch).issuer == "marqeta")
+            #expect(try await gateways.demo.provisionApplePay(card: "card_marqeta_demo", base64).issuer == "marqeta")
+            #expect(await sandbox.marqeta.seen.deviceTypes == ["WATCH", "MOBILE_PHONE"])
+            let trail = try await gateways.demo.provisioning(try await gateways.demo.provisionApplePay(card: "card_marqeta_demo", watch).provisioningId)
+            #expect(trail.events.map(\.deviceType) == ["watch"])
+        }
+    }
+
     @Test func anIdempotencyKeyReplaysTheAnswerAndRefusesAnotherBody() async throws {
         try await SandboxServer.run { (gateways, sandbox) async throws in
             let request = try SandboxServer.applePayRequest()
