@@ -178,7 +178,9 @@ import Testing
             #expect(limited?.status == 429)
             #expect(limited?.code == "rate_limited")
             #expect(limited?.retryable == true)
-            #expect(limited?.retryAfter == 3)
+            // 0.4 tokens a second into a bucket of 1: 3 s when the second request follows at once,
+            // less when the machine is slow between the two (the header, read as typed, is never absent).
+            #expect((1...3).contains(limited?.retryAfter ?? 0), "\(String(describing: limited))")
             // Other clients have their own budget.
             #expect(try await gateways.ops.card("card_bridge_demo").program == "demo")
         }
