@@ -11,6 +11,10 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 
+/// The client suites run one test at a time: each starts a whole sandbox gateway, and the rest of
+/// the package's tests (timing-sensitive resilience tests among them) run beside them.
+@Suite(.serialized) enum ClientSuites {}
+
 /// The real sandbox gateway (the composition `provisioning-gateway` serves with no arguments) on an
 /// ephemeral loopback port for one test, and the generated client pointed at it with each sandbox
 /// key. A small copy of `GatewayServerTests/GatewayHarness` (a test target cannot import another).
