@@ -33,8 +33,12 @@ enum SandboxServer {
     }
 
     /// Config/gateway.yaml on port 0, plus the `other` client and its Bridge card.
+    /// `Config/gateway.yaml`, parsed once per process (as GatewayHarness does): YAML decoding is
+    /// synchronous work on the cooperative pool, which the package's time-bound tests share.
+    private static let sandboxFile = Result { try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path) }
+
     static func sandboxConfig() throws -> GatewayConfig {
-        var config = try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path)
+        var config = try sandboxFile.get()
         config.server.port = 0
         config.clients.append(ClientConfig(
             id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
