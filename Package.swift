@@ -277,6 +277,7 @@ let package = Package(
             name: "ProvisioningGatewayClientTests",
             dependencies: [
                 "ProvisioningGatewayClient",
+                "GatewayTestSupport",
                 "Gateway",
                 "GatewayServer",
                 "GatewayStore",

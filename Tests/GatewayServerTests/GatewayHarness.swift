@@ -2,6 +2,7 @@ import Foundation
 import Gateway
 import GatewayServer
 import GatewayStore
+import GatewayTestSupport
 import HTTPTypes
 import HummingbirdTesting
 import Logging
@@ -74,6 +75,13 @@ enum GatewayHarness {
     /// group, calls `body` with the port once it listens, then shuts it down gracefully. A process
     /// that stops before it listens fails the test with its error.
     static func serve(
+        _ build: (@escaping @Sendable (Int) async -> Void) throws -> GatewayProcess,
+        _ body: @escaping @Sendable (Int) async throws -> Void
+    ) async throws {
+        try await GatewaySlots.shared.withSlot { try await serveInSlot(build, body) }
+    }
+
+    private static func serveInSlot(
         _ build: (@escaping @Sendable (Int) async -> Void) throws -> GatewayProcess,
         _ body: @escaping @Sendable (Int) async throws -> Void
     ) async throws {

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import GatewayServer
 import GatewayStore
+import GatewayTestSupport
 import Logging
 import ProvisioningCore
 import ProvisioningGatewayClient
@@ -74,6 +75,13 @@ enum SandboxServer {
     /// listens, then shuts it down gracefully.
     static func run(
         config: GatewayConfig? = nil, configSource: ConfigSource? = nil,
+        _ body: @escaping @Sendable (Gateways, SandboxUpstreams) async throws -> Void
+    ) async throws {
+        try await GatewaySlots.shared.withSlot { try await runInSlot(config: config, configSource: configSource, body) }
+    }
+
+    private static func runInSlot(
+        config: GatewayConfig?, configSource: ConfigSource?,
         _ body: @escaping @Sendable (Gateways, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()

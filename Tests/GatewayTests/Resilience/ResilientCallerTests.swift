@@ -67,7 +67,7 @@ struct ResilientCallerTests {
 
     /// Whether the simulator has counted `count` requests within a generous real-time bound.
     static func simulatorCount(_ rig: Rig, reaches count: Int) async -> Bool {
-        for _ in 0..<500 {
+        for _ in 0..<1_500 {  // up to 15 s: a held `timeout` fault is logged once it lets go
             if await rig.simulator.log.count >= count { return await rig.simulator.log.count == count }
             do { try await Task.sleep(for: .milliseconds(10)) } catch { return false }
         }
