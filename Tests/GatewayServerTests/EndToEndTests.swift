@@ -49,9 +49,8 @@ import WalletCrypto
         config.baseDirectory = GatewayHarness.packageRoot.appendingPathComponent("Config")
         config.server.port = 0
         try await GatewayHarness.run(config: config) { client, sandbox in
-            let response = try await GatewayHarness.provision(client, card: "card_routed_1", body: try GatewayHarness.requestBody())
-            #expect(response.status == .ok)
-            #expect(response.json["issuer"] as? String == "tmp")
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: "card_routed_1", try GatewayHarness.applePayRequest())
+            #expect(answer.issuer == "tmp")
             #expect(await sandbox.tmp.log.requests.map(\.status) == [200])
         }
     }
@@ -64,16 +63,18 @@ import WalletCrypto
     }
 
     @Test func hexEncodedRequestsWorkToo() async throws {
-        var body = try GatewayHarness.requestJSON()
+        let body = try GatewayHarness.requestJSON()
         let hex = { (text: String) in Data(base64Encoded: text)!.lowercaseHex }
-        body["certificates"] = (body["certificates"] as! [String]).map(hex)
-        body["nonce"] = hex(body["nonce"] as! String)
-        body["nonce_signature"] = hex(body["nonce_signature"] as! String).uppercased()
-        body["encoding"] = "hex"
-        let data = try JSONSerialization.data(withJSONObject: body)
-        try await GatewayHarness.run { client, _ in
-            let response = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: data)
-            #expect(response.status == .ok)
+        // The spec's hex form of the request, through the generated client (either case of hex digits).
+        let request = ProvisioningGateway.ApplePayRequest.ApplePayHexRequest(.init(
+            certificates: (body["certificates"] as! [String]).map(hex),
+            nonce: hex(body["nonce"] as! String),
+            nonceSignature: hex(body["nonce_signature"] as! String).uppercased(),
+            encoding: .hex))
+        try await GatewayHarness.run { client, sandbox in
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: "card_tmp_demo", request)
+            #expect(answer.issuer == "tmp")
+            #expect(await sandbox.tmp.log.requests.map(\.status) == [200])
         }
     }
 
