@@ -225,6 +225,8 @@ let package = Package(
         .target(
             name: "GatewayTestSupport",
             dependencies: [
+                "Gateway",
+                "ProvisioningCore",
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

@@ -73,9 +73,7 @@ public struct CardRegistration: Sendable {
     }
 
     /// Every reference field any issuer kind names (the OpenAPI document's `propertyNames`).
-    public static var referenceFields: Set<String> {
-        Set(IssuerCatalog.profiles.values.flatMap(\.referenceFields))
-    }
+    public static let referenceFields: Set<String> = Set(IssuerCatalog.profiles.values.flatMap(\.referenceFields))
 
     public func record(id: String, program: String, issuer: String, reference: [String: String]) throws(GatewayError) -> CardRecord {
         let problems = check(id: id, program: program, issuer: issuer, reference: reference)

@@ -19,31 +19,14 @@ import Testing
 /// same composition root `serve` runs (`SandboxGateway` over `buildGateway`), in its one service
 /// group, stopped by a graceful shutdown as SIGTERM would.
 enum GatewayHarness {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let packageRoot = SandboxTestConfig.packageRoot
     static let logger = Logger(label: "gateway-tests")
     static let demoKey = "sk_sandbox_demo"
-    static let otherKey = "sk_other_client"
+    static let otherKey = SandboxTestConfig.otherKey
     static let opsKey = "sk_sandbox_ops"
-    /// A Bridge card of program `other` that the Bridge simulator knows (its own account).
-    static let otherBridgeCard = "card_other_bridge"
+    static let otherBridgeCard = SandboxTestConfig.otherBridgeCard
 
-    /// `Config/gateway.yaml`, parsed once per process: decoding YAML is synchronous work on the
-    /// cooperative pool, and on two cores a hundred gateways each parsing it while others run
-    /// their time-bound tests starved those tests (requests timing out at 30 s).
-    private static let sandboxFile = Result { try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path) }
-
-    static func sandboxConfig() throws -> GatewayConfig {
-        var config = try sandboxFile.get()
-        config.server.port = 0
-        // A second client (key `sk_other_client`) with its own program, so one client's cards are another's 403.
-        config.clients.append(ClientConfig(
-            id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
-        config.sandbox.cards.append(SandboxCardConfig(
-            cardID: otherBridgeCard, program: "other", issuer: "bridge",
-            issuerReference: ["customer_id": "cust_other_001", "card_account_id": "ca_other_001"],
-            card: SandboxCardData(number: "4000000000000077", name: "Other Tenant", expiry: "10/30")))
-        return config
-    }
+    static func sandboxConfig() throws -> GatewayConfig { try SandboxTestConfig.config() }
 
     /// `config` with the demo client's rate limit set to `limit`.
     static func withDemoRateLimit(_ limit: RateLimitConfig, _ config: GatewayConfig) throws -> GatewayConfig {

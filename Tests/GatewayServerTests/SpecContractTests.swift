@@ -257,6 +257,13 @@ import Yams
         #expect(listed > 50)
     }
 
+    /// The spec's accepted issuer-reference field names are exactly those the issuer kinds name.
+    @Test func referenceFieldNamesAreTheIssuerKindsOwn() {
+        let names = (Self.property("CardRegistration", "issuer_reference")["propertyNames"] as? [String: Any])?["enum"] as? [String] ?? []
+        #expect(Set(names) == CardRegistration.referenceFields)
+        #expect(!names.isEmpty)
+    }
+
     /// Every request schema of the document compiles into the server's checks: a keyword the
     /// checker does not know would be a rule the server silently skips.
     @Test func everyRequestRuleIsOneTheServerChecks() throws {

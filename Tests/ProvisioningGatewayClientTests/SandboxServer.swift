@@ -24,8 +24,8 @@ enum SandboxServer {
     static let demoKey = "sk_sandbox_demo"
     static let opsKey = "sk_sandbox_ops"
     /// A second client, `other`, of program `other` (as in GatewayHarness).
-    static let otherKey = "sk_other_client"
-    static let otherBridgeCard = "card_other_bridge"
+    static let otherKey = SandboxTestConfig.otherKey
+    static let otherBridgeCard = SandboxTestConfig.otherBridgeCard
 
     static var logger: Logger {
         var logger = Logger(label: "client-tests")
@@ -33,22 +33,8 @@ enum SandboxServer {
         return logger
     }
 
-    /// Config/gateway.yaml on port 0, plus the `other` client and its Bridge card.
-    /// `Config/gateway.yaml`, parsed once per process (as GatewayHarness does): YAML decoding is
-    /// synchronous work on the cooperative pool, which the package's time-bound tests share.
-    private static let sandboxFile = Result { try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path) }
-
-    static func sandboxConfig() throws -> GatewayConfig {
-        var config = try sandboxFile.get()
-        config.server.port = 0
-        config.clients.append(ClientConfig(
-            id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
-        config.sandbox.cards.append(SandboxCardConfig(
-            cardID: otherBridgeCard, program: "other", issuer: "bridge",
-            issuerReference: ["customer_id": "cust_other_001", "card_account_id": "ca_other_001"],
-            card: SandboxCardData(number: "4000000000000077", name: "Other Tenant", expiry: "10/30")))
-        return config
-    }
+    /// Config/gateway.yaml on port 0, plus the `other` client and its Bridge card (shared with GatewayHarness).
+    static func sandboxConfig() throws -> GatewayConfig { try SandboxTestConfig.config() }
 
     /// The sandbox device's Apple Pay request (Config/sandbox/apple-pay-request.json), `edit`ed, as
     /// the generated type (decoded, so it follows the schema's shape, whatever Swift type it becomes).

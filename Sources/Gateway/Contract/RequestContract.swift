@@ -35,6 +35,14 @@ public struct RequestContract: Sendable {
 
     public let operations: [String: Operation]
 
+    /// Path template (`/v1/cards/{card_id}`) -> the methods it declares, upper-case, in
+    /// `DeclaredOperations.methods` order: every other method there answers 405 with `Allow`.
+    public var declaredMethods: [String: [String]] {
+        Dictionary(grouping: operations.values, by: \.path).mapValues { declared in
+            DeclaredOperations.methods.filter { method in declared.contains { $0.method == method } }
+        }
+    }
+
     public init(spec: Data) throws {
         guard let document = try Yams.load(yaml: String(decoding: spec, as: UTF8.self)) as? [String: Any],
               let paths = document["paths"] as? [String: Any] else {

@@ -116,7 +116,7 @@ public func buildGateway(
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
 
-    let spec = try DeclaredMethods.spec()
+    let spec = try ServedContract.document()
     router.get("/openapi.yaml") { _, _ in
         Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
     }
@@ -127,7 +127,7 @@ public func buildGateway(
     // The OpenAPI document's request rules run before the generated decoding and every handler.
     try handler.registerHandlers(on: router, middlewares: [RequestContractMiddleware(contract: ServedContract.contract())])
     // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.
-    for (path, declared) in try DeclaredMethods.all() {
+    for (path, declared) in try ServedContract.contract().declaredMethods {
         let routerPath = RouterPath(path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: ""))
         for method in DeclaredOperations.methods where !declared.contains(method) {
             router.on(routerPath, method: HTTPRequest.Method(method)!) { _, _ -> Response in
@@ -217,14 +217,4 @@ public struct GatewayProcess: Sendable {
         configuration.maximumCancellationDuration = .seconds(5)
         return ServiceGroup(configuration: configuration)
     }
-}
-
-/// The spec's paths and their methods, read once per process (parsing the YAML is not free, and
-/// every gateway a process builds serves the same spec).
-enum DeclaredMethods {
-    private static let document: Result<Data, any Error> = Result { try OpenAPISpec.yaml() }
-    private static let parsed: Result<[String: [String]], any Error> = Result { try DeclaredOperations.read(spec: document.get()) }
-    static func all() throws -> [String: [String]] { try parsed.get() }
-    /// The served document's bytes, read once.
-    static func spec() throws -> Data { try document.get() }
 }

@@ -49,9 +49,12 @@ struct RequestContractMiddleware: ServerMiddleware {
     }
 }
 
-/// The document's request rules, compiled once per process (every gateway a process builds
-/// serves the same document).
+/// The served document, read and compiled once per process (every gateway a process builds
+/// serves the same one): its bytes for `GET /openapi.yaml`, its request rules for this
+/// middleware and its paths' methods for the 405 answers.
 enum ServedContract {
-    private static let compiled: Result<RequestContract, any Error> = Result { try RequestContract(spec: OpenAPISpec.yaml()) }
+    private static let bytes: Result<Data, any Error> = Result { try OpenAPISpec.yaml() }
+    private static let compiled: Result<RequestContract, any Error> = Result { try RequestContract(spec: bytes.get()) }
+    static func document() throws -> Data { try bytes.get() }
     static func contract() throws -> RequestContract { try compiled.get() }
 }

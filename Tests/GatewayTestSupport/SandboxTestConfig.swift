@@ -1,0 +1,31 @@
+import Foundation
+import Gateway
+import ProvisioningCore
+
+/// The sandbox file every in-process gateway test starts from, shared by the test targets.
+public enum SandboxTestConfig {
+    /// The package's top folder (Package.swift, Config/).
+    public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// A second client's key: program `other`, so one client's cards are another's 404/403.
+    public static let otherKey = "sk_other_client"
+    /// A Bridge card of program `other` that the Bridge simulator knows (its own account).
+    public static let otherBridgeCard = "card_other_bridge"
+
+    /// `Config/gateway.yaml`, parsed once per process: decoding YAML is synchronous work on the
+    /// cooperative pool, and on two cores a hundred gateways each parsing it while others ran
+    /// their time-bound tests starved those tests (requests timing out at 30 s).
+    private static let sandboxFile = Result { try ConfigLoader.load(path: packageRoot.appendingPathComponent("Config/gateway.yaml").path) }
+
+    /// Config/gateway.yaml on port 0, plus the `other` client (key `sk_other_client`) and its Bridge card.
+    public static func config() throws -> GatewayConfig {
+        var config = try sandboxFile.get()
+        config.server.port = 0
+        config.clients.append(ClientConfig(
+            id: "other", apiKeySHA256: "7a8b89c3753c60cc8d5e7787e41f1887d6d22f436f7569f92dc33ee35e5fef64", programs: ["other"]))
+        config.sandbox.cards.append(SandboxCardConfig(
+            cardID: otherBridgeCard, program: "other", issuer: "bridge",
+            issuerReference: ["customer_id": "cust_other_001", "card_account_id": "ca_other_001"],
+            card: SandboxCardData(number: "4000000000000077", name: "Other Tenant", expiry: "10/30")))
+        return config
+    }
+}
