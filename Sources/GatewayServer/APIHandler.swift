@@ -431,7 +431,7 @@ struct APIHandler: APIProtocol {
     // MARK: Health
 
     func getHealth(_ input: Operations.GetHealth.Input) async throws -> Operations.GetHealth.Output {
-        .ok(.init(body: .json(.init(status: "ok"))))
+        .ok(.init(body: .json(.init(status: .ok))))
     }
 
     func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
@@ -443,7 +443,7 @@ struct APIHandler: APIProtocol {
         } catch {
             throw GatewayError(.upstreamUnavailable, "the store is not reachable")
         }
-        return .ok(.init(body: .json(.init(status: "ready"))))
+        return .ok(.init(body: .json(.init(status: .ready))))
     }
 }
 

@@ -80,10 +80,10 @@ import WalletCrypto
 
     @Test func healthAndTheSpecAreServed() async throws {
         try await GatewayHarness.run { client, _ in
-            let health = try await client.execute(uri: "/healthz", method: .get)
-            #expect(health.status == .ok && health.json["status"] as? String == "ok")
-            let ready = try await client.execute(uri: "/readyz", method: .get)
-            #expect(ready.status == .ok)
+            let probes = GatewayHarness.gateway(client).raw
+            #expect(try await probes.getHealth().ok.body.json.status == .ok)
+            #expect(try await probes.getReadiness().checked().ok.body.json.status == .ready)
+            // The document itself is served as bytes, not through the client it generates.
             let spec = try await client.execute(uri: "/openapi.yaml", method: .get)
             #expect(spec.status == .ok)
             let onDisk = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"), encoding: .utf8)
@@ -93,11 +93,26 @@ import WalletCrypto
 
     @Test func theRequestIDIsEchoedAndNamedInProblems() async throws {
         try await GatewayHarness.run { client, _ in
-            let response = try await client.execute(
-                uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
-                headers: [.init("X-Request-Id")!: "support-ticket-42"])
-            #expect(response.headers[.init("X-Request-Id")!] == "support-ticket-42")
-            #expect(response.json["request_id"] as? String == "support-ticket-42")
+            // The spec's X-Request-Id parameter, sent by the generated client: the problem names it.
+            let ticket = "support-ticket-\(Int.random(in: 1...99_999))"
+            do {
+                _ = try await GatewayHarness.gateway(client).raw.getCard(path: .init(cardId: "card_nobody"), headers: .init(xRequestId: ticket)).checked()
+                Issue.record("an unknown card was found")
+            } catch let problem as GatewayProblem {
+                #expect(problem.code == "card_not_found")
+                #expect(problem.requestID == ticket)
+            }
+            // The response header echoes it; a value the spec says is replaced gets a generated id.
+            let echoed = try await client.execute(uri: "/healthz", method: .get, headers: [.init("X-Request-Id")!: ticket])
+            #expect(echoed.headers[.init("X-Request-Id")!] == ticket)
+            for unusable in ["has space", String(repeating: "a", count: 65), "semi;colon"] {
+                let replaced = try await client.execute(
+                    uri: "/v1/cards/card_nobody", method: .get,
+                    headers: [.init("X-Request-Id")!: unusable, .authorization: "Bearer \(GatewayHarness.demoKey)"])
+                let id = try #require(replaced.headers[.init("X-Request-Id")!])
+                #expect(id != unusable && id.hasPrefix("req_"))
+                #expect(replaced.json["request_id"] as? String == id)
+            }
         }
     }
 }
@@ -112,16 +127,15 @@ import WalletCrypto
         let device = try SandboxDevice.make()
         let nonce = Data((0..<4).map { _ in UInt8.random(in: 0...255) })
         let nonceSignature = Data((0..<64).map { _ in UInt8.random(in: 0...255) })
-        let body = try JSONSerialization.data(withJSONObject: [
-            "certificates": [device.leafDER.base64EncodedString(), device.subordinateDER.base64EncodedString()],
-            "nonce": nonce.base64EncodedString(), "nonce_signature": nonceSignature.base64EncodedString(),
-        ])
+        let request = try GatewayHarness.applePayRequest {
+            $0 = ["certificates": [device.leafDER.base64EncodedString(), device.subordinateDER.base64EncodedString()],
+                  "nonce": nonce.base64EncodedString(), "nonce_signature": nonceSignature.base64EncodedString()]
+        }
         try await GatewayHarness.run { client, _ in
-            let response = try await GatewayHarness.provision(client, card: card, body: body)
-            #expect(response.status == .ok)
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: card, request)
             let payload = ECCV2.Payload(
-                encryptedPassData: try #require((response.json["encrypted_pass_data"] as? String).flatMap { Data(base64Encoded: $0) }),
-                ephemeralPublicKey: try #require((response.json["ephemeral_public_key"] as? String).flatMap { Data(base64Encoded: $0) }))
+                encryptedPassData: try #require(Data(base64Encoded: answer.encryptedPassData)),
+                ephemeralPublicKey: try #require(Data(base64Encoded: answer.ephemeralPublicKey)))
             let plaintext = try ECCV2.decrypt(payload, with: try #require(device.leafPrivateKey))
             let pass = try JSONDecoder().decode(PassPlaintext.self, from: plaintext)
             #expect(pass.primaryAccountNumber == number)

@@ -129,8 +129,11 @@ enum GatewayHarness {
     }
 
     /// The sandbox device's Apple Pay request as the generated client's type.
-    static func applePayRequest() throws -> ProvisioningGateway.ApplePayRequest {
-        try JSONDecoder().decode(ProvisioningGateway.ApplePayRequest.self, from: requestBody())
+    /// `edit` changes the JSON first; the result is decoded, so it follows the schema's shape.
+    static func applePayRequest(_ edit: (inout [String: Any]) -> Void = { _ in }) throws -> ProvisioningGateway.ApplePayRequest {
+        var json = try requestJSON()
+        edit(&json)
+        return try JSONDecoder().decode(ProvisioningGateway.ApplePayRequest.self, from: JSONSerialization.data(withJSONObject: json))
     }
 
     static func provision(

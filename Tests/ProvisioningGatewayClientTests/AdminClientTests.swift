@@ -153,8 +153,8 @@ extension ClientSuites {
             try await SandboxServer.run { (gateways, _) async throws in
                 // The probes need no key: a client without one.
                 let anonymous = ProvisioningGatewayClient.Client(serverURL: gateways.baseURL, transport: AsyncHTTPClientTransport())
-                #expect(try await anonymous.getHealth().ok.body.json.status == "ok")
-                #expect(try await anonymous.getReadiness().checked().ok.body.json.status == "ready")
+                #expect(try await anonymous.getHealth().ok.body.json.status == .ok)
+                #expect(try await anonymous.getReadiness().checked().ok.body.json.status == .ready)
 
                 _ = try await gateways.demo.provisionApplePay(card: "card_tmp_demo", try SandboxServer.applePayRequest())
                 _ = try await gateways.ops.raw.pauseIssuer(path: .init(name: "lithic")).checked()
@@ -184,6 +184,23 @@ extension ClientSuites {
                 #expect((1...3).contains(limited?.retryAfter ?? 0), "\(String(describing: limited))")
                 // Other clients have their own budget.
                 #expect(try await gateways.ops.card("card_bridge_demo").program == "demo")
+            }
+        }
+
+        /// An issuer that asks the gateway to wait longer than the request's deadline: the gateway
+        /// does not wait, it answers 503 with the issuer's wait as the spec's `Retry-After`, which
+        /// the generated client reads as typed.
+        @Test func anIssuersLongRetryAfterIsPassedOnAsTyped() async throws {
+            try await SandboxServer.run { (gateways, sandbox) async throws in
+                let wait = Int.random(in: 120...3600)
+                _ = try await gateways.ops.raw.addSandboxFault(body: .json(
+                    .SandboxFaultThrottled(.init(issuer: "bridge", mode: .throttled, count: 1, retryAfterSeconds: wait)))).checked()
+                let throttled = await problem { try await gateways.demo.provisionApplePay(card: "card_bridge_demo", try SandboxServer.applePayRequest()) }
+                #expect(throttled?.status == 503)
+                #expect(throttled?.code == "upstream_unavailable")
+                #expect(throttled?.retryable == true)
+                #expect(throttled?.retryAfter == wait, "\(String(describing: throttled))")
+                #expect(await sandbox.bridge.log.count == 1)
             }
         }
     }

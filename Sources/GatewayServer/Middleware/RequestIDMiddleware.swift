@@ -15,7 +15,7 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let sent = request.headers[Self.headerName]
-        let id = sent.flatMap { $0.count <= 64 && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" } ? $0 : nil }
+        let id = sent.flatMap { Self.isUsable($0) ? $0 : nil }
             ?? "req_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         var context = context
         context.logger[metadataKey: "hb.request.id"] = nil
@@ -27,5 +27,14 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         response.headers[Self.headerName] = id
         return response
+    }
+
+    /// 1 to 64 ASCII letters, digits, `-` and `_` (the spec's `RequestId` parameter): safe in a log
+    /// line and a support ticket. Anything else is replaced, never refused.
+    static func isUsable(_ id: String) -> Bool {
+        let bytes = id.utf8
+        return (1...64).contains(bytes.count) && bytes.allSatisfy {
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
+        }
     }
 }
