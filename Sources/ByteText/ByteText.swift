@@ -32,31 +32,45 @@ extension Data {
     /// RFC 4648 section 5 without padding (safe in a URL query); nil for anything else, including
     /// the standard alphabet or padding.
     public init?(base64URLEncoded text: String) {
-        guard !text.contains(where: { "+/=".contains($0) }) else { return nil }
-        self.init(base64Encoded: Self.standardBase64(Substring(text)))
+        guard !text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") }) else { return nil }
+        self.init(base64Encoded: Self.standardBase64(text.utf8[...]))
     }
 
     /// RFC 4648 section 5, without padding.
     public func base64URLEncodedString() -> String {
-        base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var bytes = base64EncodedData()
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "+"): bytes[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): bytes[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Base64 as upstreams actually write it: standard or URL alphabet, padding present, missing or
     /// surplus (Bridge's own example `...F127==` has two characters of padding too many).
     public init?(lenientBase64 text: String) {
-        var body = Substring(text)
-        while body.last == "=" { body = body.dropLast() }
+        var body = text.utf8[...]
+        while body.last == UInt8(ascii: "=") { body = body.dropLast() }
         guard !body.isEmpty, body.count % 4 != 1 else { return nil }
         self.init(base64Encoded: Self.standardBase64(body))
     }
 
-    /// The URL alphabet mapped to the standard one, padded to a multiple of four.
-    private static func standardBase64(_ text: Substring) -> String {
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        standard += String(repeating: "=", count: (4 - standard.count % 4) % 4)
+    /// The URL alphabet mapped to the standard one, padded to a multiple of four, as bytes (no
+    /// String round trip: this runs on every upstream answer).
+    private static func standardBase64(_ text: Substring.UTF8View) -> Data {
+        var standard = Data(capacity: text.count + 3)
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+            default: standard.append(byte)
+            }
+        }
+        standard.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (4 - standard.count % 4) % 4))
         return standard
     }
 

@@ -41,10 +41,12 @@ public struct IdempotencyGuard: Sendable {
     static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
 
     public func run(
-        client: ClientID, key: String?, requestHash: String,
+        client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
         _ operation: () async throws(GatewayError) -> StoredResponse
     ) async throws(GatewayError) -> Outcome {
+        // Without a key nothing is stored: the hash is not even computed.
         guard let key else { return .fresh(try await operation()) }
+        let requestHash = makeRequestHash()
         guard !key.isEmpty, key.count <= Self.maxKeyLength, key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
             throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters")
         }

@@ -73,6 +73,7 @@ struct APIHandler: APIProtocol {
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try Self.decode(body)
+        var fresh: Components.Schemas.ApplePayProvisioningResponse?
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay)
         ) { () async throws(GatewayError) -> StoredResponse in
@@ -83,10 +84,12 @@ struct APIHandler: APIProtocol {
                 activationData: result.payload.activationData.value.base64EncodedString(),
                 encryptedPassData: result.payload.encryptedPassData.value.base64EncodedString(),
                 ephemeralPublicKey: result.payload.ephemeralPublicKey.value.base64EncodedString())
+            fresh = answer
             return StoredResponse(status: 200, body: Self.encode(answer))
         }
         switch outcome {
         case .fresh(let stored):
+            if let fresh { return .ok(.init(body: .json(fresh))) }
             return .ok(.init(body: .json(try Self.decodeStored(stored))))
         case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)

@@ -6,9 +6,11 @@ import ProvisioningCore
 public final class SQLiteGatewayStore: GatewayStore {
     public let path: String
     private let pool: DatabasePool
+    private let auditWriter: GroupCommit<AuditEvent>
 
     public init(path: String) throws {
         self.path = path
+        let pool: DatabasePool
         do {
             // Created (or tightened) before GRDB opens it: directory 0700, file 0600.
             try SQLiteFilePermissions.prepare(path: path)
@@ -16,9 +18,16 @@ public final class SQLiteGatewayStore: GatewayStore {
             configuration.journalMode = .wal
             // Another writer (a second process on the same file) waits instead of failing at once.
             configuration.busyMode = .timeout(5)
+            // Every commit is synced to the WAL before it returns, so a committed audit event or
+            // idempotency record survives a power loss, not only a crash (README, "State").
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
+        }
+        self.pool = pool
+        auditWriter = GroupCommit { events in
+            try await pool.write { db in try Self.insertAudit(events, db) }
         }
     }
 
@@ -248,16 +257,22 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Audit
 
+    /// Returns once the event is committed (synchronous = FULL: on disk). Concurrent requests'
+    /// events share one transaction (`GroupCommit`), so a burst costs one WAL sync, not one each.
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint,
-                        attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
-                            event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
-                            event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
+        try await auditWriter.write(event)
+    }
+
+    private static func insertAudit(_ events: [AuditEvent], _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint,
+                attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        for event in events {
+            try statement.execute(arguments: [
+                event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
+                event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
+                event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
         }
     }
 

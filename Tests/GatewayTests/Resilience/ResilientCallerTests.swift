@@ -149,12 +149,14 @@ struct ResilientCallerTests {
         }
     }
 
-    /// 600 ms per attempt within 1.2 s: the first attempt ends at 600 ms, waits 50 ms, the second
-    /// ends at 1250 ms, and no wait that leaves no time for an attempt is started.
+    /// 6 s per attempt (on the test clock) within 12 s: the first attempt ends at 6 s, waits 50 ms,
+    /// the second ends at 12.05 s, and no wait that leaves no time for an attempt is started. (The
+    /// scale is the clock's, not real time: the second try's real HTTP timeout is the ~6 s left,
+    /// which a loaded machine cannot miss, where 550 ms once was missed.)
     @Test func theDeadlineEndsRetriesWithTheLastFailureNamed() async throws {
         try await Self.withBridge { rig in
             await rig.simulator.faults.add(Fault(mode: .unavailable, count: 5))
-            let call = Task { await Self.call(rig, deadlineIn: .milliseconds(1_200), attemptTakes: .milliseconds(600)) }
+            let call = Task { await Self.call(rig, deadlineIn: .milliseconds(12_000), attemptTakes: .milliseconds(6_000)) }
             #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
             let result = await call.value
             guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }

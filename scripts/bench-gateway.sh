@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# The gateway beside nginx, in one run on this machine (README, "Performance"):
+#   1. wrk -> nginx serving Bridge's documented Apple Pay answer (a static body), directly;
+#   2. wrk -> nginx proxy_pass -> that static answer;
+#   3. wrk -> the gateway (release build, a throwaway SQLite store, one registered Bridge card)
+#      -> that static answer, as Bridge, without and with a fresh Idempotency-Key per request;
+# each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
+# are written in, the gateway's CPU per request and its resident memory.
+#
+#   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release
+# Installs nginx and wrk from Debian's packages when they are missing (apt-get, as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/wait-for-gateway.sh
+
+duration=${DURATION:-10}
+connections=${CONNECTIONS:-16}
+base=${PORT_BASE:-18300}
+config=${CONFIG:-release}
+static_port=$base proxy_port=$((base + 1)) gateway_port=$((base + 2))
+
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light wrk >/dev/null
+    else
+        echo "nginx and wrk are needed: apt-get install nginx-light wrk (as root)" >&2
+        exit 1
+    fi
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+swift build -c "$config" --product provisioning-gateway >/dev/null
+bin="$(swift build -c "$config" --show-bin-path)"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Bridge's answer as its guide documents it (Tests/IssuersTests/Fixtures, verbatim), on one line.
+answer=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])), separators=(",", ":")))' \
+    Tests/IssuersTests/Fixtures/bridge-apple-pay-response.json)
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<EOF
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log warn;
+daemon on;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/body;
+    proxy_temp_path $work/nginx/proxy;
+    fastcgi_temp_path $work/nginx/fastcgi;
+    uwsgi_temp_path $work/nginx/uwsgi;
+    scgi_temp_path $work/nginx/scgi;
+    keepalive_requests 1000000;
+    upstream static_answer { server 127.0.0.1:$static_port; keepalive 64; }
+    server {
+        listen 127.0.0.1:$static_port;
+        location / { default_type application/json; return 200 '$answer'; }
+    }
+    server {
+        listen 127.0.0.1:$proxy_port;
+        location / {
+            proxy_pass http://static_answer;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+"$nginx_bin" -c "$work/nginx.conf" -p "$work/nginx" 2>/dev/null
+for _ in $(seq 50); do curl -sf -o /dev/null -X POST "http://127.0.0.1:$proxy_port/v0/x" && break; sleep 0.1; done
+
+# The gateway: one client (its key only in this run's environment), Bridge at the static answer.
+bench_key="sk_bench_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+admin_key="sk_bench_admin_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+export BENCH_BRIDGE_API_KEY="bench-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+cat >"$work/gateway.yaml" <<EOF
+server:
+  host: 127.0.0.1
+  port: $gateway_port
+clients:
+  - id: bench
+    api_key_sha256: $(sha "$bench_key")
+    programs: [bench]
+    rate_limit: { requests_per_second: 100000, burst: 100000 }
+  - id: admin
+    api_key_sha256: $(sha "$admin_key")
+    admin: true
+    rate_limit: { requests_per_second: 100000, burst: 100000 }
+issuers:
+  bridge:
+    kind: bridge
+    endpoints:
+      - url: http://127.0.0.1:$static_port/v0
+    credentials:
+      api_key: env:BENCH_BRIDGE_API_KEY
+store:
+  sqlite:
+    path: $work/gateway.sqlite
+EOF
+"$bin/provisioning-gateway" --config "$work/gateway.yaml" --log-level warning >"$work/gateway.log" 2>&1 &
+gateway_pid=$!
+pids+=("$gateway_pid")
+wait_for_gateway "$gateway_pid" "$work/gateway.log"
+curl -sf -o /dev/null -X PUT "http://127.0.0.1:$gateway_port/v1/cards/card_bench_1" \
+    -H "Authorization: Bearer $admin_key" -H 'Content-Type: application/json' \
+    -d '{"issuer":"bridge","program":"bench","issuer_reference":{"customer_id":"cust_bench","card_account_id":"ca_bench"}}'
+body_file=Config/sandbox/apple-pay-request.json
+status=$(curl -s -o "$work/first.json" -w '%{http_code}' -X POST "http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay" \
+    -H "Authorization: Bearer $bench_key" -H 'Content-Type: application/json' --data-binary "@$body_file")
+if [ "$status" != 200 ]; then
+    echo "the gateway did not provision through the static answer (HTTP $status):" >&2
+    cat "$work/first.json" >&2; tail -20 "$work/gateway.log" >&2
+    exit 1
+fi
+
+# wrk's request: the sandbox device's Apple Pay body; with KEYED=1 a fresh Idempotency-Key each time.
+python3 - "$body_file" "$work/post.lua" <<'PY'
+import json, sys
+body = json.dumps(json.load(open(sys.argv[1])), separators=(",", ":"))
+open(sys.argv[2], "w").write(f"""
+wrk.method = "POST"
+wrk.body = {json.dumps(body)}
+wrk.headers["Content-Type"] = "application/json"
+local keyed = os.getenv("KEYED") == "1"
+local auth = os.getenv("BENCH_AUTH")
+if auth then wrk.headers["Authorization"] = auth end
+local prefix = string.format("bench-%08x-%08x", math.random(0, 0x7fffffff), os.time())
+local n = 0
+request = function()
+  if not keyed then return wrk.format() end
+  n = n + 1
+  return wrk.format(nil, nil, {{["Idempotency-Key"] = prefix .. "-" .. n}})
+end
+""")
+PY
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
+ticks_per_second=$(getconf CLK_TCK)
+results="$work/results.tsv"
+# run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
+run() {
+    local name=$1 url=$2 conns=$3 keyed=${4:-0} auth=${5:-}
+    local threads=$(( conns < 2 ? 1 : 2 ))
+    local before after out
+    before=$(cpu_ticks)
+    out=$(KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$url")
+    after=$(cpu_ticks)
+    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" >>"$results" <<'PY'
+import os, re, sys
+name, conns, ticks, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+out = os.environ["WRK_OUT"]
+def ms(text):
+    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+total = int(re.search(r"(\d+) requests in", out).group(1))
+p50 = ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
+p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+errors = re.search(r"Socket errors: (.*)", out)
+print("\t".join([name, conns, f"{rps:.0f}", f"{p50:.3f}", f"{p99:.3f}", str(total), str(ticks / hz * 1000),
+                 non2xx.group(1) if non2xx else "0", errors.group(1) if errors else ""]))
+PY
+}
+
+auth="Bearer $bench_key"
+gateway_url="http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay"
+rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
+for conns in "$connections" 1; do
+    run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
+    run "nginx proxy_pass -> static answer" "http://127.0.0.1:$proxy_port/v0/x" "$conns"
+    run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
+    run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
+done
+rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
+rss_peak=$(awk '/VmHWM/ {print $2}' "/proc/$gateway_pid/status")
+
+python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" <<'PY'
+import sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
+duration, rss_start, rss_end, rss_peak, many = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6]
+print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
+print("| path | connections | requests/s | p50 | p99 |")
+print("|---|---|---|---|---|")
+by = {}
+for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors in rows:
+    by[(name, conns)] = dict(rps=float(rps), p50=float(p50), p99=float(p99), total=int(total), cpu=float(cpu_ms), non2xx=int(non2xx))
+    flag = f" ({non2xx} non-2xx)" if int(non2xx) else ""
+    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms |")
+g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
+cpu = sum(by[(n, c)]["cpu"] for n in (g, gk) for c in (many, "1"))
+count = sum(by[(n, c)]["total"] for n in (g, gk) for c in (many, "1"))
+print()
+print(f"gateway / nginx proxy_pass throughput ({many} connections): {by[(g, many)]['rps'] / by[(px, many)]['rps']:.3f}x   (target >= 0.25)")
+print(f"gateway CPU per provisioning: {cpu / count:.3f} ms   ({cpu / 1000:.1f} s of CPU for {count} requests; target <= 0.15)")
+print(f"added p50 over nginx proxy_pass, 1 connection: {by[(g, '1')]['p50'] - by[(px, '1')]['p50']:.3f} ms   (target <= 0.3)")
+print(f"added p99 over nginx proxy_pass, 1 connection: {by[(g, '1')]['p99'] - by[(px, '1')]['p99']:.3f} ms   (target <= 1)")
+print(f"Idempotency-Key cost ({many} connections): {by[(g, many)]['rps'] / by[(gk, many)]['rps'] - 1:+.1%} time per request   (target <= 30 %)")
+print(f"gateway resident memory: {rss_start / 1024:.0f} MiB at start, {rss_end / 1024:.0f} MiB at the end, {rss_peak / 1024:.0f} MiB peak   (target < 150)")
+bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway"))
+if bad:
+    print(f"WARNING: the gateway answered {bad} requests with a non-2xx status: the figures above are not provisionings")
+    sys.exit(1)
+PY
