@@ -13,6 +13,10 @@ public enum ECCV2 {
     /// The KDF's AlgorithmID is length-prefixed; PartyUInfo is "Apple".
     static let algorithmID = Data("id-aes256-GCM".utf8)
     static let partyUInfo = Data("Apple".utf8)
+    /// The KDF's fixed bytes: the round counter, and OtherInfo up to the ephemeral key.
+    static let kdfCounter: [UInt8] = [0, 0, 0, 1]
+    static let otherInfoPrefix: [UInt8] = [UInt8(algorithmID.count)] + Array(algorithmID) + Array(partyUInfo)
+    static let zeroNonce = try! AES.GCM.Nonce(data: [UInt8](repeating: 0, count: ivLength))
 
     public struct Payload: Sendable, Equatable {
         /// ciphertext || tag
@@ -42,14 +46,23 @@ public enum ECCV2 {
 
     /// Encrypts for the leaf certificate's key. `ephemeral` is fresh for every call unless a test
     /// injects one; never reuse one in production.
+    ///
+    /// The fresh key is `PrivateKey(compactRepresentable: false)`: the payload carries the full
+    /// uncompressed point, so nothing needs the compact form, and swift-crypto's default
+    /// (`compactRepresentable: true`) throws away about half the keys it generates, each after
+    /// BoringSSL's FIPS pairwise check (a public-key recomputation, an ECDSA signature and its
+    /// verification). Every key is still generated and checked by BoringSSL.
     public static func encrypt(
         _ plaintext: Data, for recipient: P256.KeyAgreement.PublicKey,
-        ephemeral: P256.KeyAgreement.PrivateKey = P256.KeyAgreement.PrivateKey()
+        ephemeral: P256.KeyAgreement.PrivateKey = P256.KeyAgreement.PrivateKey(compactRepresentable: false)
     ) throws -> Payload {
         let ephemeralPublicKey = ephemeral.publicKey.x963Representation
         let key = try symmetricKey(sharedSecret: ephemeral.sharedSecretFromKeyAgreement(with: recipient), ephemeralPublicKey: ephemeralPublicKey)
-        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(data: Data(count: ivLength)))
-        return Payload(encryptedPassData: sealed.ciphertext + sealed.tag, ephemeralPublicKey: ephemeralPublicKey)
+        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: zeroNonce)
+        var encryptedPassData = Data(capacity: plaintext.count + tagLength)
+        encryptedPassData.append(sealed.ciphertext)
+        encryptedPassData.append(sealed.tag)
+        return Payload(encryptedPassData: encryptedPassData, ephemeralPublicKey: ephemeralPublicKey)
     }
 
     /// What the Secure Element does; the sandbox device and the tests use it.
@@ -62,7 +75,7 @@ public enum ECCV2 {
                                    ephemeralPublicKey: payload.ephemeralPublicKey)
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: Data(count: ivLength)),
+                nonce: zeroNonce,
                 ciphertext: payload.encryptedPassData.dropLast(tagLength), tag: payload.encryptedPassData.suffix(tagLength))
             return try AES.GCM.open(box, using: key)
         } catch {
@@ -82,8 +95,13 @@ public enum ECCV2 {
         Data([UInt8(algorithmID.count)]) + algorithmID + partyUInfo + ephemeralPublicKey
     }
 
+    /// SHA-256 of `kdfInput`, fed piece by piece: no concatenated copy of Z and OtherInfo.
     static func symmetricKey(sharedSecret: SharedSecret, ephemeralPublicKey: Data) -> SymmetricKey {
-        let z = sharedSecret.withUnsafeBytes { Data($0) }
-        return SymmetricKey(data: SHA256.hash(data: kdfInput(z: z, ephemeralPublicKey: ephemeralPublicKey)))
+        var hash = SHA256()
+        hash.update(data: kdfCounter)
+        sharedSecret.withUnsafeBytes { hash.update(bufferPointer: $0) }
+        hash.update(data: otherInfoPrefix)
+        hash.update(data: ephemeralPublicKey)
+        return SymmetricKey(data: hash.finalize())
     }
 }
