@@ -46,15 +46,9 @@ public enum ECCV2 {
 
     /// Encrypts for the leaf certificate's key. `ephemeral` is fresh for every call unless a test
     /// injects one; never reuse one in production.
-    ///
-    /// The fresh key is `PrivateKey(compactRepresentable: false)`: the payload carries the full
-    /// uncompressed point, so nothing needs the compact form, and swift-crypto's default
-    /// (`compactRepresentable: true`) throws away about half the keys it generates, each after
-    /// BoringSSL's FIPS pairwise check (a public-key recomputation, an ECDSA signature and its
-    /// verification). Every key is still generated and checked by BoringSSL.
     public static func encrypt(
         _ plaintext: Data, for recipient: P256.KeyAgreement.PublicKey,
-        ephemeral: P256.KeyAgreement.PrivateKey = P256.KeyAgreement.PrivateKey(compactRepresentable: false)
+        ephemeral: P256.KeyAgreement.PrivateKey = ECCV2.freshEphemeralKey()
     ) throws -> Payload {
         let ephemeralPublicKey = ephemeral.publicKey.x963Representation
         let key = try symmetricKey(sharedSecret: ephemeral.sharedSecretFromKeyAgreement(with: recipient), ephemeralPublicKey: ephemeralPublicKey)
@@ -63,6 +57,23 @@ public enum ECCV2 {
         encryptedPassData.append(sealed.ciphertext)
         encryptedPassData.append(sealed.tag)
         return Payload(encryptedPassData: encryptedPassData, ephemeralPublicKey: ephemeralPublicKey)
+    }
+
+    /// A new P-256 key: a scalar drawn uniformly from [1, n-1] (32 bytes from swift-crypto's
+    /// system CSPRNG, drawn again in the ~2^-32 case that BoringSSL refuses them as zero or not below
+    /// the group order), its public point computed by BoringSSL. The same work as OpenSSL's key
+    /// generation (and pyca/cryptography's `generate_private_key`). swift-crypto's
+    /// `PrivateKey()` additionally runs BoringSSL's FIPS pairwise-consistency test on every key (the
+    /// public point computed a second time, an ECDSA signature and its verification: three more
+    /// scalar multiplications: about half the time of an encryption, measured) and, by default,
+    /// discards half the keys for compact representability, which ECC_V2 never uses.
+    @usableFromInline
+    static func freshEphemeralKey() -> P256.KeyAgreement.PrivateKey {
+        while true {
+            if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: SymmetricKey(size: .bits256)) {
+                return key
+            }
+        }
     }
 
     /// What the Secure Element does; the sandbox device and the tests use it.
