@@ -13,6 +13,10 @@ public enum ECCV2 {
     /// The KDF's AlgorithmID is length-prefixed; PartyUInfo is "Apple".
     static let algorithmID = Data("id-aes256-GCM".utf8)
     static let partyUInfo = Data("Apple".utf8)
+    /// The KDF's fixed bytes: the round counter, and OtherInfo up to the ephemeral key.
+    static let kdfCounter: [UInt8] = [0, 0, 0, 1]
+    static let otherInfoPrefix: [UInt8] = [UInt8(algorithmID.count)] + Array(algorithmID) + Array(partyUInfo)
+    static let zeroNonce = try! AES.GCM.Nonce(data: [UInt8](repeating: 0, count: ivLength))
 
     public struct Payload: Sendable, Equatable {
         /// ciphertext || tag
@@ -44,12 +48,32 @@ public enum ECCV2 {
     /// injects one; never reuse one in production.
     public static func encrypt(
         _ plaintext: Data, for recipient: P256.KeyAgreement.PublicKey,
-        ephemeral: P256.KeyAgreement.PrivateKey = P256.KeyAgreement.PrivateKey()
+        ephemeral: P256.KeyAgreement.PrivateKey = ECCV2.freshEphemeralKey()
     ) throws -> Payload {
         let ephemeralPublicKey = ephemeral.publicKey.x963Representation
         let key = try symmetricKey(sharedSecret: ephemeral.sharedSecretFromKeyAgreement(with: recipient), ephemeralPublicKey: ephemeralPublicKey)
-        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: AES.GCM.Nonce(data: Data(count: ivLength)))
-        return Payload(encryptedPassData: sealed.ciphertext + sealed.tag, ephemeralPublicKey: ephemeralPublicKey)
+        let sealed = try AES.GCM.seal(plaintext, using: key, nonce: zeroNonce)
+        var encryptedPassData = Data(capacity: plaintext.count + tagLength)
+        encryptedPassData.append(sealed.ciphertext)
+        encryptedPassData.append(sealed.tag)
+        return Payload(encryptedPassData: encryptedPassData, ephemeralPublicKey: ephemeralPublicKey)
+    }
+
+    /// A new P-256 key: a scalar drawn uniformly from [1, n-1] (32 bytes from swift-crypto's
+    /// system CSPRNG, drawn again in the ~2^-32 case that BoringSSL refuses them as zero or not below
+    /// the group order), its public point computed by BoringSSL. The same work as OpenSSL's key
+    /// generation (and pyca/cryptography's `generate_private_key`). swift-crypto's
+    /// `PrivateKey()` additionally runs BoringSSL's FIPS pairwise-consistency test on every key (the
+    /// public point computed a second time, an ECDSA signature and its verification: three more
+    /// scalar multiplications: about half the time of an encryption, measured) and, by default,
+    /// discards half the keys for compact representability, which ECC_V2 never uses.
+    @usableFromInline
+    static func freshEphemeralKey() -> P256.KeyAgreement.PrivateKey {
+        while true {
+            if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: SymmetricKey(size: .bits256)) {
+                return key
+            }
+        }
     }
 
     /// What the Secure Element does; the sandbox device and the tests use it.
@@ -62,7 +86,7 @@ public enum ECCV2 {
                                    ephemeralPublicKey: payload.ephemeralPublicKey)
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: Data(count: ivLength)),
+                nonce: zeroNonce,
                 ciphertext: payload.encryptedPassData.dropLast(tagLength), tag: payload.encryptedPassData.suffix(tagLength))
             return try AES.GCM.open(box, using: key)
         } catch {
@@ -82,8 +106,13 @@ public enum ECCV2 {
         Data([UInt8(algorithmID.count)]) + algorithmID + partyUInfo + ephemeralPublicKey
     }
 
+    /// SHA-256 of `kdfInput`, fed piece by piece: no concatenated copy of Z and OtherInfo.
     static func symmetricKey(sharedSecret: SharedSecret, ephemeralPublicKey: Data) -> SymmetricKey {
-        let z = sharedSecret.withUnsafeBytes { Data($0) }
-        return SymmetricKey(data: SHA256.hash(data: kdfInput(z: z, ephemeralPublicKey: ephemeralPublicKey)))
+        var hash = SHA256()
+        hash.update(data: kdfCounter)
+        sharedSecret.withUnsafeBytes { hash.update(bufferPointer: $0) }
+        hash.update(data: otherInfoPrefix)
+        hash.update(data: ephemeralPublicKey)
+        return SymmetricKey(data: hash.finalize())
     }
 }

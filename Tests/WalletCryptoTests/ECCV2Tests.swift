@@ -32,11 +32,17 @@ import Testing
         #expect(ECCV2.otherInfo(ephemeralPublicKey: Self.bytes(v.ephemeral_public_key)) == Self.bytes(v.kdf_other_info))
         let key = Data(SHA256.hash(data: ECCV2.kdfInput(z: z, ephemeralPublicKey: Self.bytes(v.ephemeral_public_key))))
         #expect(key == Self.bytes(v.symmetric_key))
+        // The encryptor's KDF hashes the same bytes piece by piece.
+        let derived = ECCV2.symmetricKey(sharedSecret: try ephemeral.sharedSecretFromKeyAgreement(with: leaf.publicKey),
+                                         ephemeralPublicKey: Self.bytes(v.ephemeral_public_key))
+        #expect(derived.withUnsafeBytes { Data($0) } == Self.bytes(v.symmetric_key))
         #expect(Data(count: ECCV2.ivLength) == Self.bytes(v.iv))
 
         let payload = try ECCV2.encrypt(Data(v.plaintext.utf8), for: leaf.publicKey, ephemeral: ephemeral)
         #expect(payload.ephemeralPublicKey == Self.bytes(v.ephemeral_public_key))
         #expect(payload.encryptedPassData == Self.bytes(v.encrypted_pass_data))
+        #expect(try ECCV2.decrypt(.init(encryptedPassData: Self.bytes(v.encrypted_pass_data), ephemeralPublicKey: Self.bytes(v.ephemeral_public_key)),
+                                  with: leaf) == Data(v.plaintext.utf8))
     }
 
     @Test func thePlaintextBuilderWritesTheVectorsBytes() throws {
@@ -62,6 +68,8 @@ import Testing
         let first = try ECCV2.encrypt(plaintext, for: leaf.publicKey)
         let second = try ECCV2.encrypt(plaintext, for: leaf.publicKey)
         #expect(first.ephemeralPublicKey != second.ephemeralPublicKey)
+        #expect(first.ephemeralPublicKey.count == 65 && first.ephemeralPublicKey.first == 0x04)
+        #expect(first.encryptedPassData.count == plaintext.count + ECCV2.tagLength)
         #expect(first.encryptedPassData != second.encryptedPassData)
         #expect(try ECCV2.decrypt(first, with: leaf) == plaintext)
         #expect(try ECCV2.decrypt(second, with: leaf) == plaintext)
