@@ -255,6 +255,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
+                "ByteText",
                 "GatewayServer",
                 "ProvisioningGatewayClient",
                 "GatewayStore",

@@ -7,7 +7,8 @@
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
 # are written in, the gateway's CPU per request and its resident memory.
 #
-#   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release
+#   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
+#   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`)
 # Installs nginx and wrk from Debian's packages when they are missing (apt-get, as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +31,8 @@ if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-swift build -c "$config" --product provisioning-gateway >/dev/null
-bin="$(swift build -c "$config" --show-bin-path)"
+swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
+bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)"
 
 work=$(mktemp -d)
 pids=()
@@ -83,6 +84,7 @@ bench_key="sk_bench_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 admin_key="sk_bench_admin_$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 export BENCH_BRIDGE_API_KEY="bench-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export BENCH_VAULT_KEY="$(head -c 32 /dev/urandom | base64)"
 cat >"$work/gateway.yaml" <<EOF
 server:
   host: 127.0.0.1
@@ -103,6 +105,8 @@ issuers:
       - url: http://127.0.0.1:$static_port/v0
     credentials:
       api_key: env:BENCH_BRIDGE_API_KEY
+vault:
+  key: env:BENCH_VAULT_KEY
 store:
   sqlite:
     path: $work/gateway.sqlite
@@ -123,6 +127,13 @@ if [ "$status" != 200 ]; then
     exit 1
 fi
 
+if [ -n "${HOLD:-}" ]; then
+    # Keeps everything running for a look by hand (Ctrl-C to stop).
+    echo "gateway: http://127.0.0.1:$gateway_port (pid $gateway_pid), key $bench_key; log $work/gateway.log"
+    echo "curl -s -X POST http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay -H 'Authorization: Bearer $bench_key' -H 'Content-Type: application/json' --data-binary @$body_file"
+    sleep infinity
+fi
+
 # wrk's request: the sandbox device's Apple Pay body; with KEYED=1 a fresh Idempotency-Key each time.
 python3 - "$body_file" "$work/post.lua" <<'PY'
 import json, sys
@@ -134,9 +145,16 @@ wrk.headers["Content-Type"] = "application/json"
 local keyed = os.getenv("KEYED") == "1"
 local auth = os.getenv("BENCH_AUTH")
 if auth then wrk.headers["Authorization"] = auth end
-local prefix = string.format("bench-%08x-%08x", math.random(0, 0x7fffffff), os.time())
+-- Each wrk thread has its own Lua state: setup() numbers them, so their keys never collide.
+local threads = 0
+function setup(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
 local n = 0
+local prefix
 request = function()
+  if not prefix then prefix = string.format("bench-%s-%d-%d", os.getenv("RUN_ID") or "0", tid or 0, os.time()) end
   if not keyed then return wrk.format() end
   n = n + 1
   return wrk.format(nil, nil, {{["Idempotency-Key"] = prefix .. "-" .. n}})
@@ -147,14 +165,24 @@ PY
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
 ticks_per_second=$(getconf CLK_TCK)
 results="$work/results.tsv"
+run_id=$RANDOM
 # run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
 run() {
     local name=$1 url=$2 conns=$3 keyed=${4:-0} auth=${5:-}
     local threads=$(( conns < 2 ? 1 : 2 ))
     local before after out
+    local perf_pid=
+    if [ -n "${PERF_DIR:-}" ] && [[ $name == gateway* ]]; then
+        mkdir -p "$PERF_DIR"
+        perf record -e cpu-clock -g -p "$gateway_pid" -o "$PERF_DIR/$(echo "$name-$conns" | tr -c 'a-zA-Z0-9-' '_').data" >/dev/null 2>&1 &
+        perf_pid=$!
+        sleep 0.5
+    fi
     before=$(cpu_ticks)
-    out=$(KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$url")
+    run_id=$((run_id + 1))
+    out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$url")
     after=$(cpu_ticks)
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" >>"$results" <<'PY'
 import os, re, sys
 name, conns, ticks, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -60,6 +60,19 @@ public struct ApplePayChainValidator: Sendable {
             throw Failure(reason: "certificates[\(index)] is expired or not yet valid")
         }
 
+        // Each link on its own first, so each flaw is named for what it is (the verifier below
+        // answers one "could not validate" for a bad signature and an unknown root alike).
+        guard subordinate.publicKey.isValidSignature(leaf.signature, for: leaf) else {
+            throw Failure(reason: "certificates[0]'s signature does not verify with the key of certificates[1]")
+        }
+        let roots = trustAnchors.filter { $0.subject == subordinate.issuer }
+        guard !roots.isEmpty else {
+            throw Failure(reason: "the chain does not lead to a trusted root: no trust anchor is the issuer of certificates[1]")
+        }
+        guard roots.contains(where: { $0.publicKey.isValidSignature(subordinate.signature, for: subordinate) }) else {
+            throw Failure(reason: "the chain does not lead to a trusted root: certificates[1] is not signed by the trusted root of that name")
+        }
+
         var verifier = Verifier(rootCertificates: CertificateStore(trustAnchors)) {
             RFC5280Policy(validationTime: time)
             MarkerExtensionPolicy()

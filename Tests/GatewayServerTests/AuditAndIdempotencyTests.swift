@@ -113,14 +113,21 @@ import Testing
         }
     }
 
+    /// Six duplicates on six connections of their own (one connection would serve them one after
+    /// another), while the issuer holds the first for 300 ms: they are in flight together, and the
+    /// key lets exactly one reach the issuer; the others wait for its answer and replay it.
     @Test func concurrentDuplicatesCallTheUpstreamOnce() async throws {
         try await GatewayHarness.run { client, sandbox in
+            try await ResilienceTests.addFault(client, #"{"issuer":"crossmint","mode":"slow","delay_ms":300,"count":1}"#)
             let body = try GatewayHarness.requestBody()
+            let port = client.port
             let answers = try await withThrowingTaskGroup(of: String.self) { group in
                 for _ in 0..<6 {
                     group.addTask {
-                        let response = try await Self.provision(client, card: "card_crossmint_demo", body: body, idempotencyKey: "order-44")
-                        return "\(response.status.code) \(String(buffer: response.body))"
+                        try await GatewayClient.with(port: port) { own in
+                            let response = try await Self.provision(own, card: "card_crossmint_demo", body: body, idempotencyKey: "order-44")
+                            return "\(response.status.code) \(String(buffer: response.body))"
+                        }
                     }
                 }
                 return try await group.reduce(into: [String]()) { $0.append($1) }
@@ -128,6 +135,12 @@ import Testing
             #expect(Set(answers).count == 1)
             #expect(answers.first?.hasPrefix("200 ") == true)
             #expect(await sandbox.crossmint.log.count == 1)
+            // One upstream attempt and five replays, all under the one provisioning.
+            let first = try #require(answers.first.flatMap { $0.split(separator: " ", maxSplits: 1).last }.map { Data($0.utf8) })
+            let id = try #require((try JSONSerialization.jsonObject(with: first) as? [String: Any])?["provisioning_id"] as? String)
+            let audit = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
+            let outcomes = (audit.json["events"] as? [[String: Any]] ?? []).compactMap { $0["outcome"] as? String }
+            #expect(outcomes.sorted() == ["replayed", "replayed", "replayed", "replayed", "replayed", "succeeded"])
         }
     }
 

@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 import Gateway
 import GatewayServer
@@ -62,19 +63,29 @@ import WalletCrypto
         }
     }
 
-    @Test func hexEncodedRequestsWorkToo() async throws {
-        let body = try GatewayHarness.requestJSON()
-        let hex = { (text: String) in Data(base64Encoded: text)!.lowercaseHex }
-        // The spec's hex form of the request, through the generated client (either case of hex digits).
+    /// The spec's hex form of the request (either case of hex digits), through the generated
+    /// client: the issuer received the same bytes, which the device proves by opening the pass
+    /// (sealed to its leaf's key) and finding its own nonce and nonce signature inside.
+    @Test(arguments: [("card_tmp_demo", "tmp"), ("card_bridge_demo", "bridge")])
+    func hexEncodedRequestsWorkToo(card: String, issuer: String) async throws {
+        let device = try SandboxDevice.make()
+        let nonce = Data((0..<4).map { _ in UInt8.random(in: 0...255) })
+        let nonceSignature = Data((0..<64).map { _ in UInt8.random(in: 0...255) })
         let request = ProvisioningGateway.ApplePayRequest.ApplePayHexRequest(.init(
-            certificates: (body["certificates"] as! [String]).map(hex),
-            nonce: hex(body["nonce"] as! String),
-            nonceSignature: hex(body["nonce_signature"] as! String).uppercased(),
+            certificates: [device.leafDER.lowercaseHex, device.subordinateDER.lowercaseHex],
+            nonce: nonce.lowercaseHex,
+            nonceSignature: nonceSignature.lowercaseHex.uppercased(),
             encoding: .hex))
         try await GatewayHarness.run { client, sandbox in
-            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: "card_tmp_demo", request)
-            #expect(answer.issuer == "tmp")
-            #expect(await sandbox.tmp.log.requests.map(\.status) == [200])
+            let answer = try await GatewayHarness.gateway(client).provisionApplePay(card: card, request)
+            #expect(answer.issuer == issuer)
+            #expect(await sandbox.instance(issuer: issuer)?.log.requests.map(\.status) == [200])
+            let payload = ECCV2.Payload(
+                encryptedPassData: try #require(Data(base64Encoded: answer.encryptedPassData)),
+                ephemeralPublicKey: try #require(Data(base64Encoded: answer.ephemeralPublicKey)))
+            let pass = try JSONDecoder().decode(PassPlaintext.self, from: try ECCV2.decrypt(payload, with: try #require(device.leafPrivateKey)))
+            #expect(pass.nonce == nonce.lowercaseHex)
+            #expect(pass.nonceSignature == nonceSignature.lowercaseHex)
         }
     }
 

@@ -62,14 +62,19 @@ import X509
         }
     }
 
-    @Test(arguments: [SandboxDevice.Flaw.expiredLeaf, .missingMarker, .leafNotP256, .wrongSignature])
-    func aBrokenChainIsRefusedWithItsReason(flaw: SandboxDevice.Flaw) async throws {
+    @Test(arguments: [
+        (SandboxDevice.Flaw.expiredLeaf, "certificates[0] is expired or not yet valid"),
+        (.missingMarker, "lacks the Apple Pay marker extension"),
+        (.leafNotP256, "not a P-256 key"),
+        (.wrongSignature, "certificates[0]'s signature does not verify with the key of certificates[1]"),
+    ])
+    func aBrokenChainIsRefusedWithItsReason(flaw: SandboxDevice.Flaw, reason: String) async throws {
         let device = try SandboxDevice.make(flaw: flaw)
         try await GatewayHarness.run(config: try Self.config(trusting: device)) { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_local_demo", body: try Self.body(device, nonce: Data([1])))
             #expect(response.status == .unprocessableContent)
             #expect(response.json["code"] as? String == "invalid_certificate_chain")
-            #expect((response.json["detail"] as? String)?.isEmpty == false)
+            #expect((response.json["detail"] as? String)?.contains(reason) == true, "\(response.json)")
         }
     }
 

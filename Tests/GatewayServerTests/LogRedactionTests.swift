@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 import HummingbirdTesting
 import Logging
@@ -57,13 +58,37 @@ final class CapturedLog: Sendable {
         let text = captured.text
         #expect(text.contains("apple_pay succeeded"), "the provisioning path logs nothing; the test would prove nothing")
         #expect(text.contains("card_not_found"))
-        var secrets = (request["certificates"] as! [String]).map { String($0.prefix(24)) }
-        secrets += [request["nonce"] as! String, request["nonce_signature"] as! String, GatewayHarness.demoKey]
-        secrets += [Data(base64Encoded: request["nonce"] as! String)!.map { String(format: "%02x", $0) }.joined()]
-        secrets += payloads.withLock { $0.map { String($0.prefix(24)) } }
-        #expect(secrets.count > 8)
+        // Every secret value as bytes, then searched for in every encoding it travels in: base64
+        // (the API), base64url (Crossmint's query), hex either case (Bridge's default wire and its
+        // hex ephemeral keys), each in windows from its start, middle and end (a truncated value
+        // is still a leak).
+        var secrets: [(name: String, bytes: Data)] = []
+        for (index, certificate) in (request["certificates"] as! [String]).enumerated() {
+            secrets.append(("certificates[\(index)]", Data(base64Encoded: certificate)!))
+        }
+        secrets.append(("nonce", Data(base64Encoded: request["nonce"] as! String)!))
+        secrets.append(("nonce_signature", Data(base64Encoded: request["nonce_signature"] as! String)!))
+        for (index, payload) in payloads.withLock({ $0 }).enumerated() {
+            secrets.append(("answer payload \(index)", try #require(Data(base64Encoded: payload))))
+        }
+        #expect(secrets.count == 4 + 9, "three answers of three payload fields each")
+        var needles: [(name: String, text: String)] = [("the API key", GatewayHarness.demoKey)]
+        needles += ["4111111111111111", "5555555555554444", "4000056655665556"].map { ("a card number", $0) }
         for secret in secrets {
-            #expect(!text.contains(secret), "a log line holds a value it must not")
+            let encodings = [
+                ("base64", secret.bytes.base64EncodedString()), ("base64url", secret.bytes.base64URLEncodedString()),
+                ("hex", secret.bytes.lowercaseHex), ("HEX", secret.bytes.lowercaseHex.uppercased()),
+            ]
+            for (encoding, full) in encodings {
+                let characters = Array(full)
+                let width = min(16, characters.count)
+                for start in Set([0, (characters.count - width) / 2, characters.count - width]) {
+                    needles.append(("\(secret.name) as \(encoding)", String(characters[start..<start + width])))
+                }
+            }
+        }
+        for needle in needles {
+            #expect(!text.contains(needle.text), "a log line holds \(needle.name)")
         }
     }
 }

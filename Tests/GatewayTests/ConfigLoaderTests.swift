@@ -212,9 +212,20 @@ import WalletCrypto
         #expect(found.contains { $0.hasPrefix("sandbox.cards[0].crad: unknown key") })
     }
 
+    /// Issuer names and issuer-reference field names are the file's own: the unknown-key check
+    /// leaves those maps alone, and what the file names is what the config holds.
     @Test func freeFormMapsTakeAnyNames() throws {
-        // Issuer names, credential names and issuer reference fields are the file's own.
-        _ = try ConfigLoader.parse(yaml: Self.minimal.replacingOccurrences(of: "  bridge:", with: "  bridge_eu:"), source: "t.yaml")
+        let issuer = "bridge_eu_\(Int.random(in: 1...999))"
+        let yaml = Self.minimal.replacingOccurrences(of: "  bridge:", with: "  \(issuer):") + """
+
+            sandbox:
+              cards:
+                - { card_id: c1, program: acme, issuer: \(issuer), issuer_reference: { customer_id: cu_1, card_account_id: ca_1 } }
+            """
+        let config = try ConfigLoader.parse(yaml: yaml, source: "t.yaml")
+        #expect(Array(config.issuers.keys) == [issuer])
+        #expect(config.issuers[issuer]?.kind == .bridge)
+        #expect(config.sandbox.cards.first?.issuerReference == ["customer_id": "cu_1", "card_account_id": "ca_1"])
     }
 
     @Test func notYAMLAtAll() {

@@ -26,8 +26,9 @@ enum Fixtures {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The sandbox device's request body from Config/sandbox, decoded as the gateway's edge does.
-    static func deviceRequest() throws -> ApplePayProvisioningRequest {
-        let url = packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json")
+    static func deviceRequest(
+        from url: URL = packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json")
+    ) throws -> ApplePayProvisioningRequest {
         let body = try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as! [String: Any]
         let certificates = (body["certificates"] as! [String]).map { Data(base64Encoded: $0)! }
         return try ApplePayProvisioningRequest(

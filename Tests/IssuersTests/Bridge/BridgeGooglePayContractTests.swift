@@ -42,7 +42,9 @@ struct BridgeGooglePayContractTests {
         #expect(await simulator.log.requests.map(\.status) == [200])
     }
 
-    @Test func idsLongerThanBridgeAcceptsAreRefusedBeforeCalling() async throws {
+    /// The 64-character cap is the gateway's own (`BridgeWire.maxGoogleIDLength`): Bridge documents
+    /// no length for these ids. Over it, the request is refused before calling.
+    @Test func idsOverTheGatewaysOwnCapForBridgeAreRefusedBeforeCalling() async throws {
         let long = try GooglePayProvisioningRequest(walletAccountID: String(repeating: "w", count: 65), deviceID: "d1")
         let (error, calls) = try await withReplay(status: .ok, body: try Fixtures.data("bridge-google-pay-response.json")) { url, capture in
             let error = await gatewayError {

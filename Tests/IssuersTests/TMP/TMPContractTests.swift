@@ -59,9 +59,15 @@ import Testing
     }
 
     @Test func malformedAnswersAreProtocolErrors() async throws {
-        // `encryptedPassData` is Crossmint's name; TMP's documented field is `encryptedData`.
-        let wrongName = #"{"activationData":"AAAA","ephemeralPublicKey":"BAAA","encryptedPassData":"AAAA"}"#
-        try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [wrongName],
+        // `encryptedPassData` is Crossmint's name; TMP's documented field is `encryptedData`. Every
+        // other value is valid (a 65-byte uncompressed key), so the name alone is what is refused:
+        // the same body with the documented name is read.
+        let key = Data([0x04] + (1...64).map { UInt8($0) }).base64EncodedString()
+        let answer = { (field: String) in #"{"activationData":"AAAA","ephemeralPublicKey":"\#(key)","\#(field)":"AAAA"}"# }
+        let (documented, _) = try await ConnectorScenarios.replay(status: .ok, body: Data(answer("encryptedData").utf8), card: Self.card,
+                                                                  make: Self.connector())
+        guard case .success = documented else { Issue.record("the documented answer was refused: \(documented)"); return }
+        try await ConnectorScenarios.malformedAnswersAreProtocolErrors(ConnectorScenarios.garbageBodies + [answer("encryptedPassData")],
                                                                        card: Self.card, make: Self.connector())
     }
 
@@ -69,12 +75,13 @@ import Testing
     func liveTMPAnswersInTheDocumentedShape() async throws {
         let live = try #require(LiveUpstream.tmp)
         let card = CardRecord(id: "live", program: "live", issuer: "tmp", issuerReference: .init(["issuer_card_id": live.reference[0]]))
-        let request = try Fixtures.deviceRequest()
+        let request = try LiveUpstream.deviceRequest("TMP")
         try await withUpstreamHTTP("tmp", requestMS: 15_000) { http in
             let connector = TMPConnector(issuer: "tmp", baseURL: live.baseURL, token: Sensitive(live.key),
                                          auth: ProcessInfo.processInfo.environment["TMP_AUTH"].flatMap(TMPAuth.init(parsing:)) ?? .bearer, http: http)
+            // TMP documents no error answer (UPSTREAMS.md): only a payload proves the contract.
             let error = await gatewayError { try await connector.provisionApplePay(request, card: card, context: Fixtures.context()) }
-            #expect(error?.code != .upstreamProtocolError && error?.code != .upstreamAuthFailed, "\(String(describing: error))")
+            LiveVerdict.expectDocumentedAnswer(error, issuer: "tmp", documentedRejections: [])
         }
     }
 }
