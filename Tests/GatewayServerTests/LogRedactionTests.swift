@@ -72,8 +72,12 @@ final class CapturedLog: Sendable {
             secrets.append(("answer payload \(index)", try #require(Data(base64Encoded: payload))))
         }
         #expect(secrets.count == 4 + 9, "three answers of three payload fields each")
-        var needles: [(name: String, text: String)] = [("the API key", GatewayHarness.demoKey)]
-        needles += ["4111111111111111", "5555555555554444", "4000056655665556"].map { ("a card number", $0) }
+        // Any 16 characters in a row of any encoding of any secret, anywhere in the log, is a
+        // leak (a truncated or partial value included); shorter values are searched whole.
+        let width = 16
+        var windows: [String: String] = [:]
+        var whole: [(name: String, text: String)] = [("the API key", GatewayHarness.demoKey)]
+        whole += ["4111111111111111", "5555555555554444", "4000056655665556"].map { ("a card number", $0) }
         for secret in secrets {
             let encodings = [
                 ("base64", secret.bytes.base64EncodedString()), ("base64url", secret.bytes.base64URLEncodedString()),
@@ -81,14 +85,25 @@ final class CapturedLog: Sendable {
             ]
             for (encoding, full) in encodings {
                 let characters = Array(full)
-                let width = min(16, characters.count)
-                for start in Set([0, (characters.count - width) / 2, characters.count - width]) {
-                    needles.append(("\(secret.name) as \(encoding)", String(characters[start..<start + width])))
+                guard characters.count > width else {
+                    whole.append(("\(secret.name) as \(encoding)", full))
+                    continue
+                }
+                for start in 0...(characters.count - width) {
+                    windows[String(characters[start..<start + width])] = "\(secret.name) as \(encoding)"
                 }
             }
         }
-        for needle in needles {
+        for needle in whole {
             #expect(!text.contains(needle.text), "a log line holds \(needle.name)")
         }
+        let logged = Array(text)
+        var leaks: Set<String> = []
+        if logged.count >= width {
+            for start in 0...(logged.count - width) {
+                if let name = windows[String(logged[start..<start + width])] { leaks.insert(name) }
+            }
+        }
+        #expect(leaks.isEmpty, "log lines hold parts of: \(leaks.sorted())")
     }
 }
