@@ -157,7 +157,11 @@ request = function()
   if not prefix then prefix = string.format("bench-%s-%d-%d", os.getenv("RUN_ID") or "0", tid or 0, os.time()) end
   if not keyed then return wrk.format() end
   n = n + 1
-  return wrk.format(nil, nil, {{["Idempotency-Key"] = prefix .. "-" .. n}})
+  -- wrk.format's headers replace wrk.headers: copy them, then add the key.
+  local headers = {{}}
+  for name, value in pairs(wrk.headers) do headers[name] = value end
+  headers["Idempotency-Key"] = prefix .. "-" .. n
+  return wrk.format(nil, nil, headers)
 end
 """)
 PY
