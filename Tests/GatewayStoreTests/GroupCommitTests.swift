@@ -5,7 +5,7 @@ import Testing
 /// Group commit keeps "written before the answer": no caller returns before the transaction holding
 /// its item committed, callers that queue during a commit share the next one, and a failed commit
 /// fails exactly its own batch's callers.
-@Suite struct GroupCommitTests {
+@Suite(.timeLimit(.minutes(1))) struct GroupCommitTests {
     /// A commit function that announces each batch and holds it until the test opens the gate.
     final class HeldCommit: Sendable {
         let batches = Mutex<[[Int]]>([])
