@@ -1,12 +1,14 @@
 import Foundation
 import GRDB
 import ProvisioningCore
+import Synchronization
 
 /// The embedded default: one SQLite file in WAL mode, through GRDB.
 public final class SQLiteGatewayStore: GatewayStore {
     public let path: String
     private let pool: DatabasePool
-    private let auditWriter: GroupCommit<AuditEvent>
+    /// The request path's writes (audit events, idempotency claims and answers), group-committed.
+    let writer: GroupCommit<BatchedWrite>
 
     public init(path: String) throws {
         self.path = path
@@ -26,9 +28,41 @@ public final class SQLiteGatewayStore: GatewayStore {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
         }
         self.pool = pool
-        auditWriter = GroupCommit { events in
-            try await pool.write { db in try Self.insertAudit(events, db) }
+        writer = GroupCommit { writes in
+            try await pool.write { db in
+                for write in writes { write.apply(db) }
+            }
         }
+    }
+
+    /// One caller's part of a group commit: applied in a savepoint of its own, so a write that
+    /// fails (a constraint, a bad row) rolls back only itself and fails only its caller, while
+    /// the other callers' writes in the same transaction commit.
+    struct BatchedWrite: Sendable {
+        let apply: @Sendable (Database) -> Void
+    }
+
+    /// Runs `body` in the next group commit and returns its result once that transaction has
+    /// committed (synchronous = FULL: on disk). Concurrent requests' writes share one
+    /// transaction, so a burst costs one WAL sync and one trip to the writer, not one each; the
+    /// writes of one transaction run one after another, as SQLite's single writer always does.
+    func batched<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        try await writer.write(BatchedWrite { db in
+            let result = Result { () throws -> T in
+                var value: T?
+                try db.inSavepoint {
+                    value = try body(db)
+                    return .commit
+                }
+                return value!
+            }
+            outcome.withLock { $0 = result }
+        })
+        guard let result = outcome.withLock({ $0 }) else {
+            throw StoreError(store: "sqlite", reason: "a group-committed write was not applied")
+        }
+        return try result.get()
     }
 
     static var migrator: DatabaseMigrator {
@@ -104,7 +138,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func card(_ id: CardID) async throws -> CardRecord? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM cards WHERE card_id = ?", arguments: [id.rawValue]).map(Self.card)
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM cards WHERE card_id = ?"), arguments: [id.rawValue]).map(Self.card)
         }
     }
 
@@ -260,7 +294,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Returns once the event is committed (synchronous = FULL: on disk). Concurrent requests'
     /// events share one transaction (`GroupCommit`), so a burst costs one WAL sync, not one each.
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await auditWriter.write(event)
+        try await batched { db in try Self.insertAudit([event], db) }
     }
 
     private static func insertAudit(_ events: [AuditEvent], _ db: Database) throws {
@@ -299,40 +333,38 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
         async throws -> IdempotencyClaim
     {
-        // One write transaction: SQLite serializes writers, so two claims cannot both acquire.
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND expires_at <= ?",
-                           arguments: [client.rawValue, key, StoreRows.milliseconds(now)])
-            try db.execute(
-                sql: """
-                    UPDATE idempotency_keys SET created_at = ? WHERE client_id = ? AND key = ? AND request_hash = ?
-                        AND response_status IS NULL AND created_at <= ?
-                    """,
-                arguments: [StoreRows.milliseconds(now), client.rawValue, key, requestHash, StoreRows.milliseconds(staleBefore)])
+        // One write (in a group commit: SQLite applies writes one at a time), so two claims
+        // cannot both acquire; it returns once committed, before the upstream is called.
+        try await batched { db in
+            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND expires_at <= ?")
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(now)])
+            try db.cachedStatement(sql: """
+                UPDATE idempotency_keys SET created_at = ? WHERE client_id = ? AND key = ? AND request_hash = ?
+                    AND response_status IS NULL AND created_at <= ?
+                """).execute(arguments: [StoreRows.milliseconds(now), client.rawValue, key, requestHash, StoreRows.milliseconds(staleBefore)])
             if db.changesCount > 0 { return .acquired }
-            if let row = try Row.fetchOne(db, sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?",
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
                                           arguments: [client.rawValue, key]) {
                 return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
                                        body: row["response_body"], requestHash: requestHash)
             }
-            try db.execute(
-                sql: "INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [client.rawValue, key, requestHash, StoreRows.milliseconds(now), StoreRows.milliseconds(expiresAt)])
+            try db.cachedStatement(sql: "INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [client.rawValue, key, requestHash, StoreRows.milliseconds(now), StoreRows.milliseconds(expiresAt)])
             return .acquired
         }
     }
 
     public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ?",
-                           arguments: [response.status, response.body, client.rawValue, key])
+        try await batched { db in
+            try db.cachedStatement(sql: "UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ?")
+                .execute(arguments: [response.status, response.body, client.rawValue, key])
         }
     }
 
     public func releaseIdempotencyKey(client: ClientID, key: String) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND response_status IS NULL",
-                           arguments: [client.rawValue, key])
+        try await batched { db in
+            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND response_status IS NULL")
+                .execute(arguments: [client.rawValue, key])
         }
     }
 

@@ -46,7 +46,27 @@ public enum InputRules {
     /// A value safe to put in a problem's detail or a log line: at most 64 characters, anything
     /// outside A-Z a-z 0-9 _ - . : shown as `?`.
     public static func short(_ text: String) -> String {
-        let shown = text.prefix(64).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.:".contains($0)) ? String($0) : "?" }.joined()
-        return text.count > 64 ? shown + "..." : shown
+        var shown = ""
+        shown.reserveCapacity(min(text.utf8.count, 64) + 3)
+        var count = 0
+        for character in text {
+            if count == 64 { return shown + "..." }
+            count += 1
+            if let byte = character.asciiValue, isShownASCII(byte) {
+                shown.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                shown += "?"
+            }
+        }
+        return shown
+    }
+
+    /// A-Z a-z 0-9 _ - . : (what `short` shows as it is).
+    private static func isShownASCII(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"): true
+        default: false
+        }
     }
 }

@@ -14,20 +14,22 @@ public enum JSONValue: Sendable, Equatable, Decodable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        // Strings and objects first: a request is mostly those, and every type tried in vain
+        // costs a thrown DecodingError. An integer is tried before a double, so 1 stays 1.
         if container.decodeNil() {
             self = .null
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([String: JSONValue].self) {
+            self = .object(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
         } else if let value = try? container.decode(Int64.self) {
             self = .integer(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            self = .number(try container.decode(Double.self))
         }
     }
 
@@ -297,7 +299,8 @@ public final class JSONSchemaCheck: Sendable {
         if let maxProperties, members.count > maxProperties { problems.append("\(name): takes at most \(maxProperties) field(s)") }
         for key in members.keys.sorted() {
             let value = members[key]!
-            let shown = member(InputRules.short(key))
+            // Only a problem shows the name, so it is made safe to show only then.
+            var shown: String { member(InputRules.short(key)) }
             if let propertyNames {
                 var nameProblems: [String] = []
                 propertyNames.check(.string(key), at: shown, into: &nameProblems)
@@ -321,9 +324,16 @@ public final class JSONSchemaCheck: Sendable {
     /// Exactly one variant must hold. When none does, the problems reported are those of the
     /// variant the value meant: the one whose enum-valued fields (`mode`, `encoding`, `type`) it
     /// matches, then the one with the fewest problems, then the first.
+    ///
+    /// A variant whose enum-valued fields the value misses cannot hold (each miss is a problem of
+    /// its own), so only the variants with the fewest misses are checked in full: the same verdict
+    /// and the same problems, without checking a form the value plainly is not (the Apple Pay
+    /// request's other encoding, regexes over its certificates included).
     private func checkOneOf(_ value: JSONValue, at path: String, into problems: inout [String]) {
-        let results = oneOf.map { (misses: $0.enumMisses(value), problems: $0.problems(value, at: path)) }
-        let matching = results.filter(\.problems.isEmpty).count
+        let misses = oneOf.map { $0.enumMisses(value) }
+        let fewest = misses.min() ?? 0
+        let results = zip(oneOf, misses).filter { $0.1 == fewest }.map { (misses: $0.1, problems: $0.0.problems(value, at: path)) }
+        let matching = fewest == 0 ? results.filter(\.problems.isEmpty).count : 0
         if matching == 1 { return }
         if matching > 1 {
             problems.append("\(path.isEmpty ? "the body" : path): matches more than one of its forms")

@@ -45,9 +45,10 @@ public struct TraceIdentity: Sendable, Equatable {
     /// `version-traceid-spanid-flags`, lowercase hex of 32 and 16 digits.
     public init?(traceparent: String) {
         let parts = traceparent.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count >= 4, parts[1].count == 32, parts[2].count == 16,
-              (parts[1] + parts[2]).allSatisfy({ $0.isHexDigit && !$0.isUppercase })
-        else { return nil }
+        func isLowercaseHex(_ part: Substring, count: Int) -> Bool {
+            part.utf8.count == count && part.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        }
+        guard parts.count >= 4, isLowercaseHex(parts[1], count: 32), isLowercaseHex(parts[2], count: 16) else { return nil }
         traceID = String(parts[1])
         spanID = String(parts[2])
     }

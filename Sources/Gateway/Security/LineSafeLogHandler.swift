@@ -6,6 +6,10 @@ import Logging
 /// stays one line, so nobody can forge entries in the gateway's log.
 public struct LineSafeLogHandler<Wrapped: LogHandler>: LogHandler {
     public var wrapped: Wrapped
+    /// The logger's metadata as it was set: escaped, and merged with the wrapped handler's, only
+    /// when an event is written. Setting metadata (every request sets its request id, trace ids,
+    /// provisioning id) stays a dictionary write, even when the level drops every event.
+    private var pending: Logger.Metadata = [:]
 
     public init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
@@ -14,20 +18,30 @@ public struct LineSafeLogHandler<Wrapped: LogHandler>: LogHandler {
         set { wrapped.logLevel = newValue }
     }
 
+    public var metadataProvider: Logger.MetadataProvider? {
+        get { wrapped.metadataProvider }
+        set { wrapped.metadataProvider = newValue }
+    }
+
     public var metadata: Logger.Metadata {
-        get { wrapped.metadata }
-        set { wrapped.metadata = Self.escape(newValue) }
+        get { wrapped.metadata.merging(pending) { $1 } }
+        set {
+            pending = newValue
+            wrapped.metadata = [:]
+        }
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { wrapped[metadataKey: key] }
-        set { wrapped[metadataKey: Self.escape(key)] = newValue.map(Self.escape) }
+        get { pending[key] ?? wrapped[metadataKey: key] }
+        set { pending[key] = newValue }
     }
 
     public func log(event: LogEvent) {
         var event = event
         event.message = Logger.Message(stringLiteral: Self.escape(event.message.description))
-        event.metadata = event.metadata.map(Self.escape)
+        // The event's own metadata wins over the logger's, as a handler's merge does.
+        let merged = event.metadata.map { pending.merging($0) { $1 } } ?? pending
+        event.metadata = merged.isEmpty ? event.metadata.map(Self.escape) : Self.escape(merged)
         wrapped.log(event: event)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import ProvisioningCore
 
 /// Gives every request an id (the caller's `X-Request-Id` when it sends a sane one), echoed in the
 /// response and in problem bodies so a fintech's support ticket can name the request, and logged
@@ -16,7 +17,7 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let sent = request.headers[Self.headerName]
         let id = sent.flatMap { Self.isUsable($0) ? $0 : nil }
-            ?? "req_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            ?? "req_" + RandomID.hex128()
         var context = context
         context.logger[metadataKey: "hb.request.id"] = nil
         context.logger[metadataKey: Self.metadataKey] = "\(id)"
