@@ -222,13 +222,14 @@ import sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 duration, rss_start, rss_end, rss_peak, many = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6]
 print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
-print("| path | connections | requests/s | p50 | p99 |")
-print("|---|---|---|---|---|")
+print("| path | connections | requests/s | p50 | p99 | gateway CPU per request |")
+print("|---|---|---|---|---|---|")
 by = {}
 for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors in rows:
     by[(name, conns)] = dict(rps=float(rps), p50=float(p50), p99=float(p99), total=int(total), cpu=float(cpu_ms), non2xx=int(non2xx))
     flag = f" ({non2xx} non-2xx)" if int(non2xx) else ""
-    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms |")
+    cpu_each = f"{float(cpu_ms) / int(total):.2f} ms" if name.startswith("gateway") and int(total) else ""
+    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} |")
 g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
 cpu = sum(by[(n, c)]["cpu"] for n in (g, gk) for c in (many, "1"))
 count = sum(by[(n, c)]["total"] for n in (g, gk) for c in (many, "1"))

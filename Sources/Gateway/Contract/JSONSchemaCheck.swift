@@ -102,17 +102,129 @@ public final class JSONSchemaCheck: Sendable {
         case schema(JSONSchemaCheck)
     }
 
-    /// Compiled once; `NSRegularExpression` matching is thread-safe.
+    /// Compiled once; `NSRegularExpression` matching is thread-safe. The spec's common shapes
+    /// (canonical base64, hex pairs, one ASCII character class with a length range) are matched
+    /// byte by byte instead: a certificate is kilobytes of base64, and ICU walks it in UTF-16.
+    /// `Pattern.fastMatcher` recognises them from the pattern's text alone, so the spec stays the
+    /// rule; the tests check each against the regex on the same inputs.
     struct Pattern: @unchecked Sendable {
         let source: String
         let regex: NSRegularExpression
         /// ICU's `$` also matches before a final line break; JSON Schema's (ECMA 262) does not.
         let anchoredAtEnd: Bool
+        let fast: FastMatcher?
+
+        init(source: String, regex: NSRegularExpression) {
+            self.source = source
+            self.regex = regex
+            anchoredAtEnd = source.hasSuffix("$") && !source.hasSuffix("\\$")
+            fast = FastMatcher(pattern: source)
+        }
 
         func matches(_ text: String) -> Bool {
+            if let fast { return fast.matches(text) }
+            return regexMatches(text)
+        }
+
+        func regexMatches(_ text: String) -> Bool {
             let range = NSRange(text.startIndex..<text.endIndex, in: text)
             guard let match = regex.firstMatch(in: text, range: range) else { return false }
             return !anchoredAtEnd || match.range.upperBound == range.upperBound
+        }
+    }
+
+    /// A byte-level matcher for a pattern of one of the shapes above, or nil for any other.
+    struct FastMatcher: Sendable {
+        enum Shape: Sendable {
+            /// `^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=|[A-Za-z0-9+/][AQgw]==)?$`
+            case canonicalBase64
+            /// `^(?:[0-9A-Fa-f]{2})+$`
+            case hexPairs
+            /// `^[class]{min,max}$` or `^[class]+$`, a class of printable ASCII characters and ranges.
+            case asciiClass(allowed: [Bool], min: Int, max: Int)
+        }
+
+        let shape: Shape
+
+        static let canonicalBase64Source = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=|[A-Za-z0-9+/][AQgw]==)?$"
+        static let hexPairsSource = "^(?:[0-9A-Fa-f]{2})+$"
+
+        init?(pattern: String) {
+            if pattern == Self.canonicalBase64Source {
+                shape = .canonicalBase64
+            } else if pattern == Self.hexPairsSource {
+                shape = .hexPairs
+            } else if let (allowed, min, max) = Self.asciiClass(pattern) {
+                shape = .asciiClass(allowed: allowed, min: min, max: max)
+            } else {
+                return nil
+            }
+        }
+
+        /// `^[...]{m,n}$` or `^[...]+$`: the class holds printable ASCII (no `\`, `[`, `]` or leading `^`),
+        /// as single characters and `a-b` ranges; a `-` first or last is itself.
+        private static func asciiClass(_ pattern: String) -> ([Bool], Int, Int)? {
+            let bytes = Array(pattern.utf8)
+            guard bytes.count > 6, bytes.first == UInt8(ascii: "^"), bytes[1] == UInt8(ascii: "["), bytes.last == UInt8(ascii: "$"),
+                  let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 2
+            else { return nil }
+            let members = Array(bytes[2..<close])
+            guard members.first != UInt8(ascii: "^"), members.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: "[") })
+            else { return nil }
+            let quantifier = String(decoding: bytes[(close + 1)..<(bytes.count - 1)], as: UTF8.self)
+            let min: Int, max: Int
+            if quantifier == "+" {
+                (min, max) = (1, Int.max)
+            } else {
+                guard quantifier.hasPrefix("{"), quantifier.hasSuffix("}") else { return nil }
+                let bounds = quantifier.dropFirst().dropLast().split(separator: ",", omittingEmptySubsequences: false)
+                guard bounds.count == 2, let low = Int(bounds[0]), let high = Int(bounds[1]), 0 <= low, low <= high else { return nil }
+                (min, max) = (low, high)
+            }
+            var allowed = [Bool](repeating: false, count: 128)
+            var index = 0
+            while index < members.count {
+                if index + 2 < members.count, members[index + 1] == UInt8(ascii: "-") {
+                    guard members[index] <= members[index + 2] else { return nil }
+                    for byte in members[index]...members[index + 2] { allowed[Int(byte)] = true }
+                    index += 3
+                } else {
+                    allowed[Int(members[index])] = true
+                    index += 1
+                }
+            }
+            return (allowed, min, max)
+        }
+
+        func matches(_ text: String) -> Bool {
+            let bytes = text.utf8
+            switch shape {
+            case .canonicalBase64:
+                guard bytes.count % 4 == 0 else { return false }
+                guard bytes.count > 0 else { return true }
+                // Every group but the last is four alphabet characters; the last may be padded.
+                guard bytes.dropLast(4).allSatisfy(Self.isBase64) else { return false }
+                let tail = Array(bytes.suffix(4))
+                let last = (tail[0], tail[1], tail[2], tail[3])
+                guard Self.isBase64(last.0) else { return false }
+                if last.2 == UInt8(ascii: "=") {
+                    return last.3 == UInt8(ascii: "=") && "AQgw".utf8.contains(last.1)
+                }
+                guard Self.isBase64(last.1) else { return false }
+                if last.3 == UInt8(ascii: "=") { return "AEIMQUYcgkosw048".utf8.contains(last.2) }
+                return Self.isBase64(last.2) && Self.isBase64(last.3)
+            case .hexPairs:
+                return !bytes.isEmpty && bytes.count % 2 == 0 && bytes.allSatisfy {
+                    (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0)
+                }
+            case .asciiClass(let allowed, let min, let max):
+                return (min...max).contains(bytes.count) && bytes.allSatisfy { $0 < 0x80 && allowed[Int($0)] }
+            }
+        }
+
+        private static func isBase64(_ byte: UInt8) -> Bool {
+            (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
         }
     }
 
@@ -210,7 +322,7 @@ public final class JSONSchemaCheck: Sendable {
             guard let source = source as? String, let regex = try? NSRegularExpression(pattern: source) else {
                 throw SchemaError(description: "pattern does not compile")
             }
-            pattern = Pattern(source: source, regex: regex, anchoredAtEnd: source.hasSuffix("$") && !source.hasSuffix("\\$"))
+            pattern = Pattern(source: source, regex: regex)
         } else {
             pattern = nil
         }

@@ -30,8 +30,12 @@ struct RequestContractMiddleware: ServerMiddleware {
             bytes = collected
         }
         if let bytes { body = HTTPBody(bytes) }
-        let pathParameters = metadata.pathParameters.mapValues { String($0).removingPercentEncoding ?? String($0) }
-        let query = request.path.flatMap { URLComponents(string: $0)?.queryItems }?.map { (name: $0.name, value: $0.value ?? "") } ?? []
+        let pathParameters = metadata.pathParameters.mapValues { value in
+            value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
+        }
+        let query = request.path.flatMap { path in
+            path.utf8.contains(UInt8(ascii: "?")) ? URLComponents(string: path)?.queryItems : nil
+        }?.map { (name: $0.name, value: $0.value ?? "") } ?? []
         let problems = contract.problems(
             operationID: operationID, pathParameters: pathParameters, query: query,
             header: { name in HTTPField.Name(name).flatMap { request.headerFields[$0] } }, body: bytes)
@@ -43,9 +47,12 @@ struct RequestContractMiddleware: ServerMiddleware {
         return try await next(request, body, metadata)
     }
 
+    /// `application/json` or any `+json` type, parameters (`; charset=utf-8`) and case aside.
     static func isJSON(_ contentType: String) -> Bool {
-        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        return type == "application/json" || type.hasSuffix("+json")
+        let essence = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+        let trimmed = essence.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+        let type = trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+        return type.elementsEqual("application/json".utf8) || (type.count >= 5 && type.suffix(5).elementsEqual("+json".utf8))
     }
 }
 
