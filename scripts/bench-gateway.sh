@@ -4,6 +4,7 @@
 #   2. wrk -> nginx proxy_pass -> that static answer;
 #   3. wrk -> the gateway (release build, a throwaway SQLite store, one registered Bridge card)
 #      -> that static answer, as Bridge, without and with a fresh Idempotency-Key per request;
+#   4. wrk -> the gateway's GET /healthz: the floor (listener, middleware, generated server code);
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
 # are written in, the gateway's CPU per request and its resident memory.
 #
@@ -166,6 +167,10 @@ end
 """)
 PY
 
+# The floor: GET /healthz runs the same listener, middleware and generated server code, and
+# touches neither the store nor an upstream.
+echo 'wrk.method = "GET"' >"$work/get.lua"
+
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
 ticks_per_second=$(getconf CLK_TCK)
 results="$work/results.tsv"
@@ -184,7 +189,9 @@ run() {
     fi
     before=$(cpu_ticks)
     run_id=$((run_id + 1))
-    out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$work/post.lua" "$url")
+    local script="$work/post.lua"
+    [[ $name == *healthz* ]] && script="$work/get.lua"
+    out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
     after=$(cpu_ticks)
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" >>"$results" <<'PY'
@@ -211,6 +218,7 @@ rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
 for conns in "$connections" 1; do
     run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
     run "nginx proxy_pass -> static answer" "http://127.0.0.1:$proxy_port/v0/x" "$conns"
+    run "gateway GET /healthz (no store, no upstream)" "http://127.0.0.1:$gateway_port/healthz" "$conns"
     run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
     run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
 done
@@ -239,6 +247,9 @@ print(f"gateway CPU per provisioning: {cpu / count:.3f} ms   ({cpu / 1000:.1f} s
 print(f"added p50 over nginx proxy_pass, 1 connection: {by[(g, '1')]['p50'] - by[(px, '1')]['p50']:.3f} ms   (target <= 0.3)")
 print(f"added p99 over nginx proxy_pass, 1 connection: {by[(g, '1')]['p99'] - by[(px, '1')]['p99']:.3f} ms   (target <= 1)")
 print(f"Idempotency-Key cost ({many} connections): {by[(g, many)]['rps'] / by[(gk, many)]['rps'] - 1:+.1%} time per request   (target <= 30 %)")
+hz = "gateway GET /healthz (no store, no upstream)"
+print(f"the floor, GET /healthz: {by[(hz, many)]['cpu'] / max(by[(hz, many)]['total'], 1):.3f} ms CPU per request at {many} connections, "
+      f"{by[(hz, '1')]['cpu'] / max(by[(hz, '1')]['total'], 1):.3f} ms at 1")
 print(f"gateway resident memory: {rss_start / 1024:.0f} MiB at start, {rss_end / 1024:.0f} MiB at the end, {rss_peak / 1024:.0f} MiB peak   (target < 150)")
 bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway"))
 if bad:

@@ -124,6 +124,8 @@ struct TracingTests {
                 #expect(identity?.traceID == Self.traceID, "\(request.traceparent ?? "no traceparent")")
                 #expect(identity?.spanID != Self.callerSpanID, "the upstream must see the attempt's span, not the caller's")
                 #expect(request.tracestate == "vendor=opaque")
+                // The caller sampled its trace: the gateway follows its flag.
+                #expect(request.traceparent?.hasSuffix("-01") == true, "\(request.traceparent ?? "no traceparent")")
             }
             #expect(Set(identities.compactMap { $0?.spanID }).count == 2, "one span per attempt: \(seen.map(\.traceparent))")
         }
@@ -141,6 +143,9 @@ struct TracingTests {
             #expect(traces.count == 2, "\(seen.map(\.traceparent))")
             #expect(Set(traces).count == 2, "two requests, two traces: \(traces)")
             #expect(!traces.contains(String(repeating: "0", count: 32)))
+            // No collector is configured, so the gateway's own new traces are not sampled (nothing
+            // records them), and the traceparent says so.
+            #expect(seen.allSatisfy { $0.traceparent?.hasSuffix("-00") == true }, "\(seen.map(\.traceparent))")
         }
     }
 

@@ -12,7 +12,8 @@ import Tracing
 /// `traceparent` and `tracestate`, so a caller's trace is continued and reaches the upstreams
 /// whether or not anything is exported. With `telemetry.otlp.endpoint` the spans are batched and
 /// exported over OTLP/HTTP with protobuf bodies (swift-otel's `OTLPHTTP` trait only; no gRPC
-/// dependency) to `<endpoint>/v1/traces`; without it swift-otel's no-op exporter drops them.
+/// dependency) to `<endpoint>/v1/traces`; without it swift-otel's no-op exporter drops them, and
+/// new traces are not sampled (nothing is recorded), while a caller's sampled flag is followed.
 /// swift-otel applies the standard `OTEL_*` environment variables over this configuration.
 ///
 /// The tracer is passed to the request middleware and the resilience runtime, never bootstrapped
@@ -44,6 +45,13 @@ public struct GatewayTracing: Sendable {
             configuration.traces.otlpExporter.endpoint = tracesURL(endpoint)
         } else {
             configuration.traces.exporter = .none
+            // Nothing would receive a recorded span: new traces are not sampled (their
+            // `traceparent` says so, flag 00, so an issuer is not asked to keep a trace nobody
+            // collects), and a span that records nothing costs a request no attributes, no batch
+            // processor and no export queue. A caller's sampled flag is still followed, and the
+            // trace and span ids still reach the logs and the upstreams. `OTEL_TRACES_SAMPLER`
+            // still overrides this.
+            configuration.traces.sampler = .parentBasedAlwaysOff
         }
         let backend = try OTel.makeTracingBackend(configuration: configuration)
         return GatewayTracing(tracer: backend.factory, service: backend.service)
