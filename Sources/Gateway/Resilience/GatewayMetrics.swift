@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Prometheus
 import ProvisioningCore
+import Synchronization
 
 /// The gateway's own metrics, in one Prometheus registry per gateway (not the process-global
 /// `MetricsSystem`, so several gateways in one process, as in tests, keep their counts apart).
@@ -9,6 +10,35 @@ import ProvisioningCore
 public final class GatewayMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
+    /// The handles every request touches, made once per label set: a request then costs a
+    /// dictionary look-up, not the factory's registration path (its lock, its label checks).
+    private let counters = Mutex<[HandleKey: CoreMetrics.Counter]>([:])
+    private let timers = Mutex<[HandleKey: CoreMetrics.Timer]>([:])
+
+    private struct HandleKey: Hashable {
+        let label: String
+        let values: [String]
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        let key = HandleKey(label: label, values: dimensions.map(\.1))
+        return counters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
+        let key = HandleKey(label: label, values: dimensions.map(\.1))
+        return timers.withLock { cache in
+            if let timer = cache[key] { return timer }
+            let timer = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = timer
+            return timer
+        }
+    }
 
     public init() {
         registry = PrometheusCollectorRegistry()
@@ -23,10 +53,8 @@ public final class GatewayMetrics: Sendable {
 
     /// One call to an upstream endpoint and how it ended (`succeeded` or the unified error code).
     public func attempt(issuer: IssuerID, endpoint: String, outcome: String, latency: Duration) {
-        Counter(label: "gateway_upstream_attempts_total",
-                dimensions: [("issuer", issuer.rawValue), ("endpoint", endpoint), ("outcome", outcome)], factory: factory).increment()
-        CoreMetrics.Timer(label: "gateway_upstream_latency_seconds", dimensions: [("issuer", issuer.rawValue)], factory: factory)
-            .recordNanoseconds(latency.wholeNanoseconds)
+        counter("gateway_upstream_attempts_total", [("issuer", issuer.rawValue), ("endpoint", endpoint), ("outcome", outcome)]).increment()
+        timer("gateway_upstream_latency_seconds", [("issuer", issuer.rawValue)]).recordNanoseconds(latency.wholeNanoseconds)
     }
 
     /// An attempt after the first at the same issuer.
@@ -73,7 +101,7 @@ public final class GatewayMetrics: Sendable {
 
     /// One unified API request's result (`succeeded` or its error code), per operation.
     public func request(operation: String, outcome: String) {
-        Counter(label: "gateway_requests_total", dimensions: [("operation", operation), ("outcome", outcome)], factory: factory).increment()
+        counter("gateway_requests_total", [("operation", operation), ("outcome", outcome)]).increment()
     }
 
     /// A token activation's answer from the issuer (`approved`, `declined`, `failed`).
@@ -86,9 +114,8 @@ public final class GatewayMetrics: Sendable {
     /// `unmatched`; never a raw path, which would hold card ids), method and status class (`2xx`).
     public func httpRequest(route: String, method: String, statusClass: String, duration: Duration) {
         let dimensions = [("route", route), ("method", method), ("status", statusClass)]
-        Counter(label: "gateway_http_requests_total", dimensions: dimensions, factory: factory).increment()
-        CoreMetrics.Timer(label: "gateway_http_request_duration_seconds", dimensions: dimensions, factory: factory)
-            .recordNanoseconds(duration.wholeNanoseconds)
+        counter("gateway_http_requests_total", dimensions).increment()
+        timer("gateway_http_request_duration_seconds", dimensions).recordNanoseconds(duration.wholeNanoseconds)
     }
 
     /// A config reload (SIGHUP or `POST /v1/admin/config/reload`): `success` or `failure`; after a
