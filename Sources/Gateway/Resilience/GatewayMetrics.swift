@@ -21,22 +21,23 @@ public final class GatewayMetrics: Sendable {
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
-        let key = HandleKey(label: label, values: dimensions.map(\.1))
-        return counters.withLock { cache in
-            if let counter = cache[key] { return counter }
-            let counter = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-            cache[key] = counter
-            return counter
+        Self.cached(counters, HandleKey(label: label, values: dimensions.map(\.1))) {
+            CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
         }
     }
 
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
-        let key = HandleKey(label: label, values: dimensions.map(\.1))
-        return timers.withLock { cache in
-            if let timer = cache[key] { return timer }
-            let timer = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
-            cache[key] = timer
-            return timer
+        Self.cached(timers, HandleKey(label: label, values: dimensions.map(\.1))) {
+            CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
+        }
+    }
+
+    private static func cached<Handle>(_ cache: borrowing Mutex<[HandleKey: Handle]>, _ key: HandleKey, make: () -> Handle) -> Handle {
+        cache.withLock { handles in
+            if let handle = handles[key] { return handle }
+            let handle = make()
+            handles[key] = handle
+            return handle
         }
     }
 
