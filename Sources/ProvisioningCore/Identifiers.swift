@@ -1,3 +1,4 @@
+import ByteText
 import Foundation
 
 /// A small identifier type over a string, so a card id can never be passed where an issuer id is
@@ -50,19 +51,12 @@ public struct ProvisioningID: StringIdentifier {
 
 /// Random ids for the gateway's own records and requests.
 public enum RandomID {
-    /// 128 bits from the system's CSPRNG as 32 lowercase hex digits (as a UUID's digits, without
-    /// the dashes, the fixed version bits or Foundation's string round trips).
+    /// 128 bits from the system's CSPRNG as 32 lowercase hex digits (a UUID's digits without the
+    /// dashes, the fixed version bits or Foundation's string round trips).
     public static func hex128() -> String {
         var generator = SystemRandomNumberGenerator()
-        let words = (generator.next() as UInt64, generator.next() as UInt64)
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 32) { buffer in
-            for (offset, word) in [words.0, words.1].enumerated() {
-                for nibble in 0..<16 {
-                    buffer[offset * 16 + nibble] = digits[Int((word >> UInt64(60 - 4 * nibble)) & 0xF)]
-                }
-            }
-            return 32
-        }
+        var bytes = Data(capacity: 16)
+        for _ in 0..<2 { withUnsafeBytes(of: generator.next() as UInt64) { bytes.append(contentsOf: $0) } }
+        return bytes.lowercaseHex
     }
 }

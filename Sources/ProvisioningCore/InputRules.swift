@@ -8,7 +8,7 @@ public enum InputRules {
     public static let maxReferenceValueLength = 128
 
     public static func isCardID(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= maxCardIDLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.:".contains($0)) }
+        !text.isEmpty && text.utf8.count <= maxCardIDLength && text.utf8.allSatisfy(isIDByte)
     }
 
     /// Our own provisioning ids are `prv_` and 32 hex digits; anything of 1-64 word characters is
@@ -52,7 +52,7 @@ public enum InputRules {
         for character in text {
             if count == 64 { return shown + "..." }
             count += 1
-            if let byte = character.asciiValue, isShownASCII(byte) {
+            if let byte = character.asciiValue, isIDByte(byte) {
                 shown.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
                 shown += "?"
@@ -61,8 +61,8 @@ public enum InputRules {
         return shown
     }
 
-    /// A-Z a-z 0-9 _ - . : (what `short` shows as it is).
-    private static func isShownASCII(_ byte: UInt8) -> Bool {
+    /// A-Z a-z 0-9 _ - . : (a card id's characters, and what `short` shows as it is).
+    private static func isIDByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
              UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"): true

@@ -1,4 +1,3 @@
-import ByteText
 import Crypto
 import Foundation
 import Gateway
@@ -36,7 +35,7 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
         logger.logLevel = max(logger.logLevel, .notice)
         self.config = config
         // One key per upstream kind, made up now and never written anywhere.
-        let random = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) }).lowercaseHex
+        let random = RandomID.hex128()
         func secret(_ kind: IssuerKind) -> String { "sk_sim_\(kind)_\(random)" }
 
         let routing = config.routing.table

@@ -19,10 +19,13 @@ import Testing
         // The first write holds the writer until the three others are queued behind it, so those
         // three are the next batch: one transaction.
         let holding = Mutex(false)
+        let sawThreeQueued = Mutex(false)
         let holder = Task {
             try await store.batched { db in
                 holding.withLock { $0 = true }
-                while store.writer.queuedCount < 3 { usleep(1_000) }
+                // Bounded, so a writer that never queues fails the test below instead of hanging it.
+                for _ in 0..<20_000 where store.writer.queuedCount < 3 { usleep(1_000) }
+                sawThreeQueued.withLock { $0 = store.writer.queuedCount == 3 }
                 try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
             }
         }
@@ -38,6 +41,7 @@ import Testing
         async let last: Void = store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('last')") }
 
         try await holder.value
+        #expect(sawThreeQueued.withLock { $0 }, "the three writes did not queue behind the holder, so they were not one batch")
         try await first
         await #expect(throws: Refused.self) { try await failing.value }
         try await last
