@@ -38,12 +38,34 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
-    static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
-
+    /// The stored answer itself is the operation's value (tests, and callers whose answer is
+    /// already its stored form).
     public func run(
         client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
         _ operation: () async throws(GatewayError) -> StoredResponse
     ) async throws(GatewayError) -> Outcome {
+        switch try await run(client: client, key: key, requestHash: makeRequestHash(), stored: { $0 }, operation) {
+        case .fresh(let stored): .fresh(stored)
+        case .replayed(let stored): .replayed(stored)
+        }
+    }
+
+    static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
+
+    /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
+    /// ran now, the stored answer when an earlier request with the key ran it.
+    public enum Answer<Fresh: Sendable>: Sendable {
+        case fresh(Fresh)
+        case replayed(StoredResponse)
+    }
+
+    /// Runs `operation` at most once per key. `stored` makes the answer kept for replays; it runs
+    /// only when a key was sent, so a request without one never encodes an answer nobody keeps.
+    public func run<Fresh: Sendable>(
+        client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
+        stored toStored: (Fresh) -> StoredResponse,
+        _ operation: () async throws(GatewayError) -> Fresh
+    ) async throws(GatewayError) -> Answer<Fresh> {
         // Without a key nothing is stored: the hash is not even computed.
         guard let key else { return .fresh(try await operation()) }
         let requestHash = makeRequestHash()
@@ -64,20 +86,21 @@ public struct IdempotencyGuard: Sendable {
             }
             switch claim {
             case .acquired:
-                let response: StoredResponse
+                let fresh: Fresh
                 do {
-                    response = try await operation()
+                    fresh = try await operation()
                 } catch {
                     try? await store.releaseIdempotencyKey(client: client, key: key)
                     throw error
                 }
                 do {
+                    let response = toStored(fresh)
                     let sealed = StoredResponse(status: response.status, body: try sealer.seal(response.body, client: client, key: key))
                     try await store.completeIdempotencyKey(client: client, key: key, response: sealed)
                 } catch {
                     throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
                 }
-                return .fresh(response)
+                return .fresh(fresh)
             case .replay(let stored):
                 do {
                     return .replayed(StoredResponse(status: stored.status, body: try sealer.open(stored.body, client: client, key: key)))

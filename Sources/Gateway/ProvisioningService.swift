@@ -289,9 +289,10 @@ public struct ProvisioningService: Sendable {
                 throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
             }
             let deadline = started.advanced(by: rule?.deadline ?? self.deadline)
+            let requestLogger = logger
             let context = ProvisioningContext(
                 provisioningID: provisioningID, deadline: deadline, clock: clock,
-                logMetadata: logger.handler.metadata.mapValues { "\($0)" })
+                logMetadata: requestLogger.handler.metadata.mapValues { "\($0)" })
             do throws(GatewayError) {
                 let value = try await serve(issuer, card: card, context: context, trail: &trail, prepare: prepare, call: call)
                 logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)"])

@@ -73,27 +73,24 @@ struct APIHandler: APIProtocol {
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try Self.decode(body)
-        var fresh: Components.Schemas.ApplePayProvisioningResponse?
         let outcome = try await idempotency.run(
-            client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay)
-        ) { () async throws(GatewayError) -> StoredResponse in
+            client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay),
+            stored: { StoredResponse(status: 200, body: Self.encode($0)) }
+        ) { () async throws(GatewayError) -> Components.Schemas.ApplePayProvisioningResponse in
             let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
-            let answer = Components.Schemas.ApplePayProvisioningResponse(
+            return Components.Schemas.ApplePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue,
                 issuer: result.issuer.rawValue,
                 activationData: result.payload.activationData.value.base64EncodedString(),
                 encryptedPassData: result.payload.encryptedPassData.value.base64EncodedString(),
                 ephemeralPublicKey: result.payload.ephemeralPublicKey.value.base64EncodedString())
-            fresh = answer
-            return StoredResponse(status: 200, body: Self.encode(answer))
         }
         switch outcome {
-        case .fresh(let stored):
-            if let fresh { return .ok(.init(body: .json(fresh))) }
-            return .ok(.init(body: .json(try Self.decodeStored(stored))))
+        case .fresh(let answer):
+            return .ok(.init(body: .json(answer)))
         case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)
-            let answer = try Self.decodeStored(stored)
+            let answer = try Self.decodeStored(Components.Schemas.ApplePayProvisioningResponse.self, stored)
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay,
                                        logger: RequestScope.logger)
             return .ok(.init(body: .json(answer)))
@@ -107,14 +104,21 @@ struct APIHandler: APIProtocol {
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
-        var fresh: Components.Schemas.GooglePayProvisioningResponse?
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
-            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .googlePay)
-        ) { () async throws(GatewayError) -> StoredResponse in
+            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .googlePay),
+            stored: { (answer: Components.Schemas.GooglePayProvisioningResponse) in
+                // The stored copy for replays leaves out the cardholder's name and address: they are
+                // personal data the store should not keep in clear (the app can push tokenize without them).
+                var stored = answer
+                stored.displayName = nil
+                stored.userAddress = nil
+                return StoredResponse(status: 200, body: Self.encode(stored))
+            }
+        ) { () async throws(GatewayError) -> Components.Schemas.GooglePayProvisioningResponse in
             let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
             let payload = result.payload
-            let answer = Components.Schemas.GooglePayProvisioningResponse(
+            return Components.Schemas.GooglePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue,
                 opaquePaymentCard: payload.opaquePaymentCard.value.base64EncodedString(), displayName: payload.displayName,
                 lastDigits: payload.lastDigits, network: payload.network, tokenServiceProvider: payload.tokenServiceProvider,
@@ -122,30 +126,17 @@ struct APIHandler: APIProtocol {
                     .init(name: $0.name, address1: $0.address1, address2: $0.address2, city: $0.city, state: $0.state,
                           postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
                 })
-            fresh = answer
-            // The stored copy for replays leaves out the cardholder's name and address: they are
-            // personal data the store should not keep in clear (the app can push tokenize without them).
-            var stored = answer
-            stored.displayName = nil
-            stored.userAddress = nil
-            return StoredResponse(status: 200, body: Self.encode(stored))
         }
-        let answer: Components.Schemas.GooglePayProvisioningResponse
-        if let fresh {
-            answer = fresh
-        } else {
-            do {
-                answer = try JSONDecoder().decode(Components.Schemas.GooglePayProvisioningResponse.self, from: outcome.stored.body)
-            } catch {
-                throw GatewayError(.internal, "a stored answer could not be read", cause: error)
-            }
-        }
-        if case .replayed = outcome {
+        switch outcome {
+        case .fresh(let answer):
+            return .ok(.init(body: .json(answer)))
+        case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)
+            let answer = try Self.decodeStored(Components.Schemas.GooglePayProvisioningResponse.self, stored)
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay,
                                        logger: RequestScope.logger)
+            return .ok(.init(body: .json(answer)))
         }
-        return .ok(.init(body: .json(answer)))
     }
 
     // MARK: Samsung Pay
@@ -157,39 +148,33 @@ struct APIHandler: APIProtocol {
         let request = try SamsungPayProvisioningRequest(
             walletAccountID: body.walletAccountId, deviceID: body.deviceId,
             deviceType: body.device?._type.flatMap { DeviceType(rawValue: $0.rawValue) })
-        var fresh: Components.Schemas.SamsungPayProvisioningResponse?
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
-            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .samsungPay)
-        ) { () async throws(GatewayError) -> StoredResponse in
+            requestHash: Self.requestHash(cardID: cardID, body: body, operation: .samsungPay),
+            stored: { (answer: Components.Schemas.SamsungPayProvisioningResponse) in
+                // As for Google Pay, the replayed copy leaves out the cardholder's name.
+                var stored = answer
+                stored.displayName = nil
+                return StoredResponse(status: 200, body: Self.encode(stored))
+            }
+        ) { () async throws(GatewayError) -> Components.Schemas.SamsungPayProvisioningResponse in
             let result = try await service.provisionSamsungPay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
             let payload = result.payload
-            let answer = Components.Schemas.SamsungPayProvisioningResponse(
+            return Components.Schemas.SamsungPayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue, provisionPayload: payload.provisionPayload,
                 displayName: payload.displayName, lastDigits: payload.lastDigits, network: payload.network,
                 tokenServiceProvider: payload.tokenServiceProvider, cardType: payload.cardType)
-            fresh = answer
-            // As for Google Pay, the replayed copy leaves out the cardholder's name.
-            var stored = answer
-            stored.displayName = nil
-            return StoredResponse(status: 200, body: Self.encode(stored))
         }
-        let answer: Components.Schemas.SamsungPayProvisioningResponse
-        if let fresh {
-            answer = fresh
-        } else {
-            do {
-                answer = try JSONDecoder().decode(Components.Schemas.SamsungPayProvisioningResponse.self, from: outcome.stored.body)
-            } catch {
-                throw GatewayError(.internal, "a stored answer could not be read", cause: error)
-            }
-        }
-        if case .replayed = outcome {
+        switch outcome {
+        case .fresh(let answer):
+            return .ok(.init(body: .json(answer)))
+        case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)
+            let answer = try Self.decodeStored(Components.Schemas.SamsungPayProvisioningResponse.self, stored)
             await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .samsungPay,
                                        logger: RequestScope.logger)
+            return .ok(.init(body: .json(answer)))
         }
-        return .ok(.init(body: .json(answer)))
     }
 
     // MARK: Wallet tokens
@@ -254,14 +239,12 @@ struct APIHandler: APIProtocol {
     }
 
     static func encode(_ value: some Encodable) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(value)) ?? Data()
+        (try? SharedJSON.canonicalEncoder.encode(value)) ?? Data()
     }
 
-    static func decodeStored(_ stored: StoredResponse) throws(GatewayError) -> Components.Schemas.ApplePayProvisioningResponse {
+    static func decodeStored<Answer: Decodable>(_ type: Answer.Type, _ stored: StoredResponse) throws(GatewayError) -> Answer {
         do {
-            return try JSONDecoder().decode(Components.Schemas.ApplePayProvisioningResponse.self, from: stored.body)
+            return try SharedJSON.decoder.decode(type, from: stored.body)
         } catch {
             throw GatewayError(.internal, "a stored answer could not be read", cause: error)
         }

@@ -4,13 +4,11 @@ import ProvisioningCore
 /// Conversions shared by both stores between domain types and column values.
 enum StoreRows {
     static func referenceJSON(_ reference: IssuerReference) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: (try? encoder.encode(reference.fields)) ?? Data("{}".utf8), as: UTF8.self)
+        String(decoding: (try? SharedJSON.sortedEncoder.encode(reference.fields)) ?? Data("{}".utf8), as: UTF8.self)
     }
 
     static func reference(_ json: String) throws -> IssuerReference {
-        IssuerReference(try JSONDecoder().decode([String: String].self, from: Data(json.utf8)))
+        IssuerReference(try SharedJSON.decoder.decode([String: String].self, from: Data(json.utf8)))
     }
 
     static func card(id: String, program: String, issuer: String?, referenceJSON: String) throws -> CardRecord {
@@ -50,9 +48,7 @@ enum StoreRows {
     }
 
     static func detailJSON(_ detail: [String: String]) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: (try? encoder.encode(detail)) ?? Data("{}".utf8), as: UTF8.self)
+        String(decoding: (try? SharedJSON.sortedEncoder.encode(detail)) ?? Data("{}".utf8), as: UTF8.self)
     }
 
     static func securityEvent(id: Int64, at: Int64, kind: String, actor: String, source: String?, cardID: String?, detailJSON: String)
@@ -62,7 +58,7 @@ enum StoreRows {
             throw StoreError(store: "store", reason: "a security event has an unknown kind")
         }
         return SecurityEvent(id: id, at: date(at), kind: kind, actor: actor, source: source, cardID: cardID.map { CardID($0) },
-                             detail: (try? JSONDecoder().decode([String: String].self, from: Data(detailJSON.utf8))) ?? [:])
+                             detail: (try? SharedJSON.decoder.decode([String: String].self, from: Data(detailJSON.utf8))) ?? [:])
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }

@@ -10,21 +10,23 @@ public struct ProvisioningContext: Sendable {
     /// The gateway's clock: what is left before the deadline is read from it.
     public let clock: GatewayClock
     /// The request's logger metadata (`request_id`, `provisioning_id`, ...), so an upstream's log
-    /// lines are lines of the request that caused them. Never holds card data.
-    public let logMetadata: [String: String]
+    /// lines are lines of the request that caused them. Never holds card data. Read only when a
+    /// line is written: a request whose upstream lines are below the log level never builds it.
+    public var logMetadata: [String: String] { makeLogMetadata() }
+    private let makeLogMetadata: @Sendable () -> [String: String]
     /// The trace of the attempt in progress, set by the resilience runtime for each attempt (nil
     /// outside one): `UpstreamHTTP` sends its headers and tells it the HTTP status.
     public private(set) var attemptTrace: UpstreamAttemptTrace?
 
     public init(
         provisioningID: ProvisioningID, idempotencyKey: String? = nil, deadline: GatewayClock.Instant, clock: GatewayClock,
-        logMetadata: [String: String] = [:]
+        logMetadata: @escaping @autoclosure @Sendable () -> [String: String] = [:]
     ) {
         self.provisioningID = provisioningID
         self.idempotencyKey = idempotencyKey ?? provisioningID.rawValue
         self.deadline = deadline
         self.clock = clock
-        self.logMetadata = logMetadata
+        self.makeLogMetadata = logMetadata
     }
 
     /// Time left before the deadline (negative once it passed).

@@ -4,6 +4,7 @@ import Gateway
 import GatewayStore
 import GatewayTestSupport
 import ProvisioningCore
+import Synchronization
 import Testing
 
 /// A duplicate's wait for a request still running, on a test clock, against a real SQLite store
@@ -113,5 +114,41 @@ struct IdempotencyGuardTests {
         #expect(error?.code == .idempotencyKeyInProgress)
         #expect(clock.requestedSleeps.count == pollsBefore, "the store was polled \(clock.requestedSleeps.count - pollsBefore) times after cancellation")
         #expect(clock.now == TestClock.Instant(offset: .seconds(1)), "it returned without the clock moving on")
+    }
+
+    /// The answer kept for replays is made only when a key was sent: without one the operation's
+    /// own value comes back and nothing is encoded or stored. With one, the stored form (which may
+    /// leave fields out) is what a repeat gets, while the first caller gets the full value.
+    @Test func theStoredFormIsMadeOnlyForAKeyAndIsWhatARepeatGets() async throws {
+        let store = try await Self.store()
+        let idempotency = Self.guardOn(store, clock: TestClock())
+        let made = Mutex(0)
+        let toStored: (String) -> StoredResponse = { value in
+            made.withLock { $0 += 1 }
+            return StoredResponse(status: 200, body: Data("stored:\(value.prefix(4))".utf8))
+        }
+
+        let unkeyed = try await idempotency.run(client: Self.client, key: nil, requestHash: "hash", stored: toStored) {
+            () async throws(GatewayError) -> String in "full answer"
+        }
+        guard case .fresh(let value) = unkeyed else { Issue.record("without a key the operation runs: \(unkeyed)"); return }
+        #expect(value == "full answer")
+        #expect(made.withLock { $0 } == 0, "no stored form without a key")
+
+        let first = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: toStored) {
+            () async throws(GatewayError) -> String in "full answer"
+        }
+        guard case .fresh(let firstValue) = first else { Issue.record("the first keyed request runs: \(first)"); return }
+        #expect(firstValue == "full answer")
+        #expect(made.withLock { $0 } == 1)
+
+        let repeated = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: toStored) {
+            () async throws(GatewayError) -> String in
+            Issue.record("the repeat ran the operation")
+            return "again"
+        }
+        guard case .replayed(let stored) = repeated else { Issue.record("the repeat is replayed: \(repeated)"); return }
+        #expect(String(decoding: stored.body, as: UTF8.self) == "stored:full", "the repeat gets the stored form, opened")
+        #expect(made.withLock { $0 } == 1, "a replay makes no new stored form")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProvisioningCore
 import Yams
 
 /// What the OpenAPI document says each operation accepts (path and query parameters, header
@@ -134,7 +135,7 @@ public struct RequestContract: Sendable {
         for parameter in operation.headerParameters { check(parameter, header(parameter.name)) }
         if let schema = operation.body {
             if let body, !body.isEmpty {
-                if let value = try? JSONDecoder().decode(JSONValue.self, from: body) {
+                if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
                     schema.check(value, at: "", into: &problems)
                 } else {
                     problems.append("the body is not valid JSON")

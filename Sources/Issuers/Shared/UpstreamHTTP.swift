@@ -73,9 +73,6 @@ public final class UpstreamHTTP: Sendable {
         }
         request.headers.add(name: "Accept", value: "application/json")
 
-        var logger = logger
-        for (key, value) in context.logMetadata { logger[metadataKey: key] = "\(value)" }
-        logger[metadataKey: "provisioning_id"] = "\(context.provisioningID)"
         let clock = context.clock
         let started = clock.now
         do {
@@ -83,19 +80,29 @@ public final class UpstreamHTTP: Sendable {
             context.attemptTrace?.answered(status: Int(response.status.code))
             let buffer = try await response.body.collect(upTo: Self.maxResponseBytes)
             let status = Int(response.status.code)
-            logger.info("upstream answered", metadata: [
+            logger.info("upstream answered", metadata: Self.metadata(context, [
                 "issuer": "\(issuer)", "status": "\(status)",
                 "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
-            ])
+            ]))
             return Response(status: status, headers: response.headers, body: Data(buffer: buffer))
         } catch {
             let mapped = Self.map(error, issuer: issuer, timedOutAfter: timeout)
-            logger.warning("upstream call failed", metadata: [
+            logger.warning("upstream call failed", metadata: Self.metadata(context, [
                 "issuer": "\(issuer)", "code": "\(mapped.code.rawValue)",
                 "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
-            ])
+            ]))
             throw mapped
         }
+    }
+
+    /// A line's metadata: the request's, its provisioning id, then the line's own. Built only for
+    /// a line the log level lets through (`Logger`'s metadata argument is an autoclosure).
+    private static func metadata(_ context: ProvisioningContext, _ own: Logger.Metadata) -> Logger.Metadata {
+        var metadata = Logger.Metadata()
+        for (key, value) in context.logMetadata { metadata[key] = "\(value)" }
+        metadata["provisioning_id"] = "\(context.provisioningID)"
+        metadata.merge(own) { _, line in line }
+        return metadata
     }
 
     static func map(_ error: any Error, issuer: IssuerID, timedOutAfter timeout: Duration) -> GatewayError {
