@@ -172,6 +172,9 @@ PY
 echo 'wrk.method = "GET"' >"$work/get.lua"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
+# The machine's steal and total ticks (/proc/stat): on a shared VM, time the hypervisor gave to
+# other guests. A run with much steal has slower, noisier figures than one without.
+machine_ticks() { awk '/^cpu / {total = 0; for (i = 2; i <= NF; i++) total += $i; print $9, total}' /proc/stat; }
 ticks_per_second=$(getconf CLK_TCK)
 results="$work/results.tsv"
 run_id=$RANDOM
@@ -215,6 +218,7 @@ PY
 auth="Bearer $bench_key"
 gateway_url="http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay"
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
+read -r steal_start total_start < <(machine_ticks)
 for conns in "$connections" 1; do
     run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
     run "nginx proxy_pass -> static answer" "http://127.0.0.1:$proxy_port/v0/x" "$conns"
@@ -222,13 +226,15 @@ for conns in "$connections" 1; do
     run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
     run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
 done
+read -r steal_end total_end < <(machine_ticks)
+steal_percent=$(( (steal_end - steal_start) * 100 / (total_end - total_start > 0 ? total_end - total_start : 1) ))
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
 rss_peak=$(awk '/VmHWM/ {print $2}' "/proc/$gateway_pid/status")
 
-python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" <<'PY'
+python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" "$steal_percent" <<'PY'
 import sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-duration, rss_start, rss_end, rss_peak, many = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6]
+duration, rss_start, rss_end, rss_peak, many, steal = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6], int(sys.argv[7])
 print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
 print("| path | connections | requests/s | p50 | p99 | gateway CPU per request |")
 print("|---|---|---|---|---|---|")
@@ -250,6 +256,7 @@ print(f"Idempotency-Key cost ({many} connections): {by[(g, many)]['rps'] / by[(g
 hz = "gateway GET /healthz (no store, no upstream)"
 print(f"the floor, GET /healthz: {by[(hz, many)]['cpu'] / max(by[(hz, many)]['total'], 1):.3f} ms CPU per request at {many} connections, "
       f"{by[(hz, '1')]['cpu'] / max(by[(hz, '1')]['total'], 1):.3f} ms at 1")
+print(f"CPU time stolen by the hypervisor during the runs: {steal} % of the machine's (above a few %, compare only ratios within this run)")
 print(f"gateway resident memory: {rss_start / 1024:.0f} MiB at start, {rss_end / 1024:.0f} MiB at the end, {rss_peak / 1024:.0f} MiB peak   (target < 150)")
 bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway"))
 if bad:
