@@ -85,16 +85,7 @@ struct APIHandler: APIProtocol {
                 encryptedPassData: result.payload.encryptedPassData.value.base64EncodedString(),
                 ephemeralPublicKey: result.payload.ephemeralPublicKey.value.base64EncodedString())
         }
-        switch outcome {
-        case .fresh(let answer):
-            return .ok(.init(body: .json(answer)))
-        case .replayed(let stored):
-            try await service.authorizeReplay(cardID: cardID, client: client)
-            let answer = try Self.decodeStored(Components.Schemas.ApplePayProvisioningResponse.self, stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .applePay,
-                                       logger: RequestScope.logger)
-            return .ok(.init(body: .json(answer)))
-        }
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .applePay, id: \.provisioningId))))
     }
 
     // MARK: Google Pay
@@ -127,16 +118,7 @@ struct APIHandler: APIProtocol {
                           postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
                 })
         }
-        switch outcome {
-        case .fresh(let answer):
-            return .ok(.init(body: .json(answer)))
-        case .replayed(let stored):
-            try await service.authorizeReplay(cardID: cardID, client: client)
-            let answer = try Self.decodeStored(Components.Schemas.GooglePayProvisioningResponse.self, stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .googlePay,
-                                       logger: RequestScope.logger)
-            return .ok(.init(body: .json(answer)))
-        }
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .googlePay, id: \.provisioningId))))
     }
 
     // MARK: Samsung Pay
@@ -165,16 +147,7 @@ struct APIHandler: APIProtocol {
                 displayName: payload.displayName, lastDigits: payload.lastDigits, network: payload.network,
                 tokenServiceProvider: payload.tokenServiceProvider, cardType: payload.cardType)
         }
-        switch outcome {
-        case .fresh(let answer):
-            return .ok(.init(body: .json(answer)))
-        case .replayed(let stored):
-            try await service.authorizeReplay(cardID: cardID, client: client)
-            let answer = try Self.decodeStored(Components.Schemas.SamsungPayProvisioningResponse.self, stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer.provisioningId), cardID: cardID, client: client, operation: .samsungPay,
-                                       logger: RequestScope.logger)
-            return .ok(.init(body: .json(answer)))
-        }
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .samsungPay, id: \.provisioningId))))
     }
 
     // MARK: Wallet tokens
@@ -227,6 +200,23 @@ struct APIHandler: APIProtocol {
             provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,
             result: .init(rawValue: result.outcome.rawValue)!, tokenUniqueReference: result.tokenUniqueReference,
             cardLast4: result.cardLast4, comment: result.comment))))
+    }
+
+    /// A provisioning's answer: the fresh one as it is; a replay only for a caller that may still
+    /// use the card, read back from its stored form and put on record as a replay.
+    func answer<Answer: Decodable & Sendable>(
+        _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID, client: Client, operation: AuditOperation, id: KeyPath<Answer, String>
+    ) async throws -> Answer {
+        switch outcome {
+        case .fresh(let answer):
+            return answer
+        case .replayed(let stored):
+            try await service.authorizeReplay(cardID: cardID, client: client)
+            let answer = try Self.decodeStored(Answer.self, stored)
+            await service.recordReplay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client, operation: operation,
+                                       logger: RequestScope.logger)
+            return answer
+        }
     }
 
     /// The same request, however its JSON is spaced or ordered, hashes the same; the operation is

@@ -115,6 +115,17 @@ extension ClientSuites {
                 #expect(answer.issuer == "marqeta")
                 #expect(answer.provisionPayload == (await sandbox.marqeta.seen.samsungPayloads.first))
                 #expect(answer.lastDigits == "5100")
+                #expect(answer.displayName?.isEmpty == false)
+                // The same key again: the stored answer, without the cardholder's name, and no call.
+                let replay = try await gateways.demo.raw.provisionSamsungPay(
+                    path: .init(cardId: "card_marqeta_demo"), headers: .init(idempotencyKey: "spay-1"),
+                    body: .json(.init(walletAccountId: "SPAY-7f3a9c", deviceId: "sp-dev-41e2"))
+                ).checked().ok.body.json
+                #expect(replay.provisioningId == answer.provisioningId && replay.provisionPayload == answer.provisionPayload)
+                #expect(replay.displayName == nil && replay.lastDigits == "5100")
+                #expect(await sandbox.marqeta.seen.samsungPayloads.count == 1, "a replay makes no call")
+                let trail = try await gateways.demo.provisioning(answer.provisioningId)
+                #expect(trail.events.map(\.outcome) == [.succeeded, .replayed])
                 let refused = await problem {
                     try await gateways.demo.raw.provisionSamsungPay(
                         path: .init(cardId: "card_bridge_demo"), body: .json(.init(walletAccountId: "w", deviceId: "d"))).checked()
