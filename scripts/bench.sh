@@ -9,9 +9,11 @@
 # Targets (issue #14): Swift / Python >= 1.0, Swift / openssl ECDH >= 0.6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# SECONDS_PER_RUN=3; CONFIG=release (debug only to prove the script runs: its figures mean nothing).
 seconds=${SECONDS_PER_RUN:-3}
-swift build -c release --product wallet-crypto-bench >/dev/null 2>&1
-swift_out=$("$(swift build -c release --show-bin-path)/wallet-crypto-bench" "$seconds")
+config=${CONFIG:-release}
+swift build -c "$config" --product wallet-crypto-bench >/dev/null 2>&1 || swift build -c "$config" --product wallet-crypto-bench
+swift_out=$("$(swift build -c "$config" --show-bin-path)/wallet-crypto-bench" "$seconds")
 python_out=$(python3 scripts/ecc_v2_bench.py "$seconds")
 openssl_out=$(openssl speed -seconds "$seconds" ecdhp256 2>/dev/null)
 
