@@ -27,29 +27,6 @@ public struct IdempotencyGuard: Sendable {
         self.clock = clock
     }
 
-    public enum Outcome: Sendable {
-        case fresh(StoredResponse)
-        case replayed(StoredResponse)
-
-        public var stored: StoredResponse {
-            switch self {
-            case .fresh(let stored), .replayed(let stored): stored
-            }
-        }
-    }
-
-    /// The stored answer itself is the operation's value (tests, and callers whose answer is
-    /// already its stored form).
-    public func run(
-        client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
-        _ operation: () async throws(GatewayError) -> StoredResponse
-    ) async throws(GatewayError) -> Outcome {
-        switch try await run(client: client, key: key, requestHash: makeRequestHash(), stored: { $0 }, operation) {
-        case .fresh(let stored): .fresh(stored)
-        case .replayed(let stored): .replayed(stored)
-        }
-    }
-
     static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
 
     /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
@@ -68,10 +45,10 @@ public struct IdempotencyGuard: Sendable {
     ) async throws(GatewayError) -> Answer<Fresh> {
         // Without a key nothing is stored: the hash is not even computed.
         guard let key else { return .fresh(try await operation()) }
-        let requestHash = makeRequestHash()
         guard !key.isEmpty, key.count <= Self.maxKeyLength, key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
             throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters")
         }
+        let requestHash = makeRequestHash()
         let giveUp = clock.now.advanced(by: waitLimit)
         while true {
             let now = Date()

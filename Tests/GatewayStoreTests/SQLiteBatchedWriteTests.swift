@@ -24,7 +24,11 @@ import Testing
             try await store.batched { db in
                 holding.withLock { $0 = true }
                 // Bounded, so a writer that never queues fails the test below instead of hanging it.
-                for _ in 0..<20_000 where store.writer.queuedCount < 3 { usleep(1_000) }
+                var waited = 0
+                while store.writer.queuedCount < 3 && waited < 20_000 {
+                    usleep(1_000)
+                    waited += 1
+                }
                 sawThreeQueued.withLock { $0 = store.writer.queuedCount == 3 }
                 try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
             }

@@ -36,7 +36,7 @@ struct IdempotencyGuardTests {
 
     static func duplicate(_ guard: IdempotencyGuard) async -> GatewayError? {
         do throws(GatewayError) {
-            _ = try await `guard`.run(client: client, key: key, requestHash: "hash") { () async throws(GatewayError) -> StoredResponse in
+            _ = try await `guard`.run(client: client, key: key, requestHash: "hash", stored: { $0 }) { () async throws(GatewayError) -> StoredResponse in
                 Issue.record("the duplicate ran the operation")
                 return StoredResponse(status: 200, body: Data())
             }
@@ -70,7 +70,7 @@ struct IdempotencyGuardTests {
                                          pollInterval: .seconds(1), clock: GatewayClock(clock))
         let waiting = Task { () -> String? in
             do throws(GatewayError) {
-                let outcome = try await duplicate.run(client: Self.client, key: Self.key, requestHash: "hash") {
+                let outcome = try await duplicate.run(client: Self.client, key: Self.key, requestHash: "hash", stored: { $0 }) {
                     () async throws(GatewayError) -> StoredResponse in StoredResponse(status: 500, body: Data())
                 }
                 guard case .replayed(let stored) = outcome else { return nil }
