@@ -20,10 +20,21 @@ public final class SQLiteGatewayStore: GatewayStore {
             configuration.journalMode = .wal
             // Another writer (a second process on the same file) waits instead of failing at once.
             configuration.busyMode = .timeout(5)
-            // Every commit is synced to the WAL before it returns, so a committed audit event or
-            // idempotency record survives a power loss, not only a crash (README, "State").
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             pool = try DatabasePool(path: path, configuration: configuration)
+            // Every commit is synced to the WAL before it returns, so a committed audit event or
+            // idempotency record survives a power loss, not only a crash (README, "State"). Set on
+            // the writer once the pool is open: GRDB's WAL set-up runs after `prepareDatabase` and
+            // sets `synchronous = NORMAL` (no sync per commit), which silently undid a setting made
+            // there. Read back, so a SQLite that ignores it stops start-up instead.
+            let synchronous = try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            }
+            guard synchronous == Self.synchronousFull else {
+                throw StoreError(store: "sqlite \(path)", reason: "cannot set synchronous = FULL (the writer reports \(synchronous.map(String.init) ?? "nothing"))")
+            }
+        } catch let error as StoreError {
+            throw error
         } catch {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
         }
@@ -33,6 +44,15 @@ public final class SQLiteGatewayStore: GatewayStore {
                 for write in writes { write.apply(db) }
             }
         }
+    }
+
+    /// `PRAGMA synchronous`'s value for FULL: the WAL is synced at every commit.
+    static let synchronousFull = 2
+
+    /// The writer connection's `PRAGMA synchronous`: what every commit on the request path runs
+    /// under (`synchronousFull` once opened).
+    func writerSynchronous() async throws -> Int? {
+        try await pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
     }
 
     /// One caller's part of a group commit: applied in a savepoint of its own, so a write that

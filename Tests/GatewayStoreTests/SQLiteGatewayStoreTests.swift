@@ -1,5 +1,5 @@
 import Foundation
-import GatewayStore
+@testable import GatewayStore
 import GRDB
 import ProvisioningCore
 import Testing
@@ -28,6 +28,29 @@ import Testing
         let reopened = try SQLiteGatewayStore(path: path)
         try await reopened.migrate()
         #expect(try await reopened.card("kept") == StoreConformance.card("kept"))
+    }
+
+    /// Durability the README promises: every commit syncs the WAL (synchronous = FULL), on a new
+    /// file and on a reopened one. GRDB's WAL set-up sets NORMAL on the writer after the
+    /// configuration's own preparation ran, so this fails if FULL is set only there.
+    @Test func everyCommitOnTheWriterIsSyncedNewFileAndReopened() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("gateway.sqlite").path
+        do {
+            let store = try SQLiteGatewayStore(path: path)
+            try await store.migrate()
+            #expect(try await store.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
+            // The request path's group-committed writes run on that same writer.
+            let event = AuditEvent(
+                provisioningID: "prv_sync_1", at: StoreConformance.instant(1), client: ClientID("acme"), cardID: "c1", operation: .applePay,
+                issuer: "bridge", endpoint: nil, attempt: 1, outcome: .succeeded, errorCode: nil, upstreamStatus: 200, latencyMS: 3)
+            try await store.appendAudit(event)
+            #expect(try await store.auditEvents("prv_sync_1") == [event])
+            #expect(try await store.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
+        }
+        let reopened = try SQLiteGatewayStore(path: path)
+        #expect(try await reopened.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
     }
 
     @Test func anUnopenableFileNamesTheStore() throws {
