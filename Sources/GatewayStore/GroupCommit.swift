@@ -9,7 +9,8 @@ import Synchronization
 /// up to `maxBatch`), commits it in one transaction and wakes those callers. If more arrived
 /// meanwhile, the first of them leads the next batch, so no caller writes more than one batch. A
 /// failed commit fails every caller of that batch (the transaction rolled back, so none of its
-/// items was written); the next batch is tried afresh.
+/// items was written); the next batch is tried afresh. A batch is committed whatever happens to
+/// the task that leads it: cancelling one caller never fails the others.
 final class GroupCommit<Item: Sendable>: Sendable {
     private enum Caller {
         /// Resumed with `false` once its batch committed, or with the batch's error.
@@ -62,7 +63,13 @@ final class GroupCommit<Item: Sendable>: Sendable {
         }
         var failure: (any Error)?
         do {
-            try await commit(batch.map(\.item))
+            // Committed in a task of its own: the batch holds other callers' writes, so the leading
+            // caller's cancellation (a shutdown past its timeout, a caller gone) must not reach the
+            // store, which would roll the whole batch back. Awaiting an unstructured task's value
+            // does not pass cancellation on.
+            let items = batch.map(\.item)
+            let commit = self.commit
+            try await Task { try await commit(items) }.value
         } catch {
             failure = error
         }

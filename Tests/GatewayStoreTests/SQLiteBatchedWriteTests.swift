@@ -54,4 +54,53 @@ import Testing
         // The failing write's own row was rolled back with it; its neighbours' rows committed.
         #expect(names == ["first", "holder", "last"])
     }
+
+    /// A request cancelled while its write waits for the next batch (a shutdown past its timeout,
+    /// a caller gone) must not take the other requests' writes of that batch with it: the batch
+    /// is committed whatever happens to the task that leads it.
+    @Test func aCancelledLeaderStillCommitsTheOtherCallersWritesOfItsBatch() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
+        try await store.migrate()
+        try await store.batched { db in try db.execute(sql: "CREATE TABLE scratch (name TEXT NOT NULL)") }
+
+        let holding = Mutex(false)
+        let release = Mutex(false)
+        let holder = Task {
+            try await store.batched { db in
+                holding.withLock { $0 = true }
+                var waited = 0
+                while !release.withLock({ $0 }) && waited < 20_000 {
+                    usleep(1_000)
+                    waited += 1
+                }
+                try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
+            }
+        }
+        while !holding.withLock({ $0 }) { await Task.yield() }
+        /// Waits (bounded) until `count` writes are queued behind the holder.
+        func queued(_ count: Int) async throws {
+            var waited = 0
+            while store.writer.queuedCount < count && waited < 20_000 {
+                try await Task.sleep(for: .milliseconds(1))
+                waited += 1
+            }
+            #expect(store.writer.queuedCount == count)
+        }
+        // "cancelled" queues first, so it leads the next batch; "other" shares that batch.
+        let cancelled = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('cancelled')") } }
+        try await queued(1)
+        let other = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('other')") } }
+        try await queued(2)
+        cancelled.cancel()
+        release.withLock { $0 = true }
+
+        try await holder.value
+        try await other.value
+        // The leader's own write was queued before it was cancelled: it is committed like the rest.
+        try await cancelled.value
+        let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
+        #expect(names == ["cancelled", "holder", "other"])
+    }
 }
