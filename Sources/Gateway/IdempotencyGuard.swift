@@ -10,24 +10,33 @@ public struct IdempotencyGuard: Sendable {
     let ttl: Duration
     /// How long a concurrent duplicate waits for the first request before giving up; also how old
     /// an unfinished claim must be to count as abandoned (no request runs longer than its deadline).
+    /// An abandoned claim is never run again: its request may have reached the issuer.
     let waitLimit: Duration
     let pollInterval: Duration
     /// Stored answers hold activation data and encrypted pass data: they are sealed at rest.
     let sealer: ResponseSealer
     /// The wait limit and the polls are measured on it.
     let clock: GatewayClock
+    /// The wall time claims are stamped with, kept in the store: their expiry, and their age when
+    /// another request finds one unfinished.
+    let wallTime: @Sendable () -> Date
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
-                pollInterval: Duration = .milliseconds(20), clock: GatewayClock = .continuous) {
+                pollInterval: Duration = .milliseconds(20), clock: GatewayClock = .continuous,
+                wallTime: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
         self.sealer = sealer
         self.pollInterval = pollInterval
         self.clock = clock
+        self.wallTime = wallTime
     }
 
     static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
+    static let outcomeUnknown = GatewayError(
+        .idempotencyOutcomeUnknown,
+        "the request with this Idempotency-Key ended without an answer and may have reached the issuer; it is not run again: check the card's wallet tokens, then use a new key")
 
     /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
     /// ran now, the stored answer when an earlier request with the key ran it.
@@ -51,7 +60,7 @@ public struct IdempotencyGuard: Sendable {
         let requestHash = makeRequestHash()
         let giveUp = clock.now.advanced(by: waitLimit)
         while true {
-            let now = Date()
+            let now = wallTime()
             let claim: IdempotencyClaim
             do {
                 claim = try await store.claimIdempotencyKey(
@@ -67,7 +76,11 @@ public struct IdempotencyGuard: Sendable {
                 do {
                     fresh = try await operation()
                 } catch {
-                    try? await store.releaseIdempotencyKey(client: client, key: key)
+                    // A failure the gateway answered for (the issuer refused or failed, the caller
+                    // erred) frees the key for a retry. An internal one may have come after the
+                    // issuer acted (its answer could not be recorded): the claim stays, and the
+                    // key is never run again.
+                    if error.code != .internal { try? await store.releaseIdempotencyKey(client: client, key: key) }
                     throw error
                 }
                 do {
@@ -86,6 +99,8 @@ public struct IdempotencyGuard: Sendable {
                 }
             case .mismatch:
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
+            case .abandoned:
+                throw Self.outcomeUnknown
             case .inProgress:
                 guard clock.now < giveUp else {
                     throw Self.stillRunning

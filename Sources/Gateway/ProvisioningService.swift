@@ -315,12 +315,21 @@ public struct ProvisioningService: Sendable {
                 }
             }
         } catch {
+            var error = error
             if trail.lastRecorded.map({ $0.code != error.code || $0.detail != error.detail }) ?? true {
                 var event = trail.event
                 event.attempt = 0
                 event.endpoint = nil
                 event.fail(with: error, latency: started.duration(to: clock.now))
-                try? await record(event, logger: logger)
+                do throws(GatewayError) {
+                    try await record(event, logger: logger)
+                } catch let auditFailure {
+                    // No answer goes out without its audit event: the caller gets the audit
+                    // failure instead (logged by `record`), and the original one is logged below.
+                    logger.notice("\(operation.rawValue) failed before its audit event could be written",
+                                  metadata: ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"])
+                    error = auditFailure
+                }
             }
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
             var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"]
@@ -386,16 +395,17 @@ public struct ProvisioningService: Sendable {
         guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
     }
 
-    /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called.
+    /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called. The
+    /// answer is replayed only once this is written.
     public func recordReplay(
         provisioningID: ProvisioningID, cardID: CardID, client: Client, operation: AuditOperation, logger: Logger? = nil
-    ) async {
+    ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         let event = AuditEvent(
             provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, operation: operation, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
-        try? await record(event, logger: logger)
+        try await record(event, logger: logger)
     }
 
     /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.

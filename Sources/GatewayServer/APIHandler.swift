@@ -213,8 +213,8 @@ struct APIHandler: APIProtocol {
         case .replayed(let stored):
             try await service.authorizeReplay(cardID: cardID, client: client)
             let answer = try Self.decodeStored(Answer.self, stored)
-            await service.recordReplay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client, operation: operation,
-                                       logger: RequestScope.logger)
+            try await service.recordReplay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client,
+                                           operation: operation, logger: RequestScope.logger)
             return answer
         }
     }

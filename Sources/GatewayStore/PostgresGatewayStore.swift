@@ -371,19 +371,13 @@ public final class PostgresGatewayStore: GatewayStore {
             ON CONFLICT (client_id, key) DO NOTHING RETURNING key
             """, logger: logger)
         for try await _ in inserted.decode(String.self) { return .acquired }
-        let takenOver = try await client.query("""
-            UPDATE idempotency_keys SET created_at = \(nowMS)
-            WHERE client_id = \(clientID.rawValue) AND key = \(key) AND request_hash = \(requestHash)
-              AND response_status IS NULL AND created_at <= \(StoreRows.milliseconds(staleBefore))
-            RETURNING key
-            """, logger: logger)
-        for try await _ in takenOver.decode(String.self) { return .acquired }
         let existing = try await client.query("""
-            SELECT request_hash, response_status, response_body FROM idempotency_keys
+            SELECT request_hash, response_status, response_body, created_at FROM idempotency_keys
             WHERE client_id = \(clientID.rawValue) AND key = \(key)
             """, logger: logger)
-        for try await (hash, status, body) in existing.decode((String, Int?, ByteBuffer?).self) {
-            return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, requestHash: requestHash)
+        for try await (hash, status, body, createdAt) in existing.decode((String, Int?, ByteBuffer?, Int64).self) {
+            return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, createdAt: createdAt,
+                                   requestHash: requestHash, staleBefore: StoreRows.milliseconds(staleBefore))
         }
         // Purged between the insert and the read: nobody holds it now.
         return .inProgress

@@ -358,15 +358,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await batched { db in
             try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND expires_at <= ?")
                 .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(now)])
-            try db.cachedStatement(sql: """
-                UPDATE idempotency_keys SET created_at = ? WHERE client_id = ? AND key = ? AND request_hash = ?
-                    AND response_status IS NULL AND created_at <= ?
-                """).execute(arguments: [StoreRows.milliseconds(now), client.rawValue, key, requestHash, StoreRows.milliseconds(staleBefore)])
-            if db.changesCount > 0 { return .acquired }
             if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
                                           arguments: [client.rawValue, key]) {
                 return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
-                                       body: row["response_body"], requestHash: requestHash)
+                                       body: row["response_body"], createdAt: row["created_at"], requestHash: requestHash,
+                                       staleBefore: StoreRows.milliseconds(staleBefore))
             }
             try db.cachedStatement(sql: "INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [client.rawValue, key, requestHash, StoreRows.milliseconds(now), StoreRows.milliseconds(expiresAt)])

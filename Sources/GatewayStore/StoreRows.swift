@@ -64,10 +64,13 @@ enum StoreRows {
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
-    /// Decides a claim from an existing row.
-    static func claim(existingHash: String, completedStatus: Int?, body: Data?, requestHash: String) -> IdempotencyClaim {
+    /// Decides a claim from an existing row: an unfinished one claimed at or before `staleBefore`
+    /// (both in milliseconds) is abandoned.
+    static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, requestHash: String, staleBefore: Int64)
+        -> IdempotencyClaim
+    {
         guard existingHash == requestHash else { return .mismatch }
-        guard let completedStatus, let body else { return .inProgress }
+        guard let completedStatus, let body else { return createdAt <= staleBefore ? .abandoned : .inProgress }
         return .replay(StoredResponse(status: completedStatus, body: body))
     }
 }

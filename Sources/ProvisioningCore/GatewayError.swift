@@ -19,6 +19,9 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case unsupportedEncryptionScheme = "unsupported_encryption_scheme"
         case idempotencyKeyReused = "idempotency_key_reused"
         case idempotencyKeyInProgress = "idempotency_key_in_progress"
+        /// The request with this key died unfinished, after it may have reached the issuer: it is
+        /// never run again under this key.
+        case idempotencyOutcomeUnknown = "idempotency_outcome_unknown"
         case issuerReferenceInUse = "issuer_reference_in_use"
         /// Too many requests from this client, or too many failed authentications from this source.
         case rateLimited = "rate_limited"
@@ -49,7 +52,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
                  .configInvalid, .operationNotSupported, .issuerLimitExceeded, .registrationRefused: 422
             case .methodNotAllowed: 405
-            case .idempotencyKeyInProgress, .issuerReferenceInUse: 409
+            case .idempotencyKeyInProgress, .idempotencyOutcomeUnknown, .issuerReferenceInUse: 409
             case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable, .shuttingDown: 503
@@ -85,6 +88,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .idempotencyKeyReused: "The Idempotency-Key was used with another request"
             case .unsupportedEncryptionScheme: "The encryption scheme is not supported"
             case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still running"
+            case .idempotencyOutcomeUnknown: "The request with this Idempotency-Key ended without an answer"
             case .issuerReferenceInUse: "Another card already uses this issuer reference"
             case .rateLimited: "Too many requests"
             case .shuttingDown: "The gateway is shutting down"

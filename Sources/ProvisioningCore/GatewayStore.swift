@@ -18,6 +18,10 @@ public enum IdempotencyClaim: Sendable, Equatable {
     case replay(StoredResponse)
     /// The same request is running elsewhere (another request, or another gateway instance).
     case inProgress
+    /// The same request was claimed longer ago than any request can run and never finished: its
+    /// request died (a crash, a killed instance, a store failure after the call) and may have
+    /// reached the issuer. It is never run again under this key.
+    case abandoned
     /// The key was used with a different request.
     case mismatch
 }
@@ -88,7 +92,8 @@ public protocol GatewayStore: CardRegistry {
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]
 
     /// Claims `key` for this request. An unfinished claim made at or before `staleBefore` belonged
-    /// to a request that died (a crash, a killed instance) and is taken over.
+    /// to a request that died (a crash, a killed instance) and is `abandoned`: never taken over,
+    /// since that request may have reached the issuer before it died.
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
         async throws -> IdempotencyClaim
     func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws

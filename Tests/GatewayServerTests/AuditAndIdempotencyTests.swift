@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import GRDB
 import GatewayServer
 import GatewayStore
 import HTTPTypes
@@ -161,6 +162,78 @@ import Testing
                                                     idempotencyKey: String(repeating: "k", count: 300))
             #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
             #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
+    /// From here on the store refuses every audit event (and only those), under the running gateway.
+    static func refuseAuditEvents(_ store: SQLiteGatewayStore, _ refuse: Bool = true) async throws {
+        let database = try DatabaseQueue(path: store.path)
+        try await database.write { db in
+            if refuse {
+                try db.execute(sql: "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit refused'); END")
+            } else {
+                try db.execute(sql: "DROP TRIGGER refuse_audit")
+            }
+        }
+    }
+
+    /// No answer goes out without its audit event: a refusal made before any upstream (attempt 0),
+    /// and an issuer's failure, are answered 500 `internal` when their event cannot be written.
+    @Test func aFailureWhoseAuditEventIsLostIsNotAnswered() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        let card = CardRecord(id: "card_gone", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_demo_001", "card_account_id": "ca_closed"]))
+        try await GatewayHarness.run(extraCards: [card], store: store) { client, _ in
+            let body = try GatewayHarness.requestBody()
+            #expect(try await Self.provision(client, card: "card_nobody", body: body, idempotencyKey: nil).status == .notFound)
+            try await Self.refuseAuditEvents(store)
+            for card in ["card_nobody", "card_gone"] {
+                let response = try await Self.provision(client, card: card, body: body, idempotencyKey: nil)
+                #expect(response.status == .internalServerError, "\(card)")
+                #expect(response.json["code"] as? String == "internal", "\(card)")
+            }
+        }
+    }
+
+    /// A replay is put on record before the stored answer goes out: if it cannot be, the answer is
+    /// not replayed (500), and once the store takes events again the same key replays as before.
+    @Test func aReplayWhoseAuditEventIsLostIsNotAnswered() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-77")
+            #expect(first.status == .ok)
+            try await Self.refuseAuditEvents(store)
+            let refused = try await Self.provision(client, body: body, idempotencyKey: "order-77")
+            #expect(refused.status == .internalServerError && refused.json["code"] as? String == "internal")
+            #expect(refused.json["encrypted_pass_data"] == nil)
+            try await Self.refuseAuditEvents(store, false)
+            let replayed = try await Self.provision(client, body: body, idempotencyKey: "order-77")
+            #expect(replayed.status == .ok && String(buffer: replayed.body) == String(buffer: first.body))
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
+    /// The issuer provisioned, but its success could not be put on record: the caller gets a 500,
+    /// and the key is never run again (no second upstream call), however the caller retries.
+    @Test func aSuccessWhoseAuditEventIsLostKeepsItsKey() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            try await Self.refuseAuditEvents(store)
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-78")
+            #expect(first.status == .internalServerError)
+            #expect(await sandbox.bridge.log.count == 1)
+            try await Self.refuseAuditEvents(store, false)
+            // Make the claim look as old as an abandoned one: its request can no longer be running.
+            let database = try DatabaseQueue(path: store.path)
+            try await database.write { db in
+                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-78'")
+            }
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-78")
+            #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
+            #expect(retry.json["retryable"] as? Bool == false)
+            #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
         }
     }
 }

@@ -21,7 +21,7 @@ enum StoreConformance {
         .init(name: "audit round trips", run: auditRoundTrips),
         .init(name: "idempotency replays and refuses reuse", run: idempotencyReplaysAndRefusesReuse),
         .init(name: "idempotency expires", run: idempotencyExpires),
-        .init(name: "an abandoned claim is taken over", run: anAbandonedClaimIsTakenOver),
+        .init(name: "an abandoned claim is never taken over", run: anAbandonedClaimIsNeverTakenOver),
         .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
@@ -315,16 +315,25 @@ enum StoreConformance {
                                                     staleBefore: instant(-48)) == .inProgress)
     }
 
-    static func anAbandonedClaimIsTakenOver(_ store: any GatewayStore) async throws {
+    static func anAbandonedClaimIsNeverTakenOver(_ store: any GatewayStore) async throws {
         try await store.migrate()
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(0), expiresAt: instant(3600),
                                                     staleBefore: instant(-20)) == .acquired)
         // Still young: in progress.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(10), expiresAt: instant(3600),
                                                     staleBefore: instant(-10)) == .inProgress)
-        // Older than any request can run: its request died, so this one takes over.
-        #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(30), expiresAt: instant(3600),
-                                                    staleBefore: instant(10)) == .acquired)
+        // Older than any request can run: its request died, perhaps after reaching the issuer, so
+        // nobody runs it again; asking again changes nothing.
+        for now in [30.0, 40.0] {
+            #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(now), expiresAt: instant(3600),
+                                                        staleBefore: instant(now - 20)) == .abandoned)
+        }
+        // Another request under the key is still refused as a reuse.
+        #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(50), expiresAt: instant(3600),
+                                                    staleBefore: instant(30)) == .mismatch)
+        // Past its expiry the key is free again.
+        #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(3600), expiresAt: instant(7200),
+                                                    staleBefore: instant(3580)) == .acquired)
     }
 
     static func concurrentClaimsAcquireOnce(_ store: any GatewayStore) async throws {

@@ -151,4 +151,80 @@ struct IdempotencyGuardTests {
         #expect(String(decoding: stored.body, as: UTF8.self) == "stored:full", "the repeat gets the stored form, opened")
         #expect(made.withLock { $0 } == 1, "a replay makes no new stored form")
     }
+
+    /// Wall time a test moves by hand, for the claims' stamps.
+    final class WallTime: Sendable {
+        private let value = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        var now: Date { value.withLock { $0 } }
+        func advance(seconds: Double) { value.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    }
+
+    /// Runs once with `key`, the operation failing with `code`; says whether the operation ran.
+    static func runFailing(_ idempotency: IdempotencyGuard, hash: String, code: GatewayError.Code?) async -> (ran: Bool, error: GatewayError?) {
+        let ran = Mutex(false)
+        do throws(GatewayError) {
+            _ = try await idempotency.run(client: client, key: key, requestHash: hash, stored: { $0 }) {
+                () async throws(GatewayError) -> StoredResponse in
+                ran.withLock { $0 = true }
+                if let code { throw GatewayError(code, "failed on purpose") }
+                return StoredResponse(status: 200, body: Data("ok".utf8))
+            }
+            return (ran.withLock { $0 }, nil)
+        } catch {
+            return (ran.withLock { $0 }, error)
+        }
+    }
+
+    /// A failure the gateway answered for (here the issuer unavailable) frees the key: the retry
+    /// with the same key runs.
+    @Test func aFailureWithItsOwnAnswerReleasesTheKey() async throws {
+        let store = try await Self.store()
+        let wall = WallTime()
+        let idempotency = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10),
+                                           sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))),
+                                           clock: GatewayClock(TestClock()), wallTime: { wall.now })
+        let first = await Self.runFailing(idempotency, hash: "hash", code: .upstreamUnavailable)
+        #expect(first.ran && first.error?.code == .upstreamUnavailable)
+        let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
+        #expect(retry.ran && retry.error == nil)
+    }
+
+    /// An internal failure may come after the issuer acted (its answer could not be recorded), and
+    /// a request whose instance died may have reached it: neither key is ever run again. Once the
+    /// claim is older than the wait limit, a retry answers `idempotency_outcome_unknown` at once,
+    /// without running the operation.
+    @Test func anInternalFailureOrADeadRequestIsNeverRunAgain() async throws {
+        let store = try await Self.store()
+        let wall = WallTime()
+        let clock = TestClock()
+        let idempotency = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10),
+                                           sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))),
+                                           pollInterval: .seconds(1), clock: GatewayClock(clock), wallTime: { wall.now })
+        let first = await Self.runFailing(idempotency, hash: "hash", code: .internal)
+        #expect(first.ran && first.error?.code == .internal)
+
+        // Still young: a retry waits for it (it is in progress as far as anyone can tell).
+        let waiting = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
+        #expect(await clock.waitForSleepers())
+        wall.advance(seconds: 5)
+        for _ in 1...10 {
+            clock.advance(by: .seconds(1))
+            _ = await clock.waitForSleepers()
+        }
+        let young = await waiting.value
+        #expect(!young.ran && young.error?.code == .idempotencyKeyInProgress)
+
+        // Older than any request can run: never run again, answered at once.
+        wall.advance(seconds: 10)
+        let sleeps = clock.requestedSleeps.count
+        for _ in 1...2 {
+            let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
+            #expect(!retry.ran)
+            #expect(retry.error?.code == .idempotencyOutcomeUnknown)
+            #expect(retry.error?.code.isRetryable == false)
+        }
+        #expect(clock.requestedSleeps.count == sleeps, "an abandoned claim is not waited for")
+        // Another request under the same key is still a reuse.
+        #expect(await Self.runFailing(idempotency, hash: "other", code: nil).error?.code == .idempotencyKeyReused)
+    }
 }
