@@ -267,9 +267,12 @@ public struct ProvisioningService: Sendable {
             if let card, let allowed = issuerPrograms[issuer], !allowed.contains(card.program) {
                 throw GatewayError(.forbidden, "issuer \(issuer) does not serve program \(card.program)")
             }
-            // Without a card, the client's programs must all be served by that account.
-            if card == nil, let allowed = issuerPrograms[issuer], !client.programs.isSubset(of: allowed) {
-                throw GatewayError(.forbidden, "issuer \(issuer) does not serve every program of this client")
+            // Without a card there is only a token reference, which may be any card's at that account:
+            // the account must serve this client's programs and no other's (also checked in the config).
+            if card == nil {
+                guard let allowed = issuerPrograms[issuer], allowed.isSubset(of: client.programs) else {
+                    throw GatewayError(.forbidden, "issuer \(issuer) serves other programs than this client's: activate with card_id")
+                }
             }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"

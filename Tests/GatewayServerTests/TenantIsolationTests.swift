@@ -36,7 +36,10 @@ import Testing
         #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_card_demo_001"}}"#,
     ])
     func anotherTenantCannotClaimACardsIssuerReference(registration: String) async throws {
-        try await GatewayHarness.run { client, sandbox in
+        // The issuer accounts are shared by both tenants (the sandbox limits tmp to demo's programs).
+        var config = try GatewayHarness.sandboxConfig()
+        config.issuers["tmp"]?.programs = nil
+        try await GatewayHarness.run(config: config) { client, sandbox in
             let claimed = try await Self.put(client, "acme_steal", registration, key: Self.other)
             #expect(claimed.status == .conflict)
             #expect(claimed.json["code"] as? String == "issuer_reference_in_use")
@@ -130,6 +133,27 @@ import Testing
             #expect(await sandbox.tmp.log.count == 0)
             // The sandbox's demo client is allowed (activations_without_card: true).
             #expect(try await Self.send(client, .post, "/v1/token-activations", json, GatewayHarness.demoKey).status == .ok)
+        }
+    }
+
+    /// An activation without a card carries only a token reference: at an account another tenant
+    /// also uses, it could be that tenant's token. Refused (403) before any call, whatever the
+    /// client's own flag says; with the account limited to the client's programs, it goes through.
+    @Test func anActivationWithoutACardNeverGoesToAnAccountOtherTenantsUse() async throws {
+        let json = #"{"token_unique_reference":"DNITHE000000000000000001"}"#
+        for shared in [nil, ["demo", "other"]] as [[String]?] {
+            var config = try GatewayHarness.sandboxConfig()
+            config.issuers["tmp"]?.programs = shared
+            try await GatewayHarness.run(config: config) { client, sandbox in
+                let refused = try await Self.send(client, .post, "/v1/token-activations", json, GatewayHarness.demoKey)
+                #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden", "\(String(describing: shared))")
+                #expect(await sandbox.tmp.log.count == 0)
+            }
+        }
+        try await GatewayHarness.run { client, sandbox in
+            let activated = try await Self.send(client, .post, "/v1/token-activations", json, GatewayHarness.demoKey)
+            #expect(activated.status == .ok)
+            #expect(await sandbox.tmp.log.count == 1)
         }
     }
 
@@ -249,7 +273,7 @@ import Testing
 
     @Test func registryChangesAndRefusalsAreSecurityEventsOnlyAdminsRead() async throws {
         try await GatewayHarness.run { client, _ in
-            let card = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_9"}}"#
+            let card = #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_other_9"}}"#
             #expect(try await Self.put(client, "card_other_9", card, key: Self.other).status == .created)
             let moved = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"c9","card_account_id":"a9"}}"#
             #expect(try await Self.put(client, "card_other_9", moved, key: Self.other).status == .ok)
@@ -262,7 +286,7 @@ import Testing
             let events = audit.json["events"] as? [[String: Any]] ?? []
             #expect(events.map { $0["kind"] as? String } == ["card_registered", "card_updated", "card_change_refused", "card_deleted"])
             let update = events[1]["detail"] as? [String: String]
-            #expect(update == ["before_issuer": "tmp", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
+            #expect(update == ["before_issuer": "crossmint", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
             #expect(events[2]["card_id"] as? String == "card_bridge_demo")
             #expect(events.allSatisfy { $0["source"] as? String == "127.0.0.1" })
             // Never a reference value or card data.

@@ -457,6 +457,23 @@ import WalletCrypto
         #expect(problems(yaml) == ["clients[0].activations_without_card: routing.activations.issuer bridge does not serve program(s) beta of this client"])
     }
 
+    /// A token reference alone cannot be tied to a program: the account activations without a
+    /// card go to must be limited to programs, all of them the client's.
+    @Test func activationsWithoutACardNeverGoToAnAccountOtherProgramsUse() {
+        let base = Self.minimal
+            .replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    activations_without_card: true")
+            .replacingOccurrences(of: "kind: bridge", with: "kind: tmp")
+            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "token: env:TMP_TOKEN")
+            + "\nrouting:\n  activations: { issuer: bridge }\n"
+        #expect(problems(base) == ["clients[0].activations_without_card: routing.activations.issuer bridge serves every program: list its "
+            + "account's programs (issuers.bridge.programs), all of them this client's, so a token reference can only be one of its own"])
+        let shared = base.replacingOccurrences(of: "token: env:TMP_TOKEN", with: "token: env:TMP_TOKEN\n    programs: [acme, beta]")
+        #expect(problems(shared) == ["clients[0].activations_without_card: routing.activations.issuer bridge also serves program(s) beta "
+            + "of other clients: a token reference alone could be theirs"])
+        let own = base.replacingOccurrences(of: "token: env:TMP_TOKEN", with: "token: env:TMP_TOKEN\n    programs: [acme]")
+        #expect(problems(own) == [])
+    }
+
     @Test func postgresSSLModesAreNamed() {
         let yaml = Self.minimal + "\nstore:\n  postgres:\n    url: postgres://gw@db.example.com/gw?sslmode=prefer\n"
         #expect(problems(yaml) == ["store.postgres.url: sslmode must be disable, require or verify-full"])

@@ -51,6 +51,7 @@ import Testing
             endpoints: [ { url: https://tmp.example/v1 } ]
             credentials: { token: env:TMP_TOKEN }
             wire: { auth: "header:X-Api-Key" }
+            programs: [acme]
         routing:
           rules:
             - { match: { program: acme, card_id_prefix: c_, wallet: apple_pay }, issuer: bridge, fallback: local, deadline_ms: 10000 }

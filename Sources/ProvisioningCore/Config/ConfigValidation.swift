@@ -142,12 +142,26 @@ extension GatewayConfig {
         if sandbox.enabled && !NetworkHost.isLoopback(server.host) {
             problems.append(.init("sandbox.enabled", "the sandbox's demo keys are public: it listens on loopback only (server.host)"))
         }
-        if let issuer = routing.activations.issuer, let allowed = issuers[issuer]?.programs {
+        // An activation without a card carries only a token reference, which the gateway cannot tie
+        // to a program: the account it goes to must serve this client's programs and no one else's,
+        // or one tenant could activate another's tokens.
+        if let issuer = routing.activations.issuer, let account = issuers[issuer] {
             for (index, client) in clients.enumerated() where client.activationsWithoutCard {
+                let path = "clients[\(index)].activations_without_card"
+                guard let allowed = account.programs else {
+                    problems.append(.init(path, "routing.activations.issuer \(issuer) serves every program: list its account's programs "
+                        + "(issuers.\(issuer).programs), all of them this client's, so a token reference can only be one of its own"))
+                    continue
+                }
                 let outside = client.programs.filter { !allowed.contains($0) }
                 if !outside.isEmpty {
-                    problems.append(.init("clients[\(index)].activations_without_card",
+                    problems.append(.init(path,
                         "routing.activations.issuer \(issuer) does not serve program(s) \(outside.joined(separator: ", ")) of this client"))
+                }
+                let others = allowed.filter { !client.programs.contains($0) }
+                if !others.isEmpty {
+                    problems.append(.init(path, "routing.activations.issuer \(issuer) also serves program(s) \(others.joined(separator: ", ")) "
+                        + "of other clients: a token reference alone could be theirs"))
                 }
             }
         }
