@@ -347,8 +347,8 @@ struct APIHandler: APIProtocol {
             throw GatewayError(.invalidRequest, InputRules.nameRule("issuer"))
         }
         if let after = input.query.after, !InputRules.isCardID(after) { throw GatewayError(.invalidRequest, "after: not a card id") }
-        // An admin's empty list means every program; a client's is its own programs.
-        var programs = client.admin ? [] : client.programs.sorted { $0.rawValue < $1.rawValue }
+        // An admin sees every program (nil); a client only its own programs, none if it has none.
+        var programs = client.admin ? nil : client.programs.sorted { $0.rawValue < $1.rawValue }
         if let program = input.query.program.map({ ProgramID($0) }) {
             guard client.admin || client.programs.contains(program) else {
                 throw GatewayError(.forbidden, "program \(program) is not one of this client's")

@@ -230,7 +230,7 @@ public final class PostgresGatewayStore: GatewayStore {
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
         try await cards("""
             SELECT card_id, program, issuer, issuer_reference FROM cards
-            WHERE (\(query.programs.isEmpty) OR program = ANY(\(query.programs.map(\.rawValue))))
+            WHERE (\(query.programs == nil) OR program = ANY(\((query.programs ?? []).map(\.rawValue))))
               AND (\(query.issuer?.rawValue)::TEXT IS NULL OR issuer = \(query.issuer?.rawValue))
               AND (\(query.after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(query.after?.rawValue))
             ORDER BY card_id COLLATE "C" LIMIT \(query.limit)

@@ -211,8 +211,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
-        let programs = query.programs.map(\.rawValue)
-        let programFilter = programs.isEmpty ? "1" : "program IN (\(Array(repeating: "?", count: programs.count).joined(separator: ", ")))"
+        let programs = query.programs?.map(\.rawValue) ?? []
+        let programFilter = query.programs == nil ? "1"
+            : programs.isEmpty ? "0" : "program IN (\(Array(repeating: "?", count: programs.count).joined(separator: ", ")))"
         var arguments = StatementArguments(programs)
         arguments += [query.issuer?.rawValue, query.issuer?.rawValue, query.after?.rawValue, query.after?.rawValue, query.limit]
         return try await pool.read { [arguments] db in

@@ -34,13 +34,14 @@ public enum CardWrite: Sendable, Equatable {
 }
 
 public struct CardPageQuery: Sendable, Equatable {
-    /// Cards of any of these programs; empty means every program.
-    public var programs: [ProgramID]
+    /// Cards of any of these programs; nil means every program (an admin's view), and an empty
+    /// list none: a client without programs sees nothing rather than everything.
+    public var programs: [ProgramID]?
     public var issuer: IssuerID?
     /// Cards after this id, in id order.
     public var after: CardID?
     public var limit: Int
-    public init(programs: [ProgramID] = [], issuer: IssuerID? = nil, after: CardID? = nil, limit: Int = 100) {
+    public init(programs: [ProgramID]? = nil, issuer: IssuerID? = nil, after: CardID? = nil, limit: Int = 100) {
         self.programs = programs
         self.issuer = issuer
         self.after = after

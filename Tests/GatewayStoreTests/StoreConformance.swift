@@ -203,7 +203,7 @@ enum StoreConformance {
         var seen: [CardID] = []
         var after: CardID?
         repeat {
-            let page = try await store.cards(CardPageQuery(programs: [], after: after, limit: 3))
+            let page = try await store.cards(CardPageQuery(after: after, limit: 3))
             #expect(page.count <= 3)
             seen += page.map(\.id)
             after = page.count == 3 ? page.last?.id : nil
@@ -218,6 +218,8 @@ enum StoreConformance {
         #expect(tmp.map(\.id) == ["card_06"])
         let afterFour = try await store.cards(CardPageQuery(programs: ["p1"], after: "card_04", limit: 10))
         #expect(afterFour.map(\.id) == ["card_06"])
+        // No programs is no cards, never every card.
+        #expect(try await store.cards(CardPageQuery(programs: [], limit: 10)).isEmpty)
     }
 
     static func importIsIdempotent(_ store: any GatewayStore) async throws {
