@@ -457,6 +457,17 @@ import WalletCrypto
         #expect(problems(yaml) == ["clients[0].activations_without_card: routing.activations.issuer bridge does not serve program(s) beta of this client"])
     }
 
+    @Test func twoClientsNeverShareAKey() {
+        let hash = "1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d"
+        let yaml = Self.minimal.replacingOccurrences(of: "issuers:", with: """
+              - id: ops
+                api_key_sha256: \(hash.uppercased())
+                admin: true
+            issuers:
+            """)
+        #expect(problems(yaml) == ["clients[1].api_key_sha256: the same key as client 'acme': every client needs its own key"])
+    }
+
     /// A token reference alone cannot be tied to a program: the account activations without a
     /// card go to must be limited to programs, all of them the client's.
     @Test func activationsWithoutACardNeverGoToAnAccountOtherProgramsUse() {

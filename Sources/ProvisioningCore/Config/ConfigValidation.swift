@@ -33,6 +33,18 @@ extension GatewayConfig {
         }
 
         var seenClients = Set<String>()
+        // A key identifies one client: a hash pasted twice would let one client's key act as
+        // another (the last one listed), perhaps an admin. Compared as bytes, so case does not hide it.
+        var seenAPIKeys: [Data: String] = [:]
+        for (index, client) in clients.enumerated() {
+            if let key = Data(hex: client.apiKeySHA256) {
+                if let first = seenAPIKeys[key] {
+                    problems.append(.init("clients[\(index)].api_key_sha256", "the same key as client '\(first)': every client needs its own key"))
+                } else {
+                    seenAPIKeys[key] = client.id
+                }
+            }
+        }
         for (index, client) in clients.enumerated() {
             let path = "clients[\(index)]"
             if !InputRules.isName(client.id, maxLength: 64) {
