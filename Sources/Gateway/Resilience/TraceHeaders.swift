@@ -10,10 +10,25 @@ public struct TraceHeaders: Sendable {
 
     public init() {}
 
-    /// The trace context headers among `headers` (name, value), first value of each.
+    /// The most a caller's `tracestate` may hold to be passed on: W3C's 32 list members, in at
+    /// most 512 bytes (the length W3C lets any hop cut it to).
+    public static let maxTraceStateBytes = 512
+    public static let maxTraceStateMembers = 32
+
+    /// The trace context headers among `headers` (name, value), first value of each, as a caller
+    /// sent them: kept only when well-formed and bounded, since they are read before the caller is
+    /// authenticated, reach the tracer (which logs what it cannot parse) and are passed on to every
+    /// upstream. A `traceparent` other than W3C's 55-character form is dropped with its
+    /// `tracestate` (which means nothing without it); an oversized `tracestate` is dropped alone.
     public init(from headers: [(name: String, value: String)]) {
-        for name in Self.names {
-            if let value = headers.first(where: { $0.name.lowercased() == name })?.value { fields.append((name, value)) }
+        func first(_ name: String) -> String? { headers.first(where: { $0.name.lowercased() == name })?.value }
+        guard let traceparent = first("traceparent"), traceparent.utf8.count == 55, TraceIdentity(traceparent: traceparent) != nil,
+              traceparent.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return }
+        fields.append(("traceparent", traceparent))
+        if let tracestate = first("tracestate"), tracestate.utf8.count <= Self.maxTraceStateBytes,
+           tracestate.utf8.lazy.filter({ $0 == UInt8(ascii: ",") }).count < Self.maxTraceStateMembers {
+            fields.append(("tracestate", tracestate))
         }
     }
 
