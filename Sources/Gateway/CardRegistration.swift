@@ -36,7 +36,8 @@ public struct CardRegistration: Sendable {
         check(id: id, program: program, issuer: issuer, reference: reference).all
     }
 
-    public func check(id: String, program: String, issuer: String, reference: [String: String]) -> Problems {
+    /// `namingIssuers`: an unknown issuer's problem lists the configured ones (for ops, not tenants).
+    public func check(id: String, program: String, issuer: String, reference: [String: String], namingIssuers: Bool = true) -> Problems {
         var problems = Problems()
         if !InputRules.isCardID(id) { problems.shape.append(InputRules.cardIDRule) }
         if !InputRules.isName(program) { problems.shape.append(InputRules.nameRule("program")) }
@@ -58,7 +59,7 @@ public struct CardRegistration: Sendable {
             }
         } else {
             let known = (issuers.keys.sorted() + (localEnabled ? ["local"] : [])).joined(separator: ", ")
-            problems.refusal.append("issuer: unknown issuer '\(InputRules.short(issuer))' (configured: \(known))")
+            problems.refusal.append("issuer: unknown issuer '\(InputRules.short(issuer))'" + (namingIssuers ? " (configured: \(known))" : ""))
             return problems
         }
         for field in expected where reference[field] == nil {
@@ -75,8 +76,9 @@ public struct CardRegistration: Sendable {
     /// Every reference field any issuer kind names (the OpenAPI document's `propertyNames`).
     public static let referenceFields: Set<String> = Set(IssuerCatalog.profiles.values.flatMap(\.referenceFields))
 
-    public func record(id: String, program: String, issuer: String, reference: [String: String]) throws(GatewayError) -> CardRecord {
-        let problems = check(id: id, program: program, issuer: issuer, reference: reference)
+    public func record(id: String, program: String, issuer: String, reference: [String: String],
+                       namingIssuers: Bool = true) throws(GatewayError) -> CardRecord {
+        let problems = check(id: id, program: program, issuer: issuer, reference: reference, namingIssuers: namingIssuers)
         guard problems.shape.isEmpty else { throw GatewayError(.invalidRequest, problems.shape.joined(separator: "; ")) }
         guard problems.refusal.isEmpty else { throw GatewayError(.registrationRefused, problems.refusal.joined(separator: "; ")) }
         return CardRecord(id: CardID(id), program: ProgramID(program), issuer: IssuerID(issuer), issuerReference: IssuerReference(reference))

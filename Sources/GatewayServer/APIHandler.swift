@@ -288,21 +288,30 @@ struct APIHandler: APIProtocol {
         let client = try Self.client()
         let id = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
-        let card = try registration.record(
-            id: id.rawValue, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties)
         func refuse(_ error: GatewayError, _ reason: String) async -> GatewayError {
-            await audit.note(event(.cardChangeRefused, client, card: id, detail: ["reason": reason, "after_issuer": card.issuer?.rawValue ?? "",
-                                                                                   "after_program": card.program.rawValue]))
+            // Only names that passed their rule go on record, never a caller's raw text.
+            let program = InputRules.isName(body.program) ? body.program : ""
+            let issuer = InputRules.isName(body.issuer) ? body.issuer : ""
+            await audit.note(event(.cardChangeRefused, client, card: id, detail: ["reason": reason, "after_issuer": issuer,
+                                                                                   "after_program": program]))
             return error
         }
-        // The gateway's own issuer encrypts card data the gateway holds: only ops (admin clients
-        // and the CLI) decide which cards it serves, never a tenant.
-        if card.issuer == IssuerID("local"), !client.admin {
-            throw await refuse(GatewayError(.forbidden, "issuer local is set only by admin clients or the CLI"), "local_not_admin")
+        // Who may ask comes before what is asked: a tenant naming another program, or the gateway's
+        // own issuer, is refused before the registration rules run, so their answers (which issuer
+        // serves which program, which issuers exist) never tell a tenant about other programs.
+        if !client.admin {
+            // The gateway's own issuer encrypts card data the gateway holds: only ops (admin
+            // clients and the CLI) decide which cards it serves, never a tenant.
+            if body.issuer == "local" {
+                throw await refuse(GatewayError(.forbidden, "issuer local is set only by admin clients or the CLI"), "local_not_admin")
+            }
+            if !client.programs.contains(ProgramID(body.program)) {
+                throw await refuse(GatewayError(.forbidden, "the program is not one of this client's"), "foreign_program")
+            }
         }
-        if !client.manages(card) {
-            throw await refuse(GatewayError(.forbidden, "program \(card.program) is not one of this client's"), "foreign_program")
-        }
+        let card = try registration.record(
+            id: id.rawValue, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties,
+            namingIssuers: client.admin)
         // The ownership check, the write and its security event are one transaction in the store:
         // another tenant racing for the same id cannot take the card, and no change goes unaudited.
         let change = event(.cardUpdated, client, card: id, detail: [

@@ -157,6 +157,31 @@ import Testing
         }
     }
 
+    /// A tenant learns nothing about other programs from a PUT: naming another program is refused
+    /// the same way whether that program exists and whichever issuer serves it, and an unknown
+    /// issuer's answer does not list the configured ones.
+    @Test func aCardPutTellsATenantNothingAboutOtherPrograms() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var answers: [String] = []
+            // demo exists and the sandbox's tmp serves it; zzz exists nowhere.
+            for program in ["demo", "zzz"] {
+                let json = #"{"issuer":"tmp","program":"\#(program)","issuer_reference":{"issuer_card_id":"tmp_probe_1"}}"#
+                let response = try await Self.put(client, "card_probe_1", json, key: Self.other)
+                #expect(response.status == .forbidden && response.json["code"] as? String == "forbidden", "\(program)")
+                answers.append("\(response.json["detail"] as? String ?? "")|\(response.json["title"] as? String ?? "")")
+            }
+            #expect(answers.count == 2 && answers[0] == answers[1], "\(answers)")
+            let unknown = try await Self.put(client, "card_probe_1", #"{"issuer":"nosuch","program":"other","issuer_reference":{}}"#, key: Self.other)
+            #expect(unknown.status == .unprocessableContent)
+            let detail = unknown.json["detail"] as? String ?? ""
+            #expect(!detail.contains("configured") && !detail.contains("bridge") && !detail.contains("local"), "\(detail)")
+            // An admin still gets the list, to fix its request.
+            let admin = try await Self.put(client, "card_probe_1", #"{"issuer":"nosuch","program":"other","issuer_reference":{}}"#, key: Self.ops)
+            #expect((admin.json["detail"] as? String)?.contains("configured: bridge") == true, "\(admin.json)")
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+        }
+    }
+
     @Test func adminClientsManageButNeverProvision() async throws {
         try await GatewayHarness.run { client, sandbox in
             let apple = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(), key: Self.ops)
