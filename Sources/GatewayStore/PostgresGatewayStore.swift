@@ -101,6 +101,14 @@ public final class PostgresGatewayStore: GatewayStore {
     /// An advisory lock makes concurrent start-ups of several instances take turns.
     public func migrate() async throws {
         try await withConnectTimeout {
+            // Every write returns only once committed, and a committed audit event or idempotency
+            // record must survive a crash (README, "State"): with synchronous_commit off, the
+            // server acknowledges commits it has not flushed. Checked once, at start-up.
+            for try await setting in try await self.client.query("SHOW synchronous_commit", logger: self.logger).decode(String.self)
+            where setting == "off" {
+                throw StoreError(store: self.displayName, reason: "synchronous_commit is off for the gateway's database or role: "
+                    + "acknowledged commits (audit events, idempotency records) could be lost in a crash; set it to on")
+            }
             try await self.client.withTransaction(logger: self.logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(727274001)", logger: self.logger)
                 try await connection.query(

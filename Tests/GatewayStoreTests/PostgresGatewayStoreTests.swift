@@ -24,6 +24,29 @@ struct PostgresGatewayStoreTests {
     @Test(arguments: StoreConformance.all)
     func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
+    /// A server acknowledging commits it has not flushed could lose audit events in a crash: the
+    /// store refuses to start on it, naming the setting.
+    @Test func aDatabaseWithSynchronousCommitOffIsRefused() async throws {
+        try await PostgresTestServer.with { server in
+            try await server.execute("ALTER DATABASE gateway SET synchronous_commit = off")
+            let store = try PostgresGatewayStore(url: server.url, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await store.run() }
+                defer { group.cancelAll() }
+                let error = await #expect(throws: StoreError.self) { try await store.migrate() }
+                #expect(error?.description.contains("synchronous_commit is off") == true, "\(String(describing: error))")
+                #expect(error?.store == store.displayName)
+            }
+            try await server.execute("ALTER DATABASE gateway SET synchronous_commit = on")
+            let fixed = try PostgresGatewayStore(url: server.url, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await fixed.run() }
+                defer { group.cancelAll() }
+                try await fixed.migrate()
+            }
+        }
+    }
+
     @Test func twoInstancesMigratingAtOnceBothSucceed() async throws {
         try await PostgresTestServer.with { server in
             let stores = try (0..<2).map { _ in try PostgresGatewayStore(url: server.url, logger: Self.logger) }

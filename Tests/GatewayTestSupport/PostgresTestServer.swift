@@ -60,6 +60,12 @@ public final class PostgresTestServer: Sendable {
     /// `url` with `?sslmode=<mode>`.
     public func url(sslMode: String) -> String { "\(url)?sslmode=\(sslMode)" }
 
+    /// Runs one SQL statement as the server's superuser, through its Unix socket.
+    public func execute(_ sql: String, database: String = "gateway") async throws {
+        try await Self.run(binaries, "psql", ["-h", directory.path, "-p", "\(port)", "-U", "gateway", "-d", database, "-v", "ON_ERROR_STOP=1",
+                                              "-c", sql])
+    }
+
     public static func start(database: String = "gateway", tls: TLS? = nil) async throws -> PostgresTestServer {
         guard let binaries = binDirectory else { throw Failure(description: skipMessage) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-test-\(UUID().uuidString.prefix(8))")
