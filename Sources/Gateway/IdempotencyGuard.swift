@@ -33,6 +33,11 @@ public struct IdempotencyGuard: Sendable {
         self.wallTime = wallTime
     }
 
+    /// How much longer than the wait limit an unfinished claim must be before it counts as
+    /// abandoned: room for a request's last writes after its deadline, and for instances sharing
+    /// a store whose clocks differ a little. Until then a repeat is answered as in progress.
+    static let abandonMargin: Duration = .seconds(30)
+
     static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
     static let outcomeUnknown = GatewayError(
         .idempotencyOutcomeUnknown,
@@ -54,8 +59,11 @@ public struct IdempotencyGuard: Sendable {
     ) async throws(GatewayError) -> Answer<Fresh> {
         // Without a key nothing is stored: the hash is not even computed.
         guard let key else { return .fresh(try await operation()) }
-        guard !key.isEmpty, key.count <= Self.maxKeyLength, key.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
-            throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters")
+        // The spec's rule (`^[\x21-\x24\x26-\x7E]{1,255}$`: visible ASCII without `%`), kept here
+        // too so the guard does not rely on the contract check having run first.
+        guard !key.isEmpty, key.utf8.count <= Self.maxKeyLength,
+              key.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "%") }) else {
+            throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters other than %")
         }
         let requestHash = makeRequestHash()
         let giveUp = clock.now.advanced(by: waitLimit)
@@ -66,7 +74,7 @@ public struct IdempotencyGuard: Sendable {
                 claim = try await store.claimIdempotencyKey(
                     client: client, key: key, requestHash: requestHash, now: now,
                     expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
-                    staleBefore: now.addingTimeInterval(-Double(waitLimit.wholeMilliseconds) / 1000 - 1))
+                    staleBefore: now.addingTimeInterval(-Double((waitLimit + Self.abandonMargin).wholeMilliseconds) / 1000))
             } catch {
                 throw GatewayError(.internal, "the store could not record the Idempotency-Key", cause: error)
             }
@@ -77,10 +85,13 @@ public struct IdempotencyGuard: Sendable {
                     fresh = try await operation()
                 } catch {
                     // A failure the gateway answered for (the issuer refused or failed, the caller
-                    // erred) frees the key for a retry. An internal one may have come after the
-                    // issuer acted (its answer could not be recorded): the claim stays, and the
-                    // key is never run again.
-                    if error.code != .internal { try? await store.releaseIdempotencyKey(client: client, key: key) }
+                    // erred) frees the key for a retry, and so does an internal one before any
+                    // attempt at an issuer. An internal one after an attempt may have come after
+                    // the issuer acted (its answer could not be recorded): the claim stays, and
+                    // the key is never run again.
+                    if error.code != .internal || !error.afterIssuerAttempt {
+                        try? await store.releaseIdempotencyKey(client: client, key: key)
+                    }
                     throw error
                 }
                 do {

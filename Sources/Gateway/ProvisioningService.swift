@@ -338,7 +338,7 @@ public struct ProvisioningService: Sendable {
             var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"]
             if let cause = error.cause { failure["cause"] = "\(cause)" }
             logger.notice("\(operation.rawValue) failed", metadata: failure)
-            throw error.with(provisioningID: provisioningID)
+            throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
         }
     }
 

@@ -66,7 +66,8 @@ final class GroupCommit<Item: Sendable>: Sendable {
             // Committed in a task of its own: the batch holds other callers' writes, so the leading
             // caller's cancellation (a shutdown past its timeout, a caller gone) must not reach the
             // store, which would roll the whole batch back. Awaiting an unstructured task's value
-            // does not pass cancellation on.
+            // does not pass cancellation on. So a stalled commit is bounded by the store itself
+            // (SQLite's busy timeout), not by the shutdown timeout.
             let items = batch.map(\.item)
             let commit = self.commit
             try await Task { try await commit(items) }.value

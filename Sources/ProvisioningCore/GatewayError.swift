@@ -121,6 +121,10 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// For the gateway's own log only, never sent to the caller: what the underlying error said
     /// when this one wraps another (a store failure), one line and short.
     public private(set) var cause: String?
+    /// True when the request it ended had already made an attempt at an issuer, which may have
+    /// acted on it. An Idempotency-Key whose request ended in an internal error after that is
+    /// never run again; one that failed before any attempt is freed for a retry.
+    public private(set) var afterIssuerAttempt = false
 
     /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
     public init(
@@ -141,6 +145,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         var copy = GatewayError(newCode, detail, upstreamStatus: upstreamStatus, condition: condition, retryAfter: retryAfter)
         copy.provisioningID = provisioningID
         copy.cause = cause
+        copy.afterIssuerAttempt = afterIssuerAttempt
         return copy
     }
 
@@ -163,6 +168,13 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public func with(provisioningID: ProvisioningID) -> GatewayError {
         var copy = self
         copy.provisioningID = provisioningID
+        return copy
+    }
+
+    /// The same error, noted as ending a request that had made an attempt at an issuer.
+    public func afterAttempt(_ attempted: Bool = true) -> GatewayError {
+        var copy = self
+        copy.afterIssuerAttempt = attempted
         return copy
     }
 

@@ -214,6 +214,22 @@ import Testing
         }
     }
 
+    /// A request refused before any issuer was called (no such card) whose audit event cannot be
+    /// written ends in a 500, but nothing can have reached an issuer: its key is freed, and the
+    /// retry with the same key gets the real answer.
+    @Test func aKeyedFailureBeforeAnyIssuerIsFreedEvenWhenItsAuditEventIsLost() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            try await Self.refuseAuditEvents(store)
+            #expect(try await Self.provision(client, card: "card_nobody", body: body, idempotencyKey: "order-79").status == .internalServerError)
+            try await Self.refuseAuditEvents(store, false)
+            let retry = try await Self.provision(client, card: "card_nobody", body: body, idempotencyKey: "order-79")
+            #expect(retry.status == .notFound && retry.json["code"] as? String == "card_not_found")
+            #expect(await TenantIsolationTests.upstreamCalls(sandbox) == 0)
+        }
+    }
+
     /// The issuer provisioned, but its success could not be put on record: the caller gets a 500,
     /// and the key is never run again (no second upstream call), however the caller retries.
     @Test func aSuccessWhoseAuditEventIsLostKeepsItsKey() async throws {

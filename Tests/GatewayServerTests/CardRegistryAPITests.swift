@@ -105,9 +105,11 @@ import Testing
                 let card = #"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"cust_p","card_account_id":"ca_"# + "\(index)\"}}"
                 #expect(try await Self.send(client, .put, "/v1/cards/page_\(index)", json: card).status == .created)
             }
-            _ = try await Self.send(client, .put, "/v1/cards/page_other",
-                                    json: #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"t"}}"#,
-                                    key: GatewayHarness.otherKey)
+            // Another tenant's card, which the listing must not show.
+            let other = try await Self.send(client, .put, "/v1/cards/page_other",
+                                            json: #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"t"}}"#,
+                                            key: GatewayHarness.otherKey)
+            #expect(other.status == .created)
             var ids: [String] = []
             var uri = "/v1/cards?limit=3"
             while true {

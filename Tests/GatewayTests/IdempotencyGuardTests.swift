@@ -159,14 +159,16 @@ struct IdempotencyGuardTests {
         func advance(seconds: Double) { value.withLock { $0 = $0.addingTimeInterval(seconds) } }
     }
 
-    /// Runs once with `key`, the operation failing with `code`; says whether the operation ran.
-    static func runFailing(_ idempotency: IdempotencyGuard, hash: String, code: GatewayError.Code?) async -> (ran: Bool, error: GatewayError?) {
+    /// Runs once with `key`, the operation failing with `code` (after an attempt at an issuer when
+    /// `attempted`); says whether the operation ran.
+    static func runFailing(_ idempotency: IdempotencyGuard, hash: String, code: GatewayError.Code?,
+                           attempted: Bool = true) async -> (ran: Bool, error: GatewayError?) {
         let ran = Mutex(false)
         do throws(GatewayError) {
             _ = try await idempotency.run(client: client, key: key, requestHash: hash, stored: { $0 }) {
                 () async throws(GatewayError) -> StoredResponse in
                 ran.withLock { $0 = true }
-                if let code { throw GatewayError(code, "failed on purpose") }
+                if let code { throw GatewayError(code, "failed on purpose").afterAttempt(attempted) }
                 return StoredResponse(status: 200, body: Data("ok".utf8))
             }
             return (ran.withLock { $0 }, nil)
@@ -175,22 +177,25 @@ struct IdempotencyGuardTests {
         }
     }
 
-    /// A failure the gateway answered for (here the issuer unavailable) frees the key: the retry
+    /// A failure the gateway answered for (here the issuer unavailable), and an internal one
+    /// before any attempt at an issuer (a store failure reading the card), free the key: the retry
     /// with the same key runs.
-    @Test func aFailureWithItsOwnAnswerReleasesTheKey() async throws {
+    @Test(arguments: [(GatewayError.Code.upstreamUnavailable, true), (.internal, false)])
+    func aFailureWithItsOwnAnswerOrBeforeAnyAttemptReleasesTheKey(code: GatewayError.Code, attempted: Bool) async throws {
         let store = try await Self.store()
         let wall = WallTime()
         let idempotency = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10),
                                            sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))),
                                            clock: GatewayClock(TestClock()), wallTime: { wall.now })
-        let first = await Self.runFailing(idempotency, hash: "hash", code: .upstreamUnavailable)
-        #expect(first.ran && first.error?.code == .upstreamUnavailable)
+        let first = await Self.runFailing(idempotency, hash: "hash", code: code, attempted: attempted)
+        #expect(first.ran && first.error?.code == code)
         let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
         #expect(retry.ran && retry.error == nil)
     }
 
-    /// An internal failure may come after the issuer acted (its answer could not be recorded), and
-    /// a request whose instance died may have reached it: neither key is ever run again. Once the
+    /// An internal failure after an attempt may come after the issuer acted (its answer could not
+    /// be recorded), and a request whose instance died may have reached it: neither key is ever
+    /// run again. Once the
     /// claim is older than the wait limit, a retry answers `idempotency_outcome_unknown` at once,
     /// without running the operation.
     @Test func anInternalFailureOrADeadRequestIsNeverRunAgain() async throws {
@@ -214,8 +219,19 @@ struct IdempotencyGuardTests {
         let young = await waiting.value
         #expect(!young.ran && young.error?.code == .idempotencyKeyInProgress)
 
-        // Older than any request can run: never run again, answered at once.
+        // Still within the margin past the wait limit: in progress, as far as anyone can tell.
         wall.advance(seconds: 10)
+        let margin = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
+        #expect(await clock.waitForSleepers())
+        for _ in 1...10 {
+            clock.advance(by: .seconds(1))
+            _ = await clock.waitForSleepers()
+        }
+        #expect(await margin.value.error?.code == .idempotencyKeyInProgress)
+
+        // Older than any request can run (the wait limit and the margin): never run again,
+        // answered at once.
+        wall.advance(seconds: 30)
         let sleeps = clock.requestedSleeps.count
         for _ in 1...2 {
             let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
@@ -226,5 +242,36 @@ struct IdempotencyGuardTests {
         #expect(clock.requestedSleeps.count == sleeps, "an abandoned claim is not waited for")
         // Another request under the same key is still a reuse.
         #expect(await Self.runFailing(idempotency, hash: "other", code: nil).error?.code == .idempotencyKeyReused)
+    }
+
+    /// The key's rule is the spec's (visible ASCII without `%`, 1 to 255), checked before the store
+    /// or the operation is reached.
+    @Test(arguments: ["", "a\u{01}b", "a\u{7F}", "a%20b", "a b", "é", String(repeating: "k", count: 256)])
+    func aKeyOutsideTheSpecsRuleIsRefused(key: String) async throws {
+        let store = try await Self.store()
+        let idempotency = Self.guardOn(store, clock: TestClock())
+        do throws(GatewayError) {
+            _ = try await idempotency.run(client: Self.client, key: key, requestHash: "hash", stored: { $0 }) {
+                () async throws(GatewayError) -> StoredResponse in
+                Issue.record("the operation ran for key \(key.debugDescription)")
+                return StoredResponse(status: 200, body: Data())
+            }
+            Issue.record("accepted \(key.debugDescription)")
+        } catch {
+            #expect(error.code == .invalidRequest)
+        }
+    }
+
+    @Test func everyCharacterTheSpecAllowsMakesAKey() async throws {
+        let store = try await Self.store()
+        let allowed = (0x21...0x7E).filter { $0 != 0x25 }.map { Character(Unicode.Scalar(UInt8($0))) }
+        let key = String((0..<IdempotencyGuard.maxKeyLength).map { allowed[$0 % allowed.count] })
+        let ran = Mutex(false)
+        _ = try await Self.guardOn(store, clock: TestClock()).run(client: Self.client, key: key, requestHash: "hash", stored: { $0 }) {
+            () async throws(GatewayError) -> StoredResponse in
+            ran.withLock { $0 = true }
+            return StoredResponse(status: 200, body: Data())
+        }
+        #expect(ran.withLock { $0 })
     }
 }

@@ -22,9 +22,26 @@ struct TraceHeadersTests {
         "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0\u{1}",
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-fff",
+        "0-4bf92f3577b34da6a3ce929d0e0e47366-00f067aa0ba902b7-01",
     ])
     func anythingElseAsTraceparentIsDroppedWithItsTracestate(traceparent: String) {
         #expect(kept([("traceparent", traceparent), ("tracestate", "vendor=opaque")]).isEmpty)
+    }
+
+    /// Blanks around members and empty members are W3C's and dropped; the rest is kept as sent.
+    @Test func aTracestateIsPassedOnWithoutItsEmptyMembers() {
+        let state = " congo=t61rcWkgMzE , ,rojo=00f067aa0ba902b7,\tacme@sys=a b"
+        #expect(kept([("traceparent", Self.traceparent), ("tracestate", state)])["tracestate"] == "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,acme@sys=a b")
+    }
+
+    /// One malformed member drops the `tracestate`, never the `traceparent` with it.
+    @Test(arguments: ["Upper=1", "k", "=v", "k=", "k=a,b=", "k=v=w", "1k=v", "k=\u{7F}", "@sys=v", "t@Sys=v", ",", "k=é"])
+    func aMalformedTracestateIsDroppedAlone(state: String) {
+        #expect(kept([("traceparent", Self.traceparent), ("tracestate", state)]) == ["traceparent": Self.traceparent], "\(state.debugDescription)")
     }
 
     @Test func anOversizedTracestateIsDroppedAlone() {
