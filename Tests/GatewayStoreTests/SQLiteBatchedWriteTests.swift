@@ -9,98 +9,97 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct SQLiteBatchedWriteTests {
     struct Refused: Error {}
 
-    @Test func aFailingWriteRollsBackOnlyItselfAndTheRestOfItsBatchCommits() async throws {
+    /// A migrated store with a `scratch (name)` table, in a directory of its own.
+    static func withScratchStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
         try await store.migrate()
         try await store.batched { db in try db.execute(sql: "CREATE TABLE scratch (name TEXT NOT NULL)") }
+        try await body(store)
+    }
 
-        // The first write holds the writer until the three others are queued behind it, so those
-        // three are the next batch: one transaction.
+    /// A write ("holder") that holds the writer until `done` says so (bounded, so a condition that
+    /// never holds fails the test instead of hanging it); returns once it holds the writer.
+    static func holdWriter(_ store: SQLiteGatewayStore, until done: @escaping @Sendable () -> Bool) async -> Task<Void, any Error> {
         let holding = Mutex(false)
-        let sawThreeQueued = Mutex(false)
         let holder = Task {
             try await store.batched { db in
                 holding.withLock { $0 = true }
-                // Bounded, so a writer that never queues fails the test below instead of hanging it.
                 var waited = 0
-                while store.writer.queuedCount < 3 && waited < 20_000 {
+                while !done() && waited < 20_000 {
                     usleep(1_000)
                     waited += 1
                 }
-                sawThreeQueued.withLock { $0 = store.writer.queuedCount == 3 }
                 try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
             }
         }
         while !holding.withLock({ $0 }) { await Task.yield() }
+        return holder
+    }
 
-        async let first: Void = store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('first')") }
-        let failing = Task {
-            try await store.batched { db in
-                try db.execute(sql: "INSERT INTO scratch (name) VALUES ('failing')")
-                throw Refused()
+    @Test func aFailingWriteRollsBackOnlyItselfAndTheRestOfItsBatchCommits() async throws {
+        try await Self.withScratchStore { store in
+            // The first write holds the writer until the three others are queued behind it, so those
+            // three are the next batch: one transaction.
+            let sawThreeQueued = Mutex(false)
+            let holder = await Self.holdWriter(store) {
+                let queued = store.writer.queuedCount == 3
+                if queued { sawThreeQueued.withLock { $0 = true } }
+                return queued
             }
+
+            async let first: Void = store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('first')") }
+            let failing = Task {
+                try await store.batched { db in
+                    try db.execute(sql: "INSERT INTO scratch (name) VALUES ('failing')")
+                    throw Refused()
+                }
+            }
+            async let last: Void = store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('last')") }
+
+            try await holder.value
+            #expect(sawThreeQueued.withLock { $0 }, "the three writes did not queue behind the holder, so they were not one batch")
+            try await first
+            await #expect(throws: Refused.self) { try await failing.value }
+            try await last
+
+            let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
+            // The failing write's own row was rolled back with it; its neighbours' rows committed.
+            #expect(names == ["first", "holder", "last"])
         }
-        async let last: Void = store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('last')") }
-
-        try await holder.value
-        #expect(sawThreeQueued.withLock { $0 }, "the three writes did not queue behind the holder, so they were not one batch")
-        try await first
-        await #expect(throws: Refused.self) { try await failing.value }
-        try await last
-
-        let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
-        // The failing write's own row was rolled back with it; its neighbours' rows committed.
-        #expect(names == ["first", "holder", "last"])
     }
 
     /// A request cancelled while its write waits for the next batch (a shutdown past its timeout,
     /// a caller gone) must not take the other requests' writes of that batch with it: the batch
     /// is committed whatever happens to the task that leads it.
     @Test func aCancelledLeaderStillCommitsTheOtherCallersWritesOfItsBatch() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
-        try await store.migrate()
-        try await store.batched { db in try db.execute(sql: "CREATE TABLE scratch (name TEXT NOT NULL)") }
-
-        let holding = Mutex(false)
-        let release = Mutex(false)
-        let holder = Task {
-            try await store.batched { db in
-                holding.withLock { $0 = true }
+        try await Self.withScratchStore { store in
+            let release = Mutex(false)
+            let holder = await Self.holdWriter(store) { release.withLock { $0 } }
+            /// Waits (bounded) until `count` writes are queued behind the holder.
+            func queued(_ count: Int) async throws {
                 var waited = 0
-                while !release.withLock({ $0 }) && waited < 20_000 {
-                    usleep(1_000)
+                while store.writer.queuedCount < count && waited < 20_000 {
+                    try await Task.sleep(for: .milliseconds(1))
                     waited += 1
                 }
-                try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
+                #expect(store.writer.queuedCount == count)
             }
-        }
-        while !holding.withLock({ $0 }) { await Task.yield() }
-        /// Waits (bounded) until `count` writes are queued behind the holder.
-        func queued(_ count: Int) async throws {
-            var waited = 0
-            while store.writer.queuedCount < count && waited < 20_000 {
-                try await Task.sleep(for: .milliseconds(1))
-                waited += 1
-            }
-            #expect(store.writer.queuedCount == count)
-        }
-        // "cancelled" queues first, so it leads the next batch; "other" shares that batch.
-        let cancelled = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('cancelled')") } }
-        try await queued(1)
-        let other = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('other')") } }
-        try await queued(2)
-        cancelled.cancel()
-        release.withLock { $0 = true }
+            // "cancelled" queues first, so it leads the next batch; "other" shares that batch.
+            let cancelled = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('cancelled')") } }
+            try await queued(1)
+            let other = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('other')") } }
+            try await queued(2)
+            cancelled.cancel()
+            release.withLock { $0 = true }
 
-        try await holder.value
-        try await other.value
-        // The leader's own write was queued before it was cancelled: it is committed like the rest.
-        try await cancelled.value
-        let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
-        #expect(names == ["cancelled", "holder", "other"])
+            try await holder.value
+            try await other.value
+            // The leader's own write was queued before it was cancelled: it is committed like the rest.
+            try await cancelled.value
+            let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
+            #expect(names == ["cancelled", "holder", "other"])
+        }
     }
 }
