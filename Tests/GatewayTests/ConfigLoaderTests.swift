@@ -448,12 +448,18 @@ import WalletCrypto
         #expect(problems(yaml) == ["sandbox.enabled: the sandbox's demo keys are public: it listens on loopback only (server.host)"])
     }
 
-    @Test func activationsWithoutACardGoOnlyToAnAccountServingTheClientsPrograms() {
-        let yaml = Self.minimal
-            .replacingOccurrences(of: "programs: [acme]", with: "programs: [acme, beta]\n    activations_without_card: true")
+    /// One client activating without a card (its `programs`), its activations routed to one TMP
+    /// account, `issuers.bridge`, serving `account` (every program when nil).
+    static func activationsWithoutACard(client programs: String, account: String?) -> String {
+        minimal
+            .replacingOccurrences(of: "programs: [acme]", with: "programs: \(programs)\n    activations_without_card: true")
             .replacingOccurrences(of: "kind: bridge", with: "kind: tmp")
-            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "token: env:TMP_TOKEN\n    programs: [acme]")
+            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "token: env:TMP_TOKEN" + (account.map { "\n    programs: \($0)" } ?? ""))
             + "\nrouting:\n  activations: { issuer: bridge }\n"
+    }
+
+    @Test func activationsWithoutACardGoOnlyToAnAccountServingTheClientsPrograms() {
+        let yaml = Self.activationsWithoutACard(client: "[acme, beta]", account: "[acme]")
         #expect(problems(yaml) == ["clients[0].activations_without_card: routing.activations.issuer bridge does not serve program(s) beta of this client"])
     }
 
@@ -471,18 +477,13 @@ import WalletCrypto
     /// A token reference alone cannot be tied to a program: the account activations without a
     /// card go to must be limited to programs, all of them the client's.
     @Test func activationsWithoutACardNeverGoToAnAccountOtherProgramsUse() {
-        let base = Self.minimal
-            .replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    activations_without_card: true")
-            .replacingOccurrences(of: "kind: bridge", with: "kind: tmp")
-            .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "token: env:TMP_TOKEN")
-            + "\nrouting:\n  activations: { issuer: bridge }\n"
-        #expect(problems(base) == ["clients[0].activations_without_card: routing.activations.issuer bridge serves every program: list its "
+        let unlimited = Self.activationsWithoutACard(client: "[acme]", account: nil)
+        #expect(problems(unlimited) == ["clients[0].activations_without_card: routing.activations.issuer bridge serves every program: list its "
             + "account's programs (issuers.bridge.programs), all of them this client's, so a token reference can only be one of its own"])
-        let shared = base.replacingOccurrences(of: "token: env:TMP_TOKEN", with: "token: env:TMP_TOKEN\n    programs: [acme, beta]")
+        let shared = Self.activationsWithoutACard(client: "[acme]", account: "[acme, beta]")
         #expect(problems(shared) == ["clients[0].activations_without_card: routing.activations.issuer bridge also serves program(s) beta "
             + "of other clients: a token reference alone could be theirs"])
-        let own = base.replacingOccurrences(of: "token: env:TMP_TOKEN", with: "token: env:TMP_TOKEN\n    programs: [acme]")
-        #expect(problems(own) == [])
+        #expect(problems(Self.activationsWithoutACard(client: "[acme]", account: "[acme]")) == [])
     }
 
     @Test func postgresSSLModesAreNamed() {
