@@ -9,7 +9,9 @@
 # are written in, the gateway's CPU per request and its resident memory.
 #
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
-#   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`)
+#   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
+#   GATEWAY_BIN=path (a gateway binary built beforehand, e.g. an earlier commit's, instead of
+#   building this checkout: two binaries measured one after the other on the same machine)
 # Installs nginx and wrk from Debian's packages when they are missing (apt-get, as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +34,12 @@ if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
-bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)"
+if [ -n "${GATEWAY_BIN:-}" ]; then
+    gateway_bin=$GATEWAY_BIN
+else
+    swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
+    gateway_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/provisioning-gateway"
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -112,7 +118,7 @@ store:
   sqlite:
     path: $work/gateway.sqlite
 EOF
-"$bin/provisioning-gateway" --config "$work/gateway.yaml" --log-level warning >"$work/gateway.log" 2>&1 &
+"$gateway_bin" --config "$work/gateway.yaml" --log-level warning >"$work/gateway.log" 2>&1 &
 gateway_pid=$!
 pids+=("$gateway_pid")
 wait_for_gateway "$gateway_pid" "$work/gateway.log"

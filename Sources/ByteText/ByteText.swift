@@ -19,14 +19,24 @@ extension Data {
     }
 
     public var lowercaseHex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(count * 2)
-        for byte in self {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+        withUnsafeBytes { Self.lowercaseHex($0) }
+    }
+
+    /// Two lowercase hex digits per byte, written straight into the string's storage (no
+    /// per-byte `Data` iteration, no intermediate array).
+    public static func lowercaseHex(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = hexDigit(byte >> 4)
+                out[2 * index + 1] = hexDigit(byte & 0x0F)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 0x30 + nibble : 0x61 - 10 + nibble
     }
 
     /// RFC 4648 section 5 without padding (safe in a URL query); nil for anything else, including

@@ -55,8 +55,7 @@ public enum RandomID {
     /// dashes, the fixed version bits or Foundation's string round trips).
     public static func hex128() -> String {
         var generator = SystemRandomNumberGenerator()
-        var bytes = Data(capacity: 16)
-        for _ in 0..<2 { withUnsafeBytes(of: generator.next() as UInt64) { bytes.append(contentsOf: $0) } }
-        return bytes.lowercaseHex
+        let words: (UInt64, UInt64) = (generator.next(), generator.next())
+        return withUnsafeBytes(of: words) { Data.lowercaseHex($0) }
     }
 }

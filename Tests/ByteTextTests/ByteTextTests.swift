@@ -10,6 +10,14 @@ import Testing
         #expect(Data(hex: "") == Data())
     }
 
+    @Test func everyByteValueIsTwoLowercaseHexDigits() {
+        let bytes = Data((0...255).map(UInt8.init))
+        #expect(bytes.lowercaseHex == bytes.map { String(format: "%02x", $0) }.joined())
+        #expect(Data().lowercaseHex == "")
+        // A slice that does not start at index 0.
+        #expect(bytes[250...].lowercaseHex == "fafbfcfdfeff")
+    }
+
     @Test(arguments: ["abc", "zz", "0g", "  ", "+f", "-1"])
     func hexRefusesWhatIsNotHex(_ text: String) {
         #expect(Data(hex: text) == nil)

@@ -381,7 +381,7 @@ public final class JSONSchemaCheck: Sendable {
         }
         switch value {
         case .string(let text):
-            let length = text.unicodeScalars.count
+            let length = Self.codePoints(text)
             if let minLength, length < minLength { problems.append("\(name): \(lengthRule)") }
             else if let maxLength, length > maxLength { problems.append("\(name): \(lengthRule)") }
             else if let pattern, !pattern.matches(text) { problems.append("\(name): must match \(pattern.source)") }
@@ -401,6 +401,17 @@ public final class JSONSchemaCheck: Sendable {
             break
         }
         if !oneOf.isEmpty { checkOneOf(value, at: path, into: &problems) }
+    }
+
+    /// A string's length in code points, as JSON Schema counts it: its UTF-8 bytes that start a
+    /// code point (every byte but the `10xxxxxx` continuations), without walking its scalars.
+    static func codePoints(_ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { bytes in
+            var count = 0
+            for byte in bytes where byte & 0xC0 != 0x80 { count += 1 }
+            return count
+        }
     }
 
     private func checkObject(_ members: [String: JSONValue], at path: String, into problems: inout [String]) {

@@ -27,6 +27,18 @@ import Testing
         #expect(schema.problems(.string("e\u{301}e"), at: "x") == ["x: must be at most 2 characters"])
     }
 
+    @Test(arguments: ["", "abc", "e\u{301}", "\u{E9}t\u{E9}", "\u{20AC}100", "\u{1F4B3}\u{1F4B3}", "a\u{0}b", "\u{10FFFF}\u{7F}\u{80}\u{7FF}\u{800}\u{FFFF}\u{10000}"])
+    func codePointsAreCountedFromUTF8AsUnicodeScalars(text: String) {
+        // One, two, three and four UTF-8 bytes per code point, at the edges of each length.
+        #expect(JSONSchemaCheck.codePoints(text) == text.unicodeScalars.count)
+    }
+
+    @Test func aFourByteCodePointCountsOnceAgainstMaxLength() throws {
+        let schema = try Self.check(["type": "string", "maxLength": 2])
+        #expect(schema.problems(.string("\u{1F4B3}\u{1F4B3}"), at: "x").isEmpty)
+        #expect(schema.problems(.string("\u{1F4B3}\u{1F4B3}a"), at: "x") == ["x: must be at most 2 characters"])
+    }
+
     @Test func trueIsNotOneAndOneIsOnePointZero() throws {
         let integer = try Self.check(["type": "integer", "enum": [1]])
         #expect(integer.problems(try Self.value("true"), at: "n") == ["n: must be an integer"])
