@@ -36,7 +36,9 @@ public struct CardRegistration: Sendable {
         check(id: id, program: program, issuer: issuer, reference: reference).all
     }
 
-    /// `namingIssuers`: an unknown issuer's problem lists the configured ones (for ops, not tenants).
+    /// `namingIssuers`: an unknown issuer's problem lists the configured ones, and an issuer that
+    /// does not serve the program says so (for ops). Without it (a tenant), both get the same
+    /// problem, so a tenant cannot tell an issuer that exists for other programs from none.
     public func check(id: String, program: String, issuer: String, reference: [String: String], namingIssuers: Bool = true) -> Problems {
         var problems = Problems()
         if !InputRules.isCardID(id) { problems.shape.append(InputRules.cardIDRule) }
@@ -55,11 +57,19 @@ public struct CardRegistration: Sendable {
         } else if let config = issuers[issuer] {
             expected = IssuerCatalog.profiles[config.kind]?.referenceFields ?? []
             if InputRules.isName(program), !config.serves(program: program) {
+                guard namingIssuers else {
+                    problems.refusal.append(Self.noIssuerForTenant(issuer, program: program))
+                    return problems
+                }
                 problems.refusal.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
             }
         } else {
+            guard namingIssuers else {
+                problems.refusal.append(Self.noIssuerForTenant(issuer, program: program))
+                return problems
+            }
             let known = (issuers.keys.sorted() + (localEnabled ? ["local"] : [])).joined(separator: ", ")
-            problems.refusal.append("issuer: unknown issuer '\(InputRules.short(issuer))'" + (namingIssuers ? " (configured: \(known))" : ""))
+            problems.refusal.append("issuer: unknown issuer '\(InputRules.short(issuer))' (configured: \(known))")
             return problems
         }
         for field in expected where reference[field] == nil {
@@ -71,6 +81,12 @@ public struct CardRegistration: Sendable {
                 : "issuer_reference.\(field): not a field of this issuer (expected \(expected.joined(separator: ", ")))")
         }
         return problems
+    }
+
+    /// What a tenant is told about an issuer it cannot register a card with, whether the issuer
+    /// is unknown or serves only other programs.
+    static func noIssuerForTenant(_ issuer: String, program: String) -> String {
+        "issuer: no issuer '\(InputRules.short(issuer))' serves program \(InputRules.short(program))"
     }
 
     /// Every reference field any issuer kind names (the OpenAPI document's `propertyNames`).

@@ -41,7 +41,7 @@ import Testing
     /// Well-formed registrations the configuration cannot take: 422, never stored.
     @Test(arguments: [
         (#"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.card_account_id"),
-        (#"{"issuer":"stripe","program":"demo","issuer_reference":{}}"#, "issuer: unknown issuer 'stripe'"),
+        (#"{"issuer":"stripe","program":"demo","issuer_reference":{}}"#, "issuer: no issuer 'stripe' serves program demo"),
         (#"{"issuer":"tmp","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.customer_id: not a field of this issuer"),
     ])
     func registrationsTheConfigCannotTakeAreRefused(body: String, mentions: String) async throws {

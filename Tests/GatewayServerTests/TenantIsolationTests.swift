@@ -250,7 +250,15 @@ import Testing
             let onTMP = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_1"}}"#
             let refused = try await Self.put(client, "card_other_tmp", onTMP, key: Self.other)
             #expect(refused.status == .unprocessableContent && refused.json["code"] as? String == "registration_refused")
-            #expect((refused.json["detail"] as? String)?.contains("does not serve program other") == true)
+            // Answered as an issuer that does not exist, so the tenant learns nothing about tmp's
+            // other programs or that tmp exists at all.
+            let nowhere = try await Self.put(client, "card_other_tmp",
+                                             #"{"issuer":"tmpx","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_1"}}"#, key: Self.other)
+            #expect(nowhere.status == refused.status && nowhere.json["code"] as? String == "registration_refused")
+            let detail = try #require(refused.json["detail"] as? String)
+            #expect(detail == "issuer: no issuer 'tmp' serves program other")
+            #expect((nowhere.json["detail"] as? String)?.replacingOccurrences(of: "'tmpx'", with: "'tmp'") == detail)
+            #expect(!detail.contains("demo"))
             // A routing rule cannot send another program's card there either.
             let routed = try await GatewayHarness.provision(client, card: "card_other_unrouted", body: try GatewayHarness.requestBody(),
                                                             key: Self.other)
