@@ -35,17 +35,11 @@ struct APIHandler: APIProtocol {
     /// The routing as configured, for `GET /v1/admin/routes/explain`.
     var routes: RouteExplainer { generation.routes }
 
+    /// The authenticated client. An admin client reaching a provisioning, token or activation
+    /// route is refused by the service (403), which puts the refusal on the audit trail like any
+    /// other: admin clients manage and never provision, and an admin key trying to is worth a record.
     static func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
-        return client
-    }
-
-    /// A client that provisions or activates: admin clients manage and do neither.
-    static func provisioningClient() throws(GatewayError) -> Client {
-        let client = try client()
-        guard !client.admin else {
-            throw GatewayError(.forbidden, "admin clients manage the gateway; they do not provision or activate tokens")
-        }
         return client
     }
 
@@ -69,7 +63,7 @@ struct APIHandler: APIProtocol {
     // MARK: Apple Pay
 
     func provisionApplePay(_ input: Operations.ProvisionApplePay.Input) async throws -> Operations.ProvisionApplePay.Output {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try Self.decode(body)
@@ -91,7 +85,7 @@ struct APIHandler: APIProtocol {
     // MARK: Google Pay
 
     func provisionGooglePay(_ input: Operations.ProvisionGooglePay.Input) async throws -> Operations.ProvisionGooglePay.Output {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
@@ -124,7 +118,7 @@ struct APIHandler: APIProtocol {
     // MARK: Samsung Pay
 
     func provisionSamsungPay(_ input: Operations.ProvisionSamsungPay.Input) async throws -> Operations.ProvisionSamsungPay.Output {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try SamsungPayProvisioningRequest(
@@ -153,7 +147,7 @@ struct APIHandler: APIProtocol {
     // MARK: Wallet tokens
 
     func listWalletTokens(_ input: Operations.ListWalletTokens.Input) async throws -> Operations.ListWalletTokens.Output {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         let cardID = try Self.cardID(input.path.cardId)
         let list = try await service.walletTokens(cardID: cardID, client: client, logger: RequestScope.logger)
         return .ok(.init(body: .json(.init(provisioningId: list.provisioningID.rawValue, tokens: list.tokens.map { token in
@@ -176,7 +170,7 @@ struct APIHandler: APIProtocol {
     }
 
     private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction) async throws -> Components.Schemas.WalletTokenTransition {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         let cardID = try Self.cardID(text)
         // The service checks the token id before anything else.
         let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
@@ -189,7 +183,7 @@ struct APIHandler: APIProtocol {
     // MARK: Token activation
 
     func activateToken(_ input: Operations.ActivateToken.Input) async throws -> Operations.ActivateToken.Output {
-        let client = try Self.provisioningClient()
+        let client = try Self.client()
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
         if let cardID = body.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }

@@ -188,7 +188,18 @@ import Testing
             #expect(apple.status == .forbidden && apple.json["code"] as? String == "forbidden")
             let google = try await WalletFlowTests.googlePay(client, card: "card_tmp_demo", json: WalletFlowTests.ids, key: Self.ops)
             #expect(google.status == .forbidden)
+            let tokens = try await Self.send(client, .get, "/v1/cards/card_tmp_demo/wallet-tokens", nil, Self.ops)
+            #expect(tokens.status == .forbidden)
             #expect(await Self.upstreamCalls(sandbox) == 0)
+            // Each refusal is on the audit trail, under the admin client, as a failure before any issuer.
+            for refused in [apple, google, tokens] {
+                let id = try #require(refused.json["provisioning_id"] as? String, "\(refused.json)")
+                let trail = try await Self.send(client, .get, "/v1/provisionings/\(id)", nil, Self.ops)
+                let events = trail.json["events"] as? [[String: Any]] ?? []
+                #expect(events.count == 1, "\(trail.json)")
+                #expect(events.first?["client_id"] as? String == "ops" && events.first?["error_code"] as? String == "forbidden"
+                        && events.first?["attempt"] as? Int == 0 && events.first?["outcome"] as? String == "failed", "\(trail.json)")
+            }
             // They do read and list every program's cards, and those reads are audited.
             #expect(try await Self.send(client, .get, "/v1/cards/card_other_bridge", nil, Self.ops).status == .ok)
             let listed = try await Self.send(client, .get, "/v1/cards?limit=500", nil, Self.ops)
