@@ -80,10 +80,31 @@ public struct IdempotencyGuard: Sendable {
             }
             switch claim {
             case .acquired:
+                // The successful attempt's audit event is held and committed with the answer.
+                let deferred = DeferredAudit()
+                let outcome = await DeferredAudit.$current.withValue(deferred) { () async -> Result<Fresh, GatewayError> in
+                    do throws(GatewayError) {
+                        return .success(try await operation())
+                    } catch {
+                        return .failure(error)
+                    }
+                }
                 let fresh: Fresh
-                do {
-                    fresh = try await operation()
-                } catch {
+                switch outcome {
+                case .success(let value):
+                    fresh = value
+                case .failure(var error):
+                    // Nothing fails after its success was held today; were it to, that event is
+                    // still written before the failure is answered.
+                    let held = deferred.take()
+                    if !held.isEmpty {
+                        do {
+                            for event in held { try await store.appendAudit(event) }
+                        } catch let auditFailure {
+                            error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure)
+                                .afterAttempt(true)
+                        }
+                    }
                     // A failure the gateway answered for (the issuer refused or failed, the caller
                     // erred) frees the key for a retry, and so does an internal one before any
                     // attempt at an issuer. An internal one after an attempt may have come after
@@ -94,12 +115,22 @@ public struct IdempotencyGuard: Sendable {
                     }
                     throw error
                 }
+                let held = deferred.take()
                 do {
                     let response = toStored(fresh)
                     let sealed = StoredResponse(status: response.status, body: try sealer.seal(response.body, client: client, key: key))
-                    try await store.completeIdempotencyKey(client: client, key: key, response: sealed)
+                    try await store.completeIdempotencyKey(client: client, key: key, response: sealed, audit: held)
                 } catch {
-                    throw GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
+                    // The answer cannot be kept, and it is not sent; the claim stays unfinished, so
+                    // the key is never run again. Its events are still written on their own.
+                    var failure = GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
+                    do {
+                        for event in held { try await store.appendAudit(event) }
+                    } catch let auditFailure {
+                        failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
+                                               cause: auditFailure)
+                    }
+                    throw failure.afterAttempt(true)
                 }
                 return .fresh(fresh)
             case .replay(let stored):

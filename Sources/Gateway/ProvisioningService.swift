@@ -388,7 +388,12 @@ public struct ProvisioningService: Sendable {
             event.upstreamStatus = report.issuer == LocalConnector.issuerID ? nil : 200
         }
         event.latencyMS = Int(report.latency.wholeMilliseconds)
-        try await record(event, logger: trail.logger)
+        if report.error == nil, let deferred = DeferredAudit.current {
+            // Under an Idempotency-Key: committed with the stored answer, before the answer is sent.
+            deferred.hold(event)
+        } else {
+            try await record(event, logger: trail.logger)
+        }
         trail.lastRecorded = report.error
     }
 

@@ -36,6 +36,10 @@ final class GroupCommit<Item: Sendable>: Sendable {
         self.commit = commit
     }
 
+    private let committed = Atomic<Int>(0)
+    /// Transactions committed so far (each one WAL sync): what a request costs in commits.
+    var batchesCommitted: Int { committed.load(ordering: .relaxed) }
+
     /// Items waiting for the next batch (not those of the commit in progress).
     var queuedCount: Int { state.withLock { $0.queued.count } }
 
@@ -71,6 +75,7 @@ final class GroupCommit<Item: Sendable>: Sendable {
             let items = batch.map(\.item)
             let commit = self.commit
             try await Task { try await commit(items) }.value
+            committed.add(1, ordering: .relaxed)
         } catch {
             failure = error
         }

@@ -333,13 +333,17 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Audit
 
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await client.query("""
-            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
-                outcome, error_code, upstream_status, latency_ms)
-            VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
-                \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
-                \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
-            """, logger: logger)
+        try await client.query(Self.auditInsert(event), logger: logger)
+    }
+
+    private static func auditInsert(_ event: AuditEvent) -> PostgresQuery {
+        """
+        INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
+            outcome, error_code, upstream_status, latency_ms)
+        VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
+            \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
+            \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
+        """
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
@@ -391,11 +395,20 @@ public final class PostgresGatewayStore: GatewayStore {
         return .inProgress
     }
 
-    public func completeIdempotencyKey(client clientID: ClientID, key: String, response: StoredResponse) async throws {
-        try await client.query("""
+    public func completeIdempotencyKey(client clientID: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
+        let update: PostgresQuery = """
             UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
             WHERE client_id = \(clientID.rawValue) AND key = \(key)
-            """, logger: logger)
+            """
+        guard !audit.isEmpty else {
+            try await client.query(update, logger: logger)
+            return
+        }
+        // One transaction: the answer and its events both, or neither.
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query(update, logger: self.logger)
+            for event in audit { try await connection.query(Self.auditInsert(event), logger: self.logger) }
+        }
     }
 
     public func releaseIdempotencyKey(client clientID: ClientID, key: String) async throws {

@@ -371,10 +371,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
+    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
+        // One savepoint in the group commit: the answer and its events both, or neither.
         try await batched { db in
             try db.cachedStatement(sql: "UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ?")
                 .execute(arguments: [response.status, response.body, client.rawValue, key])
+            try Self.insertAudit(audit, db)
         }
     }
 

@@ -97,7 +97,10 @@ public protocol GatewayStore: CardRegistry {
     /// since that request may have reached the issuer before it died.
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
         async throws -> IdempotencyClaim
-    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws
+    /// Keeps the answer of a claim's request, and commits `audit` (its successful attempt's
+    /// events) in the same transaction: both are kept or neither is. One synced commit instead of
+    /// two for a request with an Idempotency-Key.
+    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws
     /// Forgets a claim whose request failed in a way worth retrying.
     func releaseIdempotencyKey(client: ClientID, key: String) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
@@ -106,6 +109,11 @@ public protocol GatewayStore: CardRegistry {
 
 extension GatewayStore {
     /// Without an owner check or a security event (the sandbox's own seeding, tests). True when the card is new.
+    /// Keeps the answer alone.
+    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
+        try await completeIdempotencyKey(client: client, key: key, response: response, audit: [])
+    }
+
     @discardableResult public func putCard(_ card: CardRecord) async throws -> Bool {
         try await putCard(card, owners: nil, event: nil) == .created
     }

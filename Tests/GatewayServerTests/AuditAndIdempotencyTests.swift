@@ -2,7 +2,7 @@ import Foundation
 import Gateway
 import GRDB
 import GatewayServer
-import GatewayStore
+@testable import GatewayStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -166,6 +166,33 @@ import Testing
     }
 
     /// From here on the store refuses every audit event (and only those), under the running gateway.
+    /// Synced commits per provisioning: one without a key (its audit event); two with one (the
+    /// claim, before the issuer is called; then the answer together with its success event).
+    @Test func aKeyedProvisioningCommitsTwiceAndItsSuccessEventIsKeptWithItsAnswer() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            var before = store.writer.batchesCommitted
+            let unkeyed = try await Self.provision(client, body: body, idempotencyKey: nil)
+            #expect(unkeyed.status == .ok)
+            #expect(store.writer.batchesCommitted - before == 1)
+
+            before = store.writer.batchesCommitted
+            let keyed = try await Self.provision(client, body: body, idempotencyKey: "order-commits-1")
+            #expect(keyed.status == .ok)
+            #expect(store.writer.batchesCommitted - before == 2)
+            let id = try #require(keyed.json["provisioning_id"] as? String)
+            let trail = try await store.auditEvents(ProvisioningID(id))
+            #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1 && trail.first?.upstreamStatus == 200)
+
+            // The replay is the same answer, and the issuer was called once per fresh request.
+            let replay = try await Self.provision(client, body: body, idempotencyKey: "order-commits-1")
+            #expect(replay.status == .ok && replay.json["provisioning_id"] as? String == id)
+            #expect(await sandbox.bridge.log.count == 2)
+            #expect(try await store.auditEvents(ProvisioningID(id)).map(\.outcome) == [.succeeded, .replayed])
+        }
+    }
+
     static func refuseAuditEvents(_ store: SQLiteGatewayStore, _ refuse: Bool = true) async throws {
         let database = try DatabaseQueue(path: store.path)
         try await database.write { db in

@@ -53,6 +53,40 @@ import Testing
         #expect(try await reopened.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
     }
 
+    /// A keyed request's answer and its success event are one commit: both kept or neither, and
+    /// one WAL sync rather than two.
+    @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
+        try await withStore { store in
+            try await store.migrate()
+            let now = StoreConformance.instant(0)
+            func claim(_ key: String) async throws -> IdempotencyClaim {
+                try await store.claimIdempotencyKey(client: "acme", key: key, requestHash: "h", now: now, expiresAt: now.addingTimeInterval(60),
+                                                    staleBefore: now.addingTimeInterval(-60))
+            }
+            func event(_ id: String) -> AuditEvent {
+                AuditEvent(provisioningID: ProvisioningID(id), at: now, client: "acme", cardID: "c1", operation: .applePay, issuer: "bridge",
+                           endpoint: nil, attempt: 1, outcome: .succeeded, errorCode: nil, upstreamStatus: 200, latencyMS: 3)
+            }
+            let answer = StoredResponse(status: 200, body: Data("{}".utf8))
+            #expect(try await claim("kept") == .acquired)
+            let before = store.writer.batchesCommitted
+            try await store.completeIdempotencyKey(client: "acme", key: "kept", response: answer, audit: [event("prv_kept")])
+            #expect(store.writer.batchesCommitted == before + 1)
+            #expect(try await store.auditEvents("prv_kept") == [event("prv_kept")])
+
+            // The event cannot be written: the answer is not kept either, and the claim stays unfinished.
+            #expect(try await claim("lost") == .acquired)
+            try await DatabaseQueue(path: store.path).write { db in
+                try db.execute(sql: "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit refused'); END")
+            }
+            await #expect(throws: (any Error).self) {
+                try await store.completeIdempotencyKey(client: "acme", key: "lost", response: answer, audit: [event("prv_lost")])
+            }
+            #expect(try await claim("lost") == .inProgress)
+            #expect(try await store.auditEvents("prv_lost").isEmpty)
+        }
+    }
+
     @Test func anUnopenableFileNamesTheStore() throws {
         let path = "/proc/no-such-dir/gateway.sqlite"
         let error = try #require(throws: StoreError.self) { try SQLiteGatewayStore(path: path) }

@@ -289,6 +289,15 @@ enum StoreConformance {
         try await store.releaseIdempotencyKey(client: "acme", key: "k1")
         #expect(try await claim("k1", "h1", "acme") == .replay(answer))
 
+        // An answer kept with its audit events: both are there.
+        #expect(try await claim("k3", "h1", "acme") == .acquired)
+        let success = AuditEvent(provisioningID: "prv_k3", at: instant(0), client: "acme", cardID: "card_k3", operation: .applePay,
+                                 issuer: "bridge", endpoint: "https://bridge.example/v0", attempt: 1, outcome: .succeeded, errorCode: nil,
+                                 upstreamStatus: 200, latencyMS: 12)
+        try await store.completeIdempotencyKey(client: "acme", key: "k3", response: answer, audit: [success])
+        #expect(try await claim("k3", "h1", "acme") == .replay(answer))
+        #expect(try await store.auditEvents("prv_k3") == [success])
+
         // A released claim (the request failed, worth retrying) can be claimed again.
         #expect(try await claim("k2", "h1", "acme") == .acquired)
         try await store.releaseIdempotencyKey(client: "acme", key: "k2")
