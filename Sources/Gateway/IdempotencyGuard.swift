@@ -130,6 +130,9 @@ public struct IdempotencyGuard: Sendable {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)
                     }
+                    // The caller can name the provisioning whose issuer acted (its events, where
+                    // they were written, are under that id).
+                    if let provisioningID = held.first?.provisioningID { failure = failure.with(provisioningID: provisioningID) }
                     throw failure.afterAttempt(true)
                 }
                 return .fresh(fresh)

@@ -108,12 +108,12 @@ public protocol GatewayStore: CardRegistry {
 }
 
 extension GatewayStore {
-    /// Without an owner check or a security event (the sandbox's own seeding, tests). True when the card is new.
     /// Keeps the answer alone.
     public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
         try await completeIdempotencyKey(client: client, key: key, response: response, audit: [])
     }
 
+    /// Without an owner check or a security event (the sandbox's own seeding, tests). True when the card is new.
     @discardableResult public func putCard(_ card: CardRecord) async throws -> Bool {
         try await putCard(card, owners: nil, event: nil) == .created
     }

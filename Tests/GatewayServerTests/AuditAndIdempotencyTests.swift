@@ -165,7 +165,6 @@ import Testing
         }
     }
 
-    /// From here on the store refuses every audit event (and only those), under the running gateway.
     /// Synced commits per provisioning: one without a key (its audit event); two with one (the
     /// claim, before the issuer is called; then the answer together with its success event).
     @Test func aKeyedProvisioningCommitsTwiceAndItsSuccessEventIsKeptWithItsAnswer() async throws {
@@ -193,6 +192,32 @@ import Testing
         }
     }
 
+    /// The answer cannot be kept but its success event can: the event is written on its own, the
+    /// caller gets 500 naming the provisioning, and the key is never run again.
+    @Test func anAnswerThatCannotBeKeptStillLeavesItsSuccessEvent() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let database = try DatabaseQueue(path: store.path)
+            try await database.write { db in
+                try db.execute(sql: "CREATE TRIGGER refuse_answer BEFORE UPDATE ON idempotency_keys BEGIN SELECT RAISE(ABORT, 'answer refused'); END")
+            }
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-79")
+            #expect(first.status == .internalServerError)
+            let id = try #require(first.json["provisioning_id"] as? String, "\(first.json)")
+            let trail = try await store.auditEvents(ProvisioningID(id))
+            #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1, "\(trail)")
+            try await database.write { db in
+                try db.execute(sql: "DROP TRIGGER refuse_answer")
+                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-79'")
+            }
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-79")
+            #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
+            #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
+        }
+    }
+
+    /// From here on the store refuses every audit event (and only those), under the running gateway.
     static func refuseAuditEvents(_ store: SQLiteGatewayStore, _ refuse: Bool = true) async throws {
         let database = try DatabaseQueue(path: store.path)
         try await database.write { db in
@@ -266,6 +291,7 @@ import Testing
             try await Self.refuseAuditEvents(store)
             let first = try await Self.provision(client, body: body, idempotencyKey: "order-78")
             #expect(first.status == .internalServerError)
+            #expect((first.json["provisioning_id"] as? String)?.hasPrefix("prv_") == true, "\(first.json)")
             #expect(await sandbox.bridge.log.count == 1)
             try await Self.refuseAuditEvents(store, false)
             // Make the claim look as old as an abandoned one: its request can no longer be running.

@@ -190,9 +190,15 @@ import Testing
             #expect(google.status == .forbidden)
             let tokens = try await Self.send(client, .get, "/v1/cards/card_tmp_demo/wallet-tokens", nil, Self.ops)
             #expect(tokens.status == .forbidden)
+            let suspend = try await CardRegistryAPITests.send(client, .post, "/v1/cards/card_tmp_demo/wallet-tokens/tok_1/suspend", key: Self.ops)
+            #expect(suspend.status == .forbidden)
+            let activation = try await CardRegistryAPITests.send(
+                client, .post, "/v1/token-activations", json: #"{"token_unique_reference":"DWSPMC0000000002","card_id":"card_tmp_demo"}"#,
+                key: Self.ops)
+            #expect(activation.status == .forbidden)
             #expect(await Self.upstreamCalls(sandbox) == 0)
             // Each refusal is on the audit trail, under the admin client, as a failure before any issuer.
-            for refused in [apple, google, tokens] {
+            for refused in [apple, google, tokens, suspend, activation] {
                 let id = try #require(refused.json["provisioning_id"] as? String, "\(refused.json)")
                 let trail = try await Self.send(client, .get, "/v1/provisionings/\(id)", nil, Self.ops)
                 let events = trail.json["events"] as? [[String: Any]] ?? []
