@@ -43,6 +43,16 @@ public struct IdempotencyGuard: Sendable {
         .idempotencyOutcomeUnknown,
         "the request with this Idempotency-Key ended without an answer and may have reached the issuer; it is not run again: check the card's wallet tokens, then use a new key")
 
+    /// Writes held audit events without an answer; the store's error when one could not be written.
+    private func writeAlone(_ held: [AuditEvent]) async -> (any Error)? {
+        do {
+            for event in held { try await store.appendAudit(event) }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
     /// ran now, the stored answer when an earlier request with the key ran it.
     public enum Answer<Fresh: Sendable>: Sendable {
@@ -96,14 +106,8 @@ public struct IdempotencyGuard: Sendable {
                 case .failure(var error):
                     // Nothing fails after its success was held today; were it to, that event is
                     // still written before the failure is answered.
-                    let held = deferred.take()
-                    if !held.isEmpty {
-                        do {
-                            for event in held { try await store.appendAudit(event) }
-                        } catch let auditFailure {
-                            error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure)
-                                .afterAttempt(true)
-                        }
+                    if let auditFailure = await writeAlone(deferred.take()) {
+                        error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure).afterAttempt(true)
                     }
                     // A failure the gateway answered for (the issuer refused or failed, the caller
                     // erred) frees the key for a retry, and so does an internal one before any
@@ -124,9 +128,7 @@ public struct IdempotencyGuard: Sendable {
                     // The answer cannot be kept, and it is not sent; the claim stays unfinished, so
                     // the key is never run again. Its events are still written on their own.
                     var failure = GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
-                    do {
-                        for event in held { try await store.appendAudit(event) }
-                    } catch let auditFailure {
+                    if let auditFailure = await writeAlone(held) {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)
                     }

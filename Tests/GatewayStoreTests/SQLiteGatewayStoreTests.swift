@@ -83,7 +83,10 @@ import Testing
                 try await store.completeIdempotencyKey(client: "acme", key: "lost", response: answer, audit: [event("prv_lost")])
             }
             #expect(try await claim("lost") == .inProgress)
+            // Nor did the event slip in around the refusal: with the trigger gone, none is there.
+            try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER refuse_audit") }
             #expect(try await store.auditEvents("prv_lost").isEmpty)
+            #expect(try await claim("lost") == .inProgress)
         }
     }
 
