@@ -5,35 +5,49 @@ import Synchronization
 /// the answer is sent" holds for every caller, and a burst of N requests costs one commit (one WAL
 /// sync) instead of N.
 ///
-/// The caller that finds no write in progress leads: it takes what is queued (its own item first,
-/// up to `maxBatch`), commits it in one transaction and wakes those callers. If more arrived
-/// meanwhile, the first of them leads the next batch, so no caller writes more than one batch. A
+/// The caller that finds no write in progress starts one with what is queued (its own item first,
+/// up to `maxBatch`). The commit's completion wakes that batch's callers and, if more arrived
+/// meanwhile, starts the next batch itself, on the store's own thread: no caller's task leads a
+/// batch or is woken to hand one on, so a write costs its caller one suspension and one wake-up. A
 /// failed commit fails every caller of that batch (the transaction rolled back, so none of its
 /// items was written); the next batch is tried afresh. A batch is committed whatever happens to
-/// the task that leads it: cancelling one caller never fails the others.
+/// its callers' tasks: the commit runs outside them, so cancelling one caller (a shutdown past its
+/// timeout, a caller gone) never rolls back the others' writes. A stalled commit is bounded by the
+/// store itself (SQLite's busy timeout), not by the shutdown timeout.
 final class GroupCommit<Item: Sendable>: Sendable {
-    private enum Caller {
-        /// Resumed with `false` once its batch committed, or with the batch's error.
-        case waiting(CheckedContinuation<Bool, any Error>)
-        /// Already running as the batch's writer.
-        case leading
-    }
+    typealias Completion = @Sendable (Result<Void, any Error>) -> Void
 
     private struct State {
-        var queued: [(item: Item, caller: Caller)] = []
+        var queued: [(item: Item, caller: CheckedContinuation<Void, any Error>)] = []
         var writing = false
     }
 
     private let state = Mutex(State())
-    /// Writes one batch in one transaction; throws to roll it back.
-    private let commit: @Sendable ([Item]) async throws -> Void
+    /// Starts writing one batch in one transaction and calls its completion once it committed, or
+    /// with the error that rolled it back. Called with no lock held.
+    private let commit: @Sendable ([Item], @escaping Completion) -> Void
     /// The most items one transaction takes.
     let maxBatch: Int
 
-    init(maxBatch: Int = 128, commit: @escaping @Sendable ([Item]) async throws -> Void) {
+    /// `committing` starts a batch's transaction and calls back once it is over (GRDB's `asyncWrite`).
+    init(maxBatch: Int = 128, committing: @escaping @Sendable ([Item], @escaping Completion) -> Void) {
         precondition(maxBatch > 0)
         self.maxBatch = maxBatch
-        self.commit = commit
+        self.commit = committing
+    }
+
+    /// `commit` writes one batch in one transaction, in a task of its own; throws to roll it back.
+    convenience init(maxBatch: Int = 128, commit: @escaping @Sendable ([Item]) async throws -> Void) {
+        self.init(maxBatch: maxBatch) { items, done in
+            Task {
+                do {
+                    try await commit(items)
+                    done(.success(()))
+                } catch {
+                    done(.failure(error))
+                }
+            }
+        }
     }
 
     private let committed = Atomic<Int>(0)
@@ -45,55 +59,38 @@ final class GroupCommit<Item: Sendable>: Sendable {
 
     /// Returns once `item` is committed; throws the commit's error when its batch failed.
     func write(_ item: Item) async throws {
-        let leads = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
-            let leads = state.withLock { state -> Bool in
-                if state.writing {
-                    state.queued.append((item, .waiting(continuation)))
-                    return false
-                }
+        try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Void, any Error>) in
+            let batch = state.withLock { state -> [(item: Item, caller: CheckedContinuation<Void, any Error>)]? in
+                state.queued.append((item, caller))
+                guard !state.writing else { return nil }
                 state.writing = true
-                state.queued.append((item, .leading))
-                return true
+                return takeBatch(&state)
             }
-            if leads { continuation.resume(returning: true) }
+            if let batch { start(batch) }
         }
-        guard leads else { return }
+    }
 
-        // The leader: its item is first in the queue.
-        let batch = state.withLock { state in
-            let taken = Array(state.queued.prefix(maxBatch))
-            state.queued.removeFirst(taken.count)
-            return taken
-        }
-        var failure: (any Error)?
-        do {
-            // Committed in a task of its own: the batch holds other callers' writes, so the leading
-            // caller's cancellation (a shutdown past its timeout, a caller gone) must not reach the
-            // store, which would roll the whole batch back. Awaiting an unstructured task's value
-            // does not pass cancellation on. So a stalled commit is bounded by the store itself
-            // (SQLite's busy timeout), not by the shutdown timeout.
-            let items = batch.map(\.item)
-            let commit = self.commit
-            try await Task { try await commit(items) }.value
-            committed.add(1, ordering: .relaxed)
-        } catch {
-            failure = error
-        }
-        for entry in batch {
-            guard case .waiting(let continuation) = entry.caller else { continue }
-            if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: false) }
-        }
-        // Hand the next batch to the first caller that queued meanwhile, or stop writing.
-        let next = state.withLock { state -> CheckedContinuation<Bool, any Error>? in
-            guard let first = state.queued.first else {
-                state.writing = false
-                return nil
+    private func takeBatch(
+        _ state: inout State
+    ) -> [(item: Item, caller: CheckedContinuation<Void, any Error>)] {
+        let taken = Array(state.queued.prefix(maxBatch))
+        state.queued.removeFirst(taken.count)
+        return taken
+    }
+
+    private func start(_ batch: [(item: Item, caller: CheckedContinuation<Void, any Error>)]) {
+        commit(batch.map(\.item)) { result in
+            if case .success = result { self.committed.add(1, ordering: .relaxed) }
+            for entry in batch { entry.caller.resume(with: result) }
+            // The next batch: whatever queued meanwhile, or stop writing.
+            let next = self.state.withLock { state -> [(item: Item, caller: CheckedContinuation<Void, any Error>)]? in
+                guard !state.queued.isEmpty else {
+                    state.writing = false
+                    return nil
+                }
+                return self.takeBatch(&state)
             }
-            state.queued[0].caller = .leading
-            guard case .waiting(let continuation) = first.caller else { return nil }
-            return continuation
+            if let next { self.start(next) }
         }
-        next?.resume(returning: true)
-        if let failure { throw failure }
     }
 }

@@ -39,10 +39,12 @@ public final class SQLiteGatewayStore: GatewayStore {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
         }
         self.pool = pool
-        writer = GroupCommit { writes in
-            try await pool.write { db in
+        // GRDB's callback form: the commit runs on the writer's queue and its completion, there,
+        // wakes the batch's callers and starts the next batch (no task hops in between).
+        writer = GroupCommit { writes, done in
+            pool.asyncWrite({ db in
                 for write in writes { write.apply(db) }
-            }
+            }, completion: { _, result in done(result) })
         }
     }
 
@@ -151,15 +153,28 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func schemaVersions() async throws -> [String] {
-        try await pool.read { db in try Self.migrator.appliedMigrations(db) }
+        try readHere { db in try Self.migrator.appliedMigrations(db) }
     }
 
     // MARK: Cards
 
+    /// Read on the calling thread (one row by its key, from a WAL snapshot that no writer blocks):
+    /// every provisioning reads its card, and handing that read to a reader's queue and back cost
+    /// two thread switches, more than the read itself.
     public func card(_ id: CardID) async throws -> CardRecord? {
-        try await pool.read { db in
+        try readHere { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM cards WHERE card_id = ?"), arguments: [id.rawValue]).map(Self.card)
         }
+    }
+
+    /// Every read of this store: GRDB's synchronous read, on the caller's thread. It waits for a
+    /// free reader connection only while all of them (`maximumReaderCount`, 5 by default, more than
+    /// the cooperative pool's threads) are busy, and since no read here holds a reader across a
+    /// suspension, each busy one is released by a running read: mixing in GRDB's async reads,
+    /// whose reader is released only once their task runs again, could leave every cooperative
+    /// thread waiting here for a reader only a suspended task can give back.
+    private func readHere<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.read(body)
     }
 
     public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
@@ -216,7 +231,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             : programs.isEmpty ? "0" : "program IN (\(Array(repeating: "?", count: programs.count).joined(separator: ", ")))"
         var arguments = StatementArguments(programs)
         arguments += [query.issuer?.rawValue, query.issuer?.rawValue, query.after?.rawValue, query.after?.rawValue, query.limit]
-        return try await pool.read { [arguments] db in
+        return try readHere { [arguments] db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -257,7 +272,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func vaultEntry(_ cardID: CardID) async throws -> Data? {
-        try await pool.read { db in
+        try readHere { db in
             try Data.fetchOne(db, sql: "SELECT sealed FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
         }
     }
@@ -273,7 +288,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
-        try await pool.read { db in
+        try readHere { db in
             try String.fetchAll(db, sql: "SELECT card_id FROM vault_entries WHERE (? IS NULL OR card_id > ?) ORDER BY card_id LIMIT ?",
                                 arguments: [after?.rawValue, after?.rawValue, limit]).map { CardID($0) }
         }
@@ -293,7 +308,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {
-        try await pool.read { db in
+        try readHere { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -332,7 +347,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
-        try await pool.read { db in
+        try readHere { db in
             try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id",
                              arguments: [provisioningID.rawValue]).map { row in
                 guard let operation = AuditOperation(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {

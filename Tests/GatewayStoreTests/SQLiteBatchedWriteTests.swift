@@ -86,7 +86,7 @@ import Testing
                 }
                 #expect(store.writer.queuedCount == count)
             }
-            // "cancelled" queues first, so it leads the next batch; "other" shares that batch.
+            // "cancelled" queues first, so its write opens the next batch; "other" shares that batch.
             let cancelled = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('cancelled')") } }
             try await queued(1)
             let other = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('other')") } }
