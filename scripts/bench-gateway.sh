@@ -6,7 +6,8 @@
 #      -> that static answer, as Bridge, without and with a fresh Idempotency-Key per request;
 #   4. wrk -> the gateway's GET /healthz: the floor (listener, middleware, generated server code);
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
-# are written in, the gateway's CPU per request and its resident memory.
+# are written in, the gateway's CPU per request, its context switches per request (`perf stat`, when
+# perf is installed) and its resident memory.
 #
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
 #   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
@@ -182,6 +183,8 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
 # other guests. A run with much steal has slower, noisier figures than one without.
 machine_ticks() { awk '/^cpu / {total = 0; for (i = 2; i <= NF; i++) total += $i; print $9, total}' /proc/stat; }
 ticks_per_second=$(getconf CLK_TCK)
+perf_stat=
+if command -v perf >/dev/null && perf stat -x, -e context-switches true >/dev/null 2>&1; then perf_stat=1; fi
 results="$work/results.tsv"
 run_id=$RANDOM
 # run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
@@ -196,6 +199,16 @@ run() {
         perf_pid=$!
         sleep 0.5
     fi
+    # The gateway's context switches over the run (`perf stat`'s software counter, which needs no
+    # hardware PMU and counts threads that exit too): each one is a thread put to sleep or woken,
+    # so per request they count the hand-offs between threads, a figure the machine's noise
+    # barely moves. Skipped when perf is missing or refused.
+    local stat_pid= stat_file="$work/switches.$run_id"
+    if [ -z "$perf_pid" ] && [[ $name == gateway* ]] && [ -n "$perf_stat" ]; then
+        perf stat -x, -e context-switches -p "$gateway_pid" -o "$stat_file" >/dev/null 2>&1 &
+        stat_pid=$!
+        sleep 0.3
+    fi
     before=$(cpu_ticks)
     run_id=$((run_id + 1))
     local script="$work/post.lua"
@@ -203,9 +216,14 @@ run() {
     out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
     after=$(cpu_ticks)
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
-    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" >>"$results" <<'PY'
+    local switches=
+    if [ -n "$stat_pid" ]; then
+        kill -INT "$stat_pid"; wait "$stat_pid" || true
+        switches=$(awk -F, '$3 == "context-switches" {print $1}' "$stat_file" 2>/dev/null || true)
+    fi
+    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" >>"$results" <<'PY'
 import os, re, sys
-name, conns, ticks, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+name, conns, ticks, hz, switches = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 out = os.environ["WRK_OUT"]
 def ms(text):
     value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
@@ -217,7 +235,8 @@ p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 errors = re.search(r"Socket errors: (.*)", out)
 print("\t".join([name, conns, f"{rps:.0f}", f"{p50:.3f}", f"{p99:.3f}", str(total), str(ticks / hz * 1000),
-                 non2xx.group(1) if non2xx else "0", errors.group(1) if errors else ""]))
+                 non2xx.group(1) if non2xx else "0", errors.group(1) if errors else "",
+                 switches if switches.isdigit() else ""]))
 PY
 }
 
@@ -242,14 +261,15 @@ import sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 duration, rss_start, rss_end, rss_peak, many, steal = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6], int(sys.argv[7])
 print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
-print("| path | connections | requests/s | p50 | p99 | gateway CPU per request |")
-print("|---|---|---|---|---|---|")
+print("| path | connections | requests/s | p50 | p99 | gateway CPU per request | gateway context switches per request |")
+print("|---|---|---|---|---|---|---|")
 by = {}
-for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors in rows:
+for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches in rows:
     by[(name, conns)] = dict(rps=float(rps), p50=float(p50), p99=float(p99), total=int(total), cpu=float(cpu_ms), non2xx=int(non2xx))
     flag = f" ({non2xx} non-2xx)" if int(non2xx) else ""
     cpu_each = f"{float(cpu_ms) / int(total):.2f} ms" if name.startswith("gateway") and int(total) else ""
-    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} |")
+    switches_each = f"{int(switches) / int(total):.1f}" if switches and int(total) else ""
+    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} | {switches_each} |")
 g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
 cpu = sum(by[(n, c)]["cpu"] for n in (g, gk) for c in (many, "1"))
 count = sum(by[(n, c)]["total"] for n in (g, gk) for c in (many, "1"))
