@@ -1,0 +1,71 @@
+import Foundation
+import Issuers
+import NIOHTTP1
+import ProvisioningCore
+import Testing
+
+/// `UpstreamHTTP.send` over a real loopback server: the request it puts on the wire, the whole
+/// answer it hands back, and the bound on an answer's size.
+@Suite(.timeLimit(.minutes(1))) struct UpstreamHTTPTests {
+    @Test func sendsTheRequestAndReturnsTheWholeAnswer() async throws {
+        // A body of a size drawn per run, large enough to arrive in several reads.
+        let size = Int.random(in: 40_000...200_000)
+        let answer = Data((0..<size).map { _ in UInt8.random(in: 0x61...0x7A) })
+        let sent = Data(#"{"card":"c_\#(UUID().uuidString)"}"#.utf8)
+        let (received, captured) = try await withReplay(status: .accepted, body: answer) { url, capture in
+            try await withUpstreamHTTP { http in
+                let response = try await http.send(
+                    method: .POST, url: url.appendingPathComponent("v0/cards"), headers: [("Api-Key", "k_test")], body: sent,
+                    context: Fixtures.context())
+                return (response, await capture.requests)
+            }
+        }
+        #expect(received.status == 202)
+        #expect(received.body == answer)
+        #expect(received.headers.first(name: "content-type") == "application/json")
+        let request = try #require(captured.first)
+        #expect(captured.count == 1)
+        #expect(request.method == "POST")
+        #expect(request.path == "/v0/cards")
+        #expect(request.body == sent)
+        #expect(request.header("Api-Key") == "k_test")
+        #expect(request.header("Content-Type") == "application/json")
+        #expect(request.header("Accept") == "application/json")
+    }
+
+    @Test func aGetCarriesNoBodyAndNoContentType() async throws {
+        let (status, captured) = try await withReplay(status: .ok, body: Data("{}".utf8)) { url, capture in
+            try await withUpstreamHTTP { http in
+                let response = try await http.send(method: .GET, url: url.appendingPathComponent("v0/tokens"), headers: [],
+                                                   body: nil, context: Fixtures.context())
+                return (response.status, await capture.requests)
+            }
+        }
+        #expect(status == 200)
+        let request = try #require(captured.first)
+        #expect(request.body.isEmpty)
+        #expect(request.header("Content-Type") == nil)
+    }
+
+    /// An answer one byte over the bound is refused as a protocol error, never buffered whole.
+    @Test func anAnswerOverTheBoundIsAProtocolError() async throws {
+        let answer = Data(repeating: 0x61, count: UpstreamHTTP.maxResponseBytes + 1)
+        let error = try await withReplay(status: .ok, body: answer) { url, _ in
+            try await withUpstreamHTTP { http in
+                await gatewayError {
+                    try await http.send(method: .GET, url: url, headers: [], body: nil, context: Fixtures.context())
+                }
+            }
+        }
+        #expect(error?.code == .upstreamProtocolError)
+        #expect(error?.condition == .malformed)
+        // At the bound exactly, the answer is whole.
+        let atBound = Data(repeating: 0x62, count: UpstreamHTTP.maxResponseBytes)
+        let body = try await withReplay(status: .ok, body: atBound) { url, _ in
+            try await withUpstreamHTTP { http in
+                try await http.send(method: .GET, url: url, headers: [], body: nil, context: Fixtures.context()).body
+            }
+        }
+        #expect(body == atBound)
+    }
+}
