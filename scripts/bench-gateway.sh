@@ -7,7 +7,8 @@
 #   4. wrk -> the gateway's GET /healthz: the floor (listener, middleware, generated server code);
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
 # are written in, the gateway's CPU per request, its context switches per request (`perf stat`, when
-# perf is installed) and its resident memory.
+# perf is installed and may attach; not with PERF_DIR, whose profiling would be counted) and its
+# resident memory.
 #
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
 #   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
@@ -184,7 +185,8 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
 machine_ticks() { awk '/^cpu / {total = 0; for (i = 2; i <= NF; i++) total += $i; print $9, total}' /proc/stat; }
 ticks_per_second=$(getconf CLK_TCK)
 perf_stat=
-if command -v perf >/dev/null && perf stat -x, -e context-switches true >/dev/null 2>&1; then perf_stat=1; fi
+# Attaching to a running process is what the runs do, so that is what is tried.
+if command -v perf >/dev/null && perf stat -x, -e context-switches -p $$ -- sleep 0.1 >/dev/null 2>&1; then perf_stat=1; fi
 results="$work/results.tsv"
 run_id=$RANDOM
 # run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
@@ -215,11 +217,13 @@ run() {
     [[ $name == *healthz* ]] && script="$work/get.lua"
     out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
     after=$(cpu_ticks)
-    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
     local switches=
     if [ -n "$stat_pid" ]; then
-        kill -INT "$stat_pid"; wait "$stat_pid" || true
-        switches=$(awk -F, '$3 == "context-switches" {print $1}' "$stat_file" 2>/dev/null || true)
+        kill -INT "$stat_pid" 2>/dev/null || true
+        wait "$stat_pid" || true
+        # `context-switches:u` where perf may count only user space (a non-root caller).
+        switches=$(awk -F, '$3 ~ /^context-switches/ {print $1}' "$stat_file" 2>/dev/null || true)
     fi
     WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" >>"$results" <<'PY'
 import os, re, sys

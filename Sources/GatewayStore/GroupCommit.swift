@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// The caller that finds no write in progress starts one with what is queued (its own item first,
 /// up to `maxBatch`). The commit's completion wakes that batch's callers and, if more arrived
-/// meanwhile, starts the next batch itself, on the store's own thread: no caller's task leads a
+/// meanwhile, starts the next batch itself, on the store's writer queue: no caller's task leads a
 /// batch or is woken to hand one on, so a write costs its caller one suspension and one wake-up. A
 /// failed commit fails every caller of that batch (the transaction rolled back, so none of its
 /// items was written); the next batch is tried afresh. A batch is committed whatever happens to
@@ -16,15 +16,20 @@ import Synchronization
 /// store itself (SQLite's busy timeout), not by the shutdown timeout.
 final class GroupCommit<Item: Sendable>: Sendable {
     typealias Completion = @Sendable (Result<Void, any Error>) -> Void
+    /// One caller's item, and the caller waiting for its batch.
+    private typealias Entry = (item: Item, caller: CheckedContinuation<Void, any Error>)
 
     private struct State {
-        var queued: [(item: Item, caller: CheckedContinuation<Void, any Error>)] = []
+        var queued: [Entry] = []
         var writing = false
     }
 
     private let state = Mutex(State())
     /// Starts writing one batch in one transaction and calls its completion once it committed, or
-    /// with the error that rolled it back. Called with no lock held.
+    /// with the error that rolled it back. Called with no lock held. The completion must be called
+    /// exactly once (twice resumes a caller twice; never leaves every later write waiting), and
+    /// not before `commit` returns: the completion starts the next batch, so a synchronous one would
+    /// write every batch on the first caller's stack.
     private let commit: @Sendable ([Item], @escaping Completion) -> Void
     /// The most items one transaction takes.
     let maxBatch: Int
@@ -60,7 +65,7 @@ final class GroupCommit<Item: Sendable>: Sendable {
     /// Returns once `item` is committed; throws the commit's error when its batch failed.
     func write(_ item: Item) async throws {
         try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Void, any Error>) in
-            let batch = state.withLock { state -> [(item: Item, caller: CheckedContinuation<Void, any Error>)]? in
+            let batch = state.withLock { state -> [Entry]? in
                 state.queued.append((item, caller))
                 guard !state.writing else { return nil }
                 state.writing = true
@@ -72,18 +77,18 @@ final class GroupCommit<Item: Sendable>: Sendable {
 
     private func takeBatch(
         _ state: inout State
-    ) -> [(item: Item, caller: CheckedContinuation<Void, any Error>)] {
+    ) -> [Entry] {
         let taken = Array(state.queued.prefix(maxBatch))
         state.queued.removeFirst(taken.count)
         return taken
     }
 
-    private func start(_ batch: [(item: Item, caller: CheckedContinuation<Void, any Error>)]) {
+    private func start(_ batch: [Entry]) {
         commit(batch.map(\.item)) { result in
             if case .success = result { self.committed.add(1, ordering: .relaxed) }
             for entry in batch { entry.caller.resume(with: result) }
             // The next batch: whatever queued meanwhile, or stop writing.
-            let next = self.state.withLock { state -> [(item: Item, caller: CheckedContinuation<Void, any Error>)]? in
+            let next = self.state.withLock { state -> [Entry]? in
                 guard !state.queued.isEmpty else {
                     state.writing = false
                     return nil

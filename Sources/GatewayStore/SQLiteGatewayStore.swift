@@ -168,11 +168,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// Every read of this store: GRDB's synchronous read, on the caller's thread. It waits for a
-    /// free reader connection only while all of them (`maximumReaderCount`, 5 by default, more than
-    /// the cooperative pool's threads) are busy, and since no read here holds a reader across a
-    /// suspension, each busy one is released by a running read: mixing in GRDB's async reads,
-    /// whose reader is released only once their task runs again, could leave every cooperative
-    /// thread waiting here for a reader only a suspended task can give back.
+    /// free reader connection only while all of them (`maximumReaderCount`, 5 by default) are
+    /// busy, and since no read here holds a reader across a suspension, each busy one is released
+    /// by a running read. Never mix in GRDB's async reads (`await pool.read`, `asyncRead`, value
+    /// observation): their reader is released only once their task runs again, so every
+    /// cooperative thread could end up waiting here for a reader only a suspended task can give
+    /// back. The reads are short (one row by its key, or one bounded page).
     private func readHere<T>(_ body: (Database) throws -> T) throws -> T {
         try pool.read(body)
     }

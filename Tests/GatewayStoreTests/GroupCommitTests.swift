@@ -1,3 +1,4 @@
+import Dispatch
 @testable import GatewayStore
 import Synchronization
 import Testing
@@ -102,9 +103,56 @@ import Testing
         #expect(held.batches.withLock { $0 } == [[0], [1, 2], [3, 4]])
         #expect(outcomes.value.withLock { $0 } == [0: true, 1: false, 2: false, 3: true, 4: true])
         #expect(held.committed.withLock { $0 } == [0, 3, 4])
-        // The writer is free again: a later write leads its own batch.
+        // The writer is free again: a later write opens a batch of its own.
         held.open()
         try await writer.write(5)
         #expect(held.batches.withLock { $0.last } == [5])
+    }
+
+    /// The store's form: the commit runs on a queue of its own and calls back there (as GRDB's
+    /// `asyncWrite` does), and that completion starts the next batch, with no caller's task in
+    /// between. Callers queued during a commit share the next one, each returns after its own
+    /// commit, and the writer is free again afterwards.
+    @Test func aCommitCallingBackOnItsOwnQueueStartsTheNextBatch() async throws {
+        let queue = DispatchQueue(label: "group-commit-test")
+        let gate = DispatchSemaphore(value: 0)
+        let held = HeldCommit()
+        let writer = GroupCommit<Int>(maxBatch: 64) { items, done in
+            queue.async {
+                held.batches.withLock { $0.append(items) }
+                gate.wait()
+                held.committed.withLock { $0.formUnion(items) }
+                done(.success(()))
+            }
+        }
+        let others = Int.random(in: 5...20)
+        let returned = Outcomes()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await writer.write(0)
+                returned.value.withLock { $0[0] = true }
+            }
+            while held.batches.withLock({ $0.count }) < 1 { await Task.yield() }
+            for item in 1...others {
+                group.addTask {
+                    try await writer.write(item)
+                    #expect(held.committed.withLock { $0.contains(item) })
+                    returned.value.withLock { $0[item] = true }
+                }
+            }
+            while writer.queuedCount < others { await Task.yield() }
+            #expect(returned.value.withLock { $0.isEmpty })
+            gate.signal()
+            gate.signal()
+            try await group.waitForAll()
+        }
+        #expect(returned.value.withLock { Set($0.keys) } == Set(0...others))
+        #expect(held.batches.withLock { $0.count } == 2)
+        #expect(Set(held.batches.withLock { $0.last } ?? []) == Set(1...others), "\(others) callers queued")
+        #expect(writer.batchesCommitted == 2)
+        gate.signal()
+        try await writer.write(others + 1)
+        #expect(held.batches.withLock { $0.last } == [others + 1])
+        #expect(writer.batchesCommitted == 3)
     }
 }

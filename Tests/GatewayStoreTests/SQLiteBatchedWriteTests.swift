@@ -72,8 +72,8 @@ import Testing
 
     /// A request cancelled while its write waits for the next batch (a shutdown past its timeout,
     /// a caller gone) must not take the other requests' writes of that batch with it: the batch
-    /// is committed whatever happens to the task that leads it.
-    @Test func aCancelledLeaderStillCommitsTheOtherCallersWritesOfItsBatch() async throws {
+    /// is committed whatever happens to its callers' tasks.
+    @Test func aCancelledCallerStillLeavesItsBatchCommitted() async throws {
         try await Self.withScratchStore { store in
             let release = Mutex(false)
             let holder = await Self.holdWriter(store) { release.withLock { $0 } }
@@ -96,7 +96,7 @@ import Testing
 
             try await holder.value
             try await other.value
-            // The leader's own write was queued before it was cancelled: it is committed like the rest.
+            // The cancelled caller's write was queued before it was cancelled: it is committed like the rest.
             try await cancelled.value
             let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
             #expect(names == ["cancelled", "holder", "other"])
