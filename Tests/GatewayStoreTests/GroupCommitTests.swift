@@ -40,27 +40,29 @@ import Testing
         let value = Mutex<[Int: Bool]>([:])
     }
 
+    /// A caller writing `item`: once its write returns, its item must be committed; it is then
+    /// noted as returned.
+    static func caller(
+        _ item: Int, _ writer: GroupCommit<Int>, _ held: HeldCommit, _ returned: Outcomes
+    ) -> @Sendable () async throws -> Void {
+        {
+            try await writer.write(item)
+            #expect(held.committed.withLock { $0.contains(item) }, "item \(item) returned before its commit")
+            returned.value.withLock { $0[item] = true }
+        }
+    }
+
     @Test func callersQueuedDuringACommitShareTheNextOne() async throws {
         let held = HeldCommit()
         let writer = GroupCommit<Int> { try await held.commit($0) }
         let others = Int.random(in: 5...20)
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await writer.write(0)
-                returned.value.withLock { $0[0] = true }
-            }
+            group.addTask(operation: Self.caller(0, writer, held, returned))
             // The first commit is running (and held): everyone else queues behind it.
             var entered = held.entered.makeAsyncIterator()
             _ = await entered.next()
-            for item in 1...others {
-                group.addTask {
-                    try await writer.write(item)
-                    // Returned: so its transaction committed.
-                    #expect(held.committed.withLock { $0.contains(item) })
-                    returned.value.withLock { $0[item] = true }
-                }
-            }
+            for item in 1...others { group.addTask(operation: Self.caller(item, writer, held, returned)) }
             while writer.queuedCount < others { await Task.yield() }
             held.open()
             // The second batch is held: none of its callers may have returned.
@@ -128,18 +130,9 @@ import Testing
         let others = Int.random(in: 5...20)
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try await writer.write(0)
-                returned.value.withLock { $0[0] = true }
-            }
+            group.addTask(operation: Self.caller(0, writer, held, returned))
             while held.batches.withLock({ $0.count }) < 1 { await Task.yield() }
-            for item in 1...others {
-                group.addTask {
-                    try await writer.write(item)
-                    #expect(held.committed.withLock { $0.contains(item) })
-                    returned.value.withLock { $0[item] = true }
-                }
-            }
+            for item in 1...others { group.addTask(operation: Self.caller(item, writer, held, returned)) }
             while writer.queuedCount < others { await Task.yield() }
             #expect(returned.value.withLock { $0.isEmpty })
             gate.signal()
