@@ -158,9 +158,9 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Cards
 
-    /// Read on the calling thread (one row by its key, from a WAL snapshot that no writer blocks):
-    /// every provisioning reads its card, and handing that read to a reader's queue and back cost
-    /// two thread switches, more than the read itself.
+    /// Every provisioning reads its card: one row by its key, on the calling thread (`readHere`),
+    /// where GRDB's async read cost four thread switches (its reader pool's actor, then the
+    /// reader's queue, each there and back).
     public func card(_ id: CardID) async throws -> CardRecord? {
         try readHere { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM cards WHERE card_id = ?"), arguments: [id.rawValue]).map(Self.card)
