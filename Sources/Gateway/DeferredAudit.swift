@@ -6,6 +6,10 @@ import Synchronization
 /// (`GatewayStore.completeIdempotencyKey(client:key:response:audit:)`): one synced commit instead
 /// of two. The answer still goes out only once the event is committed. Failed attempts' events
 /// are never held: they are written as they happen, as without a key.
+///
+/// What reports the success (its log line and metric) waits for that commit too: it runs once
+/// the guard knows whether the answer goes out (`settle`), so a request answered 500 because its
+/// answer could not be kept is never logged or counted as succeeded.
 final class DeferredAudit: Sendable {
     /// Set by `IdempotencyGuard` around the operation it runs for a claimed key; nil otherwise.
     @TaskLocal static var current: DeferredAudit?
@@ -14,6 +18,19 @@ final class DeferredAudit: Sendable {
 
     func hold(_ event: AuditEvent) {
         held.withLock { $0.append(event) }
+    }
+
+    private let reports = Mutex<[@Sendable (GatewayError?) -> Void]>([])
+
+    /// Runs `report` once the request's outcome is settled: nil when its answer and events are
+    /// committed, else the error the caller gets.
+    func onSettled(_ report: @escaping @Sendable (GatewayError?) -> Void) {
+        reports.withLock { $0.append(report) }
+    }
+
+    /// Runs the reports waiting for the outcome, once.
+    func settle(_ error: GatewayError?) {
+        for report in reports.withLock({ reports in defer { reports = [] }; return reports }) { report(error) }
     }
 
     /// The events held so far, which are then no longer held.

@@ -117,6 +117,7 @@ public struct IdempotencyGuard: Sendable {
                     if error.code != .internal || !error.afterIssuerAttempt {
                         try? await store.releaseIdempotencyKey(client: client, key: key)
                     }
+                    deferred.settle(error)
                     throw error
                 }
                 let held = deferred.take()
@@ -135,8 +136,11 @@ public struct IdempotencyGuard: Sendable {
                     // The caller can name the provisioning whose issuer acted (its events, where
                     // they were written, are under that id).
                     if let provisioningID = held.first?.provisioningID { failure = failure.with(provisioningID: provisioningID) }
-                    throw failure.afterAttempt(true)
+                    failure = failure.afterAttempt(true)
+                    deferred.settle(failure)
+                    throw failure
                 }
+                deferred.settle(nil)
                 return .fresh(fresh)
             case .replay(let stored):
                 do {

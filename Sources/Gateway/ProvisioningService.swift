@@ -298,8 +298,7 @@ public struct ProvisioningService: Sendable {
                 logMetadata: requestLogger.handler.metadata.mapValues { "\($0)" })
             do throws(GatewayError) {
                 let value = try await serve(issuer, card: card, context: context, trail: &trail, prepare: prepare, call: call)
-                logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)"])
-                metrics?.request(operation: operation.rawValue, outcome: "succeeded")
+                reportSuccess(operation, started: started, logger: logger)
                 return (issuer, value)
             } catch where error.isRetryable && fallbackAllowed {
                 guard let card, let fallback = rule?.fallback, fallback != issuer, fallback == local?.issuer,
@@ -309,7 +308,7 @@ public struct ProvisioningService: Sendable {
                 metrics?.fallback(issuer: issuer, to: fallback)
                 do throws(GatewayError) {
                     let value = try await serve(fallback, card: card, context: context, trail: &trail, prepare: prepare, call: call)
-                    metrics?.request(operation: operation.rawValue, outcome: "succeeded")
+                    reportSuccess(operation, started: started, logger: logger)
                     return (fallback, value)
                 } catch let fallbackError where fallbackError.code == .cardNotFound {
                     // The vault holds nothing for this card: its own attempt is on record, and the
@@ -340,6 +339,25 @@ public struct ProvisioningService: Sendable {
             logger.notice("\(operation.rawValue) failed", metadata: failure)
             throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
         }
+    }
+
+    /// The success's log line and metric; under an Idempotency-Key only once the answer and its
+    /// event are committed, and as the failure the caller gets if they cannot be.
+    private func reportSuccess(_ operation: AuditOperation, started: GatewayClock.Instant, logger: Logger) {
+        let clock = clock, metrics = metrics
+        let report: @Sendable (GatewayError?) -> Void = { error in
+            let latency = "\(started.duration(to: clock.now).wholeMilliseconds)"
+            guard let error else {
+                logger.info("\(operation.rawValue) succeeded", metadata: ["latency_ms": "\(latency)"])
+                metrics?.request(operation: operation.rawValue, outcome: "succeeded")
+                return
+            }
+            metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
+            var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)", "latency_ms": "\(latency)"]
+            if let cause = error.cause { failure["cause"] = "\(cause)" }
+            logger.notice("\(operation.rawValue) failed after its issuer succeeded", metadata: failure)
+        }
+        if let deferred = DeferredAudit.current { deferred.onSettled(report) } else { report(nil) }
     }
 
     /// Every attempt at one issuer: its upstream endpoints under the resilience rules, or the

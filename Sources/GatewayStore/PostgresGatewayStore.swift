@@ -85,6 +85,9 @@ public final class PostgresGatewayStore: GatewayStore {
         ("004_tenant_isolation", StoreRows.tenantIsolationMigration(autoIncrement: "BIGSERIAL PRIMARY KEY")
             .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
             .map { PostgresQuery(unsafeSQL: $0) }),
+        ("005_audit_event_once", StoreRows.auditOnceMigration(isNotDistinctFrom: "IS NOT DISTINCT FROM")
+            .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+            .map { PostgresQuery(unsafeSQL: $0) }),
     ]
 
     /// A unique violation (SQLSTATE 23505) left after the card id's own upsert is the issuer reference's.
@@ -333,37 +336,56 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Audit
 
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await client.query(Self.auditInsert(event), logger: logger)
+        try await insertAudit(event) { query in try await self.client.query(query, logger: self.logger) }
     }
 
-    private static func auditInsert(_ event: AuditEvent) -> PostgresQuery {
-        """
-        INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
-            outcome, error_code, upstream_status, latency_ms)
-        VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
-            \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
-            \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
-        """
+    /// An event whose (provisioning id, attempt) is already recorded is not added again: the
+    /// same event written after a COMMIT whose acknowledgement was lost is done, a different one
+    /// fails (`StoreRows.checkAlreadyRecorded`). `run` is the pool or a transaction's connection.
+    private func insertAudit(_ event: AuditEvent, _ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
+        let inserted = try await run("""
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
+                outcome, error_code, upstream_status, latency_ms)
+            VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
+                \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
+                \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
+            ON CONFLICT (provisioning_id, attempt) WHERE \(unescaped: StoreRows.auditOnce) DO NOTHING RETURNING id
+            """)
+        for try await _ in inserted.decode(Int64.self) { return }
+        let stored = try await run(Self.auditSelect(event.provisioningID, attempt: event.attempt))
+        var existing: AuditEvent?
+        for try await row in stored { existing = try auditEvent(row) }
+        try StoreRows.checkAlreadyRecorded(existing, event, store: displayName)
+    }
+
+    /// A provisioning's audit events in the order written, or only its `attempt` (not a replay).
+    private static func auditSelect(_ provisioningID: ProvisioningID, attempt: Int? = nil) -> PostgresQuery {
+        let columns = """
+            SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
+                upstream_status, latency_ms, device_type FROM audit_events
+            """
+        if let attempt {
+            return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) AND attempt = \(attempt) AND \(unescaped: StoreRows.auditOnce)"
+        }
+        return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id"
+    }
+
+    private func auditEvent(_ row: PostgresRow) throws -> AuditEvent {
+        let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device) = try row.decode(
+            (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?).self)
+        guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
+            throw StoreError(store: displayName, reason: "an audit row has an unknown wallet or outcome")
+        }
+        return AuditEvent(
+            provisioningID: ProvisioningID(id), at: StoreRows.date(at), client: ClientID(client), cardID: CardID(card),
+            operation: operation, deviceType: device.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
+            errorCode: code.flatMap { GatewayError.Code(rawValue: $0) }, upstreamStatus: status, latencyMS: latency)
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
-        let rows = try await client.query("""
-            SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
-                upstream_status, latency_ms, device_type
-            FROM audit_events WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id
-            """, logger: logger)
+        let rows = try await client.query(Self.auditSelect(provisioningID), logger: logger)
         var events: [AuditEvent] = []
-        for try await row in rows {
-            let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device) = try row.decode(
-                (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?).self)
-            guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
-                throw StoreError(store: displayName, reason: "an audit row has an unknown wallet or outcome")
-            }
-            events.append(AuditEvent(
-                provisioningID: ProvisioningID(id), at: StoreRows.date(at), client: ClientID(client), cardID: CardID(card),
-                operation: operation, deviceType: device.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
-                errorCode: code.flatMap { GatewayError.Code(rawValue: $0) }, upstreamStatus: status, latencyMS: latency))
-        }
+        for try await row in rows { events.append(try auditEvent(row)) }
         return events
     }
 
@@ -405,9 +427,15 @@ public final class PostgresGatewayStore: GatewayStore {
             return
         }
         // One transaction: the answer and its events both, or neither.
-        try await client.withTransaction(logger: logger) { connection in
-            try await connection.query(update, logger: self.logger)
-            for event in audit { try await connection.query(Self.auditInsert(event), logger: self.logger) }
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query(update, logger: self.logger)
+                for event in audit { try await self.insertAudit(event) { query in try await connection.query(query, logger: self.logger) } }
+            }
+        } catch let error as PostgresTransactionError {
+            // The store's own refusal (a different event already recorded), as the SQLite store gives it.
+            if let refusal = error.closureError as? StoreError, error.rollbackError == nil { throw refusal }
+            throw error
         }
     }
 

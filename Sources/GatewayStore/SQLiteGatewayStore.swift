@@ -144,6 +144,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("004_tenant_isolation") { db in
             try db.execute(sql: StoreRows.tenantIsolationMigration(autoIncrement: "INTEGER PRIMARY KEY AUTOINCREMENT"))
         }
+        migrator.registerMigration("005_audit_event_once") { db in
+            try db.execute(sql: StoreRows.auditOnceMigration(isNotDistinctFrom: "IS"))
+        }
         return migrator
     }
 
@@ -334,34 +337,43 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await batched { db in try Self.insertAudit([event], db) }
     }
 
+    /// An event whose (provisioning id, attempt) is already recorded is not added again: the
+    /// same event is done, a different one fails (`StoreRows.checkAlreadyRecorded`).
     private static func insertAudit(_ events: [AuditEvent], _ db: Database) throws {
         let statement = try db.cachedStatement(sql: """
             INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint,
                 attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (provisioning_id, attempt) WHERE \(StoreRows.auditOnce) DO NOTHING
             """)
         for event in events {
             try statement.execute(arguments: [
                 event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
                 event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
                 event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
+            guard db.changesCount == 0 else { continue }
+            let stored = try Row.fetchOne(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? AND attempt = ? AND \(StoreRows.auditOnce)",
+                                          arguments: [event.provisioningID.rawValue, event.attempt]).map(auditEvent)
+            try StoreRows.checkAlreadyRecorded(stored, event, store: "sqlite")
         }
+    }
+
+    private static func auditEvent(_ row: Row) throws -> AuditEvent {
+        guard let operation = AuditOperation(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
+            throw StoreError(store: "sqlite", reason: "an audit row has an unknown wallet or outcome")
+        }
+        return AuditEvent(
+            provisioningID: ProvisioningID(row["provisioning_id"]), at: StoreRows.date(row["at"]),
+            client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), operation: operation,
+            deviceType: (row["device_type"] as String?).flatMap(DeviceType.init(rawValue:)),
+            issuer: (row["issuer"] as String?).map { IssuerID($0) }, endpoint: row["endpoint"], attempt: row["attempt"],
+            outcome: outcome, errorCode: (row["error_code"] as String?).flatMap { GatewayError.Code(rawValue: $0) },
+            upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"])
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
         try readHere { db in
             try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id",
-                             arguments: [provisioningID.rawValue]).map { row in
-                guard let operation = AuditOperation(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
-                    throw StoreError(store: "sqlite", reason: "an audit row has an unknown wallet or outcome")
-                }
-                return AuditEvent(
-                    provisioningID: ProvisioningID(row["provisioning_id"]), at: StoreRows.date(row["at"]),
-                    client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), operation: operation,
-                    deviceType: (row["device_type"] as String?).flatMap(DeviceType.init(rawValue:)),
-                    issuer: (row["issuer"] as String?).map { IssuerID($0) }, endpoint: row["endpoint"], attempt: row["attempt"],
-                    outcome: outcome, errorCode: (row["error_code"] as String?).flatMap { GatewayError.Code(rawValue: $0) },
-                    upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"])
-            }
+                             arguments: [provisioningID.rawValue]).map(Self.auditEvent)
         }
     }
 

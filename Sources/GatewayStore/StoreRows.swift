@@ -38,6 +38,45 @@ enum StoreRows {
         """
     }
 
+    /// Schema 005, the same on both stores: an audit event is recorded once. A provisioning's
+    /// events are its numbered attempts and its own outcome (attempt 0), so (provisioning id,
+    /// attempt) names one event, and a write repeated after a commit whose acknowledgement was
+    /// lost (a PostgreSQL connection cut during COMMIT) finds it already there instead of adding
+    /// a copy. Replays are the exception: each request answered from a stored answer adds a
+    /// `replayed` event under the provisioning it replays, so they stay out of the index
+    /// (`auditOnce`, the predicate every conflict target repeats). Exact copies already stored
+    /// (every column but the row id equal, replays aside) are removed first, keeping the
+    /// earliest; rows that share the pair but differ are left alone, and the index then cannot be
+    /// built, which stops the migration with the database's error: an operator decides about
+    /// those, the gateway does not delete an audit record that says something.
+    static func auditOnceMigration(isNotDistinctFrom same: String) -> String {
+        let columns = ["at", "client_id", "card_id", "wallet", "device_type", "issuer", "endpoint", "outcome", "error_code",
+                       "upstream_status", "latency_ms"]
+        return """
+            DELETE FROM audit_events WHERE id IN (
+                SELECT later.id FROM audit_events later JOIN audit_events earlier
+                ON earlier.provisioning_id = later.provisioning_id AND earlier.attempt = later.attempt AND earlier.id < later.id
+                AND earlier.\(auditOnce)
+                \(columns.map { "AND earlier.\($0) \(same) later.\($0)" }.joined(separator: " ")));
+            CREATE UNIQUE INDEX audit_events_attempt ON audit_events (provisioning_id, attempt) WHERE \(auditOnce);
+            """
+    }
+
+    /// The events the unique index covers: all but replays.
+    static let auditOnce = "outcome <> 'replayed'"
+
+    /// What a store does when an audit event's (provisioning id, attempt) is already recorded: the
+    /// same event (to the stored millisecond) written again is done; a different one is an error,
+    /// never a silent loss.
+    static func checkAlreadyRecorded(_ stored: AuditEvent?, _ event: AuditEvent, store: String) throws {
+        var event = event
+        event.at = date(milliseconds(event.at))
+        guard stored != event else { return }
+        throw StoreError(
+            store: store,
+            reason: "attempt \(event.attempt) of provisioning \(event.provisioningID) already has a different audit event")
+    }
+
     /// A registry change's event, completed with what the card was before.
     static func cardEvent(_ event: SecurityEvent, kind: SecurityEvent.Kind, before: (program: String, issuer: String?)?) -> SecurityEvent {
         var event = event

@@ -6,6 +6,7 @@ import GatewayServer
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import ProvisioningCore
 import Testing
@@ -194,9 +195,13 @@ import Testing
 
     /// The answer cannot be kept but its success event can: the event is written on its own, the
     /// caller gets 500 naming the provisioning, and the key is never run again.
+    /// Nor is it logged or counted as succeeded: its log line and metric wait for the commit and
+    /// say what the caller got.
     @Test func anAnswerThatCannotBeKeptStillLeavesItsSuccessEvent() async throws {
         let store = try await GatewayHarness.temporaryStore()
-        try await GatewayHarness.run(store: store) { client, sandbox in
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        try await GatewayHarness.run(logger: logger, store: store) { client, sandbox in
             let body = try GatewayHarness.requestBody()
             let database = try DatabaseQueue(path: store.path)
             try await database.write { db in
@@ -207,6 +212,13 @@ import Testing
             let id = try #require(first.json["provisioning_id"] as? String, "\(first.json)")
             let trail = try await store.auditEvents(ProvisioningID(id))
             #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1, "\(trail)")
+            let served = captured.lines.filter { $0.contains(id) }
+            #expect(served.contains { $0.contains("apple_pay failed after its issuer succeeded") && $0.contains("internal") }, "\(served)")
+            #expect(!served.contains { $0.contains("apple_pay succeeded") }, "\(served)")
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body).split(separator: "\n")
+            let outcomes = metrics.filter { $0.hasPrefix("gateway_requests_total") && $0.contains(#"operation="apple_pay""#) }
+            #expect(outcomes.contains { $0.contains(#"outcome="internal""#) && $0.hasSuffix(" 1") }, "\(outcomes)")
+            #expect(!outcomes.contains { $0.contains(#"outcome="succeeded""#) }, "\(outcomes)")
             try await database.write { db in
                 try db.execute(sql: "DROP TRIGGER refuse_answer")
                 try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-79'")

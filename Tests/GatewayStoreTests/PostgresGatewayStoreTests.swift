@@ -24,6 +24,37 @@ struct PostgresGatewayStoreTests {
     @Test(arguments: StoreConformance.all)
     func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
+    func withStoreAndSQL(_ body: @escaping @Sendable (PostgresGatewayStore, @escaping StoreConformance.RawSQL) async throws -> Void) async throws {
+        try await PostgresTestServer.with { server in
+            let store = try PostgresGatewayStore(url: server.url, logger: Self.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await store.run() }
+                defer { group.cancelAll() }
+                try await body(store) { sql in try await server.execute(sql) }
+            }
+        }
+    }
+
+    @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(
+                store, sql: sql,
+                refuseAudit: """
+                    CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$;
+                    CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit();
+                    """,
+                allowAudit: "DROP TRIGGER refuse_audit ON audit_events")
+        }
+    }
+
+    @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(
+                store, sql: sql,
+                forget005: "DROP INDEX audit_events_attempt; DELETE FROM schema_migrations WHERE version = '005_audit_event_once'")
+        }
+    }
+
     /// A server acknowledging commits it has not flushed could lose audit events in a crash: the
     /// store refuses to start on it, naming the setting.
     @Test func aDatabaseWithSynchronousCommitOffIsRefused() async throws {
@@ -57,7 +88,7 @@ struct PostgresGatewayStoreTests {
                     for store in stores { migrations.addTask { try await store.migrate() } }
                     try await migrations.waitForAll()
                 }
-                #expect(try await stores[1].schemaVersions() == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation"])
+                #expect(try await stores[1].schemaVersions() == StoreConformance.versions)
             }
         }
     }

@@ -53,40 +53,34 @@ import Testing
         #expect(try await reopened.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
     }
 
+    /// Raw SQL on the store's file, beside the store's own connections.
+    static func sql(_ store: SQLiteGatewayStore) -> StoreConformance.RawSQL {
+        let path = store.path
+        return { sql in try await DatabaseQueue(path: path).write { db in try db.execute(sql: sql) } }
+    }
+
     /// A keyed request's answer and its success event are one commit: both kept or neither, and
     /// one WAL sync rather than two.
     @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
         try await withStore { store in
             try await store.migrate()
-            let now = StoreConformance.instant(0)
-            func claim(_ key: String) async throws -> IdempotencyClaim {
-                try await store.claimIdempotencyKey(client: "acme", key: key, requestHash: "h", now: now, expiresAt: now.addingTimeInterval(60),
-                                                    staleBefore: now.addingTimeInterval(-60))
-            }
-            func event(_ id: String) -> AuditEvent {
-                AuditEvent(provisioningID: ProvisioningID(id), at: now, client: "acme", cardID: "c1", operation: .applePay, issuer: "bridge",
-                           endpoint: nil, attempt: 1, outcome: .succeeded, errorCode: nil, upstreamStatus: 200, latencyMS: 3)
-            }
-            let answer = StoredResponse(status: 200, body: Data("{}".utf8))
-            #expect(try await claim("kept") == .acquired)
+            #expect(try await StoreConformance.claim(store, "counted") == .acquired)
             let before = store.writer.batchesCommitted
-            try await store.completeIdempotencyKey(client: "acme", key: "kept", response: answer, audit: [event("prv_kept")])
+            try await store.completeIdempotencyKey(client: "acme", key: "counted", response: StoreConformance.answer,
+                                                   audit: [StoreConformance.success("prv_counted")])
             #expect(store.writer.batchesCommitted == before + 1)
-            #expect(try await store.auditEvents("prv_kept") == [event("prv_kept")])
+            try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(
+                store, sql: Self.sql(store),
+                refuseAudit: "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit refused'); END",
+                allowAudit: "DROP TRIGGER refuse_audit")
+        }
+    }
 
-            // The event cannot be written: the answer is not kept either, and the claim stays unfinished.
-            #expect(try await claim("lost") == .acquired)
-            try await DatabaseQueue(path: store.path).write { db in
-                try db.execute(sql: "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit refused'); END")
-            }
-            await #expect(throws: (any Error).self) {
-                try await store.completeIdempotencyKey(client: "acme", key: "lost", response: answer, audit: [event("prv_lost")])
-            }
-            #expect(try await claim("lost") == .inProgress)
-            // Nor did the event slip in around the refusal: with the trigger gone, none is there.
-            try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER refuse_audit") }
-            #expect(try await store.auditEvents("prv_lost").isEmpty)
-            #expect(try await claim("lost") == .inProgress)
+    @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
+        try await withStore { store in
+            try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(
+                store, sql: Self.sql(store),
+                forget005: "DROP INDEX audit_events_attempt; DELETE FROM grdb_migrations WHERE identifier = '005_audit_event_once'")
         }
     }
 

@@ -28,7 +28,129 @@ enum StoreConformance {
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
         .init(name: "CLI changes and their events are one transaction", run: cliChangesAndTheirEventsAreOneTransaction),
+        .init(name: "an audit event is recorded once", run: anAuditEventIsRecordedOnce),
     ]
+
+    /// Raw SQL on a store's own database, for the scenarios that break it on purpose (each
+    /// store's suite supplies it, with the statements in its dialect).
+    typealias RawSQL = @Sendable (String) async throws -> Void
+
+    static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once"]
+
+    static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
+        let now = instant(0)
+        return try await store.claimIdempotencyKey(client: "acme", key: key, requestHash: "h", now: now, expiresAt: now.addingTimeInterval(60),
+                                                   staleBefore: now.addingTimeInterval(-60))
+    }
+
+    /// A provisioning's successful attempt, at `at`.
+    static func success(_ id: String, at: Date = instant(0)) -> AuditEvent {
+        AuditEvent(provisioningID: ProvisioningID(id), at: at, client: "acme", cardID: "c1", operation: .applePay, issuer: "bridge",
+                   endpoint: nil, attempt: 1, outcome: .succeeded, errorCode: nil, upstreamStatus: 200, latencyMS: 3)
+    }
+
+    static let answer = StoredResponse(status: 200, body: Data("{}".utf8))
+
+    /// A keyed request's answer and its success event: both kept or neither. `refuseAudit` makes
+    /// every audit insert fail (a trigger), `allowAudit` undoes it.
+    static func anAnswerAndItsEventsCommitTogetherOrNotAtAll(
+        _ store: any GatewayStore, sql: RawSQL, refuseAudit: String, allowAudit: String
+    ) async throws {
+        try await store.migrate()
+        #expect(try await claim(store, "kept") == .acquired)
+        try await store.completeIdempotencyKey(client: "acme", key: "kept", response: answer, audit: [success("prv_kept")])
+        #expect(try await store.auditEvents("prv_kept") == [success("prv_kept")])
+        #expect(try await claim(store, "kept") == .replay(answer))
+
+        // The event cannot be written: the answer is not kept either, and the claim stays unfinished.
+        #expect(try await claim(store, "lost") == .acquired)
+        try await sql(refuseAudit)
+        await #expect(throws: (any Error).self) {
+            try await store.completeIdempotencyKey(client: "acme", key: "lost", response: answer, audit: [success("prv_lost")])
+        }
+        #expect(try await claim(store, "lost") == .inProgress)
+        // Nor did the event slip in around the refusal: with the trigger gone, none is there.
+        try await sql(allowAudit)
+        #expect(try await store.auditEvents("prv_lost").isEmpty)
+        #expect(try await claim(store, "lost") == .inProgress)
+    }
+
+    /// (provisioning id, attempt) names one event. Written again (the answer and its event were
+    /// committed but the acknowledgement was lost, so the event is written on its own), it is
+    /// not copied; a different event for the same attempt is refused, never dropped in silence.
+    static func anAuditEventIsRecordedOnce(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        // Not a whole millisecond: the stores keep milliseconds, and the repeat is still the same event.
+        let event = success("prv_once", at: instant(1).addingTimeInterval(0.000_4))
+        var kept = event
+        kept.at = instant(1)
+        #expect(try await claim(store, "once") == .acquired)
+        try await store.completeIdempotencyKey(client: "acme", key: "once", response: answer, audit: [event])
+        try await store.appendAudit(event)
+        try await store.completeIdempotencyKey(client: "acme", key: "once", response: answer, audit: [event])
+        #expect(try await store.auditEvents("prv_once") == [kept])
+
+        var other = event
+        other.outcome = .failed
+        other.errorCode = .upstreamUnavailable
+        await #expect(throws: StoreError.self) { try await store.appendAudit(other) }
+        // In a joint commit too: the answer is not kept with it.
+        #expect(try await claim(store, "other") == .acquired)
+        await #expect(throws: StoreError.self) {
+            try await store.completeIdempotencyKey(client: "acme", key: "other", response: answer, audit: [other])
+        }
+        #expect(try await claim(store, "other") == .inProgress)
+        #expect(try await store.auditEvents("prv_once") == [kept])
+
+        // Each request answered from the stored answer is its own replay event, however alike.
+        let replay = AuditEvent(provisioningID: "prv_once", at: instant(2), client: "acme", cardID: "c1", operation: .applePay, issuer: nil,
+                                endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
+        try await store.appendAudit(replay)
+        try await store.appendAudit(replay)
+        #expect(try await store.auditEvents("prv_once") == [kept, replay, replay])
+
+        // Another attempt, or the same attempt of another provisioning, is another event.
+        var retry = kept
+        retry.attempt = 2
+        var elsewhere = kept
+        elsewhere.provisioningID = "prv_elsewhere"
+        try await store.appendAudit(retry)
+        try await store.appendAudit(elsewhere)
+        #expect(try await store.auditEvents("prv_once") == [kept, replay, replay, retry])
+        #expect(try await store.auditEvents("prv_elsewhere") == [elsewhere])
+    }
+
+    /// Schema 005 on a database that already holds copies: exact copies go (the earliest row
+    /// stays), and rows sharing (provisioning id, attempt) but saying different things stop the
+    /// migration with nothing changed. `forget005` drops the version's index and its record.
+    static func theAuditOnceMigrationKeepsWhatDiffers(_ store: any GatewayStore, sql: RawSQL, forget005: String) async throws {
+        try await store.migrate()
+        try await sql(forget005)
+        func row(_ id: String, outcome: String = "succeeded") -> String {
+            """
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt, outcome,
+                error_code, upstream_status, latency_ms)
+            VALUES ('\(id)', \(1_800_000_001_000), 'acme', 'c1', 'apple_pay', NULL, 'bridge', NULL, 1, '\(outcome)', NULL, 200, 3)
+            """
+        }
+        for statement in [row("prv_copied"), row("prv_copied"), row("prv_copied"), row("prv_alone"),
+                          row("prv_replayed", outcome: "replayed"), row("prv_replayed", outcome: "replayed")] { try await sql(statement) }
+        try await store.migrate()
+        #expect(try await store.schemaVersions() == versions)
+        var copied = success("prv_copied", at: instant(1))
+        #expect(try await store.auditEvents("prv_copied") == [copied])
+        copied.provisioningID = "prv_alone"
+        #expect(try await store.auditEvents("prv_alone") == [copied])
+        // Two replays alike are two requests answered: both stay.
+        #expect(try await store.auditEvents("prv_replayed").map(\.outcome) == [.replayed, .replayed])
+
+        try await sql(forget005)
+        for statement in [row("prv_differs"), row("prv_differs", outcome: "failed"), row("prv_copied")] { try await sql(statement) }
+        await #expect(throws: (any Error).self) { try await store.migrate() }
+        #expect(try await store.schemaVersions() == Array(versions.dropLast()))
+        #expect(try await store.auditEvents("prv_differs").map(\.outcome) == [.succeeded, .failed])
+        #expect(try await store.auditEvents("prv_copied").count == 2)
+    }
 
     static func cliChangesAndTheirEventsAreOneTransaction(_ store: any GatewayStore) async throws {
         try await store.migrate()
@@ -170,7 +292,7 @@ enum StoreConformance {
     static func migrationsRunFromEmptyAndAgain(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let versions = try await store.schemaVersions()
-        #expect(versions == ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation"])
+        #expect(versions == Self.versions)
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
         #expect(try await store.card("nothing") == nil)
