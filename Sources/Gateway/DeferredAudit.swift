@@ -20,17 +20,36 @@ final class DeferredAudit: Sendable {
         held.withLock { $0.append(event) }
     }
 
-    private let reports = Mutex<[@Sendable (GatewayError?) -> Void]>([])
-
-    /// Runs `report` once the request's outcome is settled: nil when its answer and events are
-    /// committed, else the error the caller gets.
-    func onSettled(_ report: @escaping @Sendable (GatewayError?) -> Void) {
-        reports.withLock { $0.append(report) }
+    private enum Reports {
+        case waiting([@Sendable (GatewayError?) -> Void])
+        case settled(GatewayError?)
     }
 
-    /// Runs the reports waiting for the outcome, once.
+    private let reports = Mutex(Reports.waiting([]))
+
+    /// Runs `report` once the request's outcome is settled: nil when its answer and events are
+    /// committed, else the error the caller gets. Once settled, at once.
+    func onSettled(_ report: @escaping @Sendable (GatewayError?) -> Void) {
+        let settled: GatewayError?? = reports.withLock { reports in
+            switch reports {
+            case .waiting(let waiting):
+                reports = .waiting(waiting + [report])
+                return nil
+            case .settled(let error):
+                return .some(error)
+            }
+        }
+        if let settled { report(settled) }
+    }
+
+    /// Runs the reports waiting for the outcome; the first call decides it.
     func settle(_ error: GatewayError?) {
-        for report in reports.withLock({ reports in defer { reports = [] }; return reports }) { report(error) }
+        let waiting: [@Sendable (GatewayError?) -> Void] = reports.withLock { reports in
+            guard case .waiting(let waiting) = reports else { return [] }
+            reports = .settled(error)
+            return waiting
+        }
+        for report in waiting { report(error) }
     }
 
     /// The events held so far, which are then no longer held.

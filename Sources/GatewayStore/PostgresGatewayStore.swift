@@ -52,7 +52,8 @@ public final class PostgresGatewayStore: GatewayStore {
     /// Drives the connection pool until the calling task is cancelled.
     public func run() async { await client.run() }
 
-    /// Each statement runs on its own; they are applied in one transaction per version.
+    /// Each statement runs on its own; every pending version is applied in one transaction, under
+    /// an advisory lock (`migrate`), so a failing version leaves the schema as it was.
     static let migrations: [(version: String, statements: [PostgresQuery])] = [
         ("001_cards_audit_idempotency", [
             """

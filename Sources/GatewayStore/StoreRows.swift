@@ -71,6 +71,13 @@ enum StoreRows {
     static func checkAlreadyRecorded(_ stored: AuditEvent?, _ event: AuditEvent, store: String) throws {
         var event = event
         event.at = date(milliseconds(event.at))
+        guard let stored else {
+            // The insert met a row this transaction cannot see (an isolation level above READ
+            // COMMITTED set for the role): nothing can be compared, so nothing is assumed.
+            throw StoreError(
+                store: store,
+                reason: "attempt \(event.attempt) of provisioning \(event.provisioningID) is already recorded, but the row could not be read back")
+        }
         guard stored != event else { return }
         throw StoreError(
             store: store,

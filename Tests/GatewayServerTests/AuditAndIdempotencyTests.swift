@@ -75,14 +75,20 @@ import Testing
         }
     }
 
+    /// The first is logged and counted as succeeded once its answer is committed; the repeats
+    /// are replays, not new successes.
     @Test func theSameKeyAndBodyReplayWithoutASecondUpstreamCall() async throws {
-        try await GatewayHarness.run { client, sandbox in
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        try await GatewayHarness.run(logger: logger) { client, sandbox in
             let body = try GatewayHarness.requestBody()
             let first = try await Self.provision(client, body: body, idempotencyKey: "order-42")
             let second = try await Self.provision(client, body: body, idempotencyKey: "order-42")
             #expect(first.status == .ok && second.status == .ok)
             #expect(String(buffer: first.body) == String(buffer: second.body))
             #expect(await sandbox.bridge.log.count == 1)
+            #expect(captured.lines.filter { $0.contains("apple_pay succeeded") }.count == 1, "\(captured.text)")
+            #expect(try await Self.requestsCounted(client, outcome: "succeeded") == 1)
 
             // The same JSON written differently is the same request.
             var reordered = try GatewayHarness.requestJSON()
@@ -215,10 +221,8 @@ import Testing
             let served = captured.lines.filter { $0.contains(id) }
             #expect(served.contains { $0.contains("apple_pay failed after its issuer succeeded") && $0.contains("internal") }, "\(served)")
             #expect(!served.contains { $0.contains("apple_pay succeeded") }, "\(served)")
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body).split(separator: "\n")
-            let outcomes = metrics.filter { $0.hasPrefix("gateway_requests_total") && $0.contains(#"operation="apple_pay""#) }
-            #expect(outcomes.contains { $0.contains(#"outcome="internal""#) && $0.hasSuffix(" 1") }, "\(outcomes)")
-            #expect(!outcomes.contains { $0.contains(#"outcome="succeeded""#) }, "\(outcomes)")
+            #expect(try await Self.requestsCounted(client, outcome: "internal") == 1)
+            #expect(try await Self.requestsCounted(client, outcome: "succeeded") == nil)
             try await database.write { db in
                 try db.execute(sql: "DROP TRIGGER refuse_answer")
                 try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-79'")
@@ -226,6 +230,39 @@ import Testing
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-79")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
             #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
+        }
+    }
+
+    /// `gateway_requests_total` for Apple Pay and `outcome`, as `/metrics` has it (nil: no such line).
+    static func requestsCounted(_ client: GatewayClient, outcome: String) async throws -> Double? {
+        let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+        return text.split(separator: "\n")
+            .first { $0.hasPrefix("gateway_requests_total") && $0.contains(#"operation="apple_pay""#) && $0.contains(#"outcome="\#(outcome)""#) }
+            .flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
+
+    /// The answer and its success event were committed but the store reported a failure (a
+    /// PostgreSQL COMMIT whose acknowledgement was lost): the caller gets 500, the event written
+    /// again on its own is not a second copy, and a retry with the key replays the kept answer
+    /// without calling the issuer again.
+    @Test func aCommitWhoseAcknowledgementIsLostLeavesOneSuccessEventAndItsAnswer() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            store.loseNextAcknowledgement()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-80")
+            #expect(first.status == .internalServerError && first.json["code"] as? String == "internal")
+            #expect((first.json["detail"] as? String)?.contains("could not keep the answer") == true, "\(first.json)")
+            let id = try #require(first.json["provisioning_id"] as? String, "\(first.json)")
+            let trail = try await store.auditEvents(ProvisioningID(id))
+            #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1, "\(trail)")
+            #expect(try await Self.requestsCounted(client, outcome: "internal") == 1)
+            #expect(try await Self.requestsCounted(client, outcome: "succeeded") == nil)
+
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-80")
+            #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == id, "\(retry.json)")
+            #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
+            #expect(try await store.auditEvents(ProvisioningID(id)).map(\.outcome) == [.succeeded, .replayed])
         }
     }
 

@@ -126,11 +126,11 @@ enum StoreConformance {
     static func theAuditOnceMigrationKeepsWhatDiffers(_ store: any GatewayStore, sql: RawSQL, forget005: String) async throws {
         try await store.migrate()
         try await sql(forget005)
-        func row(_ id: String, outcome: String = "succeeded") -> String {
+        func row(_ id: String, outcome: String = "succeeded", endpoint: String = "NULL") -> String {
             """
             INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt, outcome,
                 error_code, upstream_status, latency_ms)
-            VALUES ('\(id)', \(1_800_000_001_000), 'acme', 'c1', 'apple_pay', NULL, 'bridge', NULL, 1, '\(outcome)', NULL, 200, 3)
+            VALUES ('\(id)', \(1_800_000_001_000), 'acme', 'c1', 'apple_pay', NULL, 'bridge', \(endpoint), 1, '\(outcome)', NULL, 200, 3)
             """
         }
         for statement in [row("prv_copied"), row("prv_copied"), row("prv_copied"), row("prv_alone"),
@@ -150,6 +150,17 @@ enum StoreConformance {
         #expect(try await store.schemaVersions() == Array(versions.dropLast()))
         #expect(try await store.auditEvents("prv_differs").map(\.outcome) == [.succeeded, .failed])
         #expect(try await store.auditEvents("prv_copied").count == 2)
+
+        // A NULL against a value is a difference too (not an unknown that would pass for equal).
+        try await sql("DELETE FROM audit_events WHERE provisioning_id = 'prv_differs'")
+        try await sql(row("prv_endpoint", endpoint: "'https://api.bridge.xyz/v0'"))
+        try await sql(row("prv_endpoint"))
+        await #expect(throws: (any Error).self) { try await store.migrate() }
+        #expect(try await store.auditEvents("prv_endpoint").map(\.endpoint) == ["https://api.bridge.xyz/v0", nil])
+        try await sql("DELETE FROM audit_events WHERE provisioning_id = 'prv_endpoint'")
+        try await store.migrate()
+        #expect(try await store.schemaVersions() == versions)
+        #expect(try await store.auditEvents("prv_copied").count == 1)
     }
 
     static func cliChangesAndTheirEventsAreOneTransaction(_ store: any GatewayStore) async throws {

@@ -1,0 +1,54 @@
+import Foundation
+import GatewayStore
+import ProvisioningCore
+import Synchronization
+
+/// A real SQLite store whose next `completeIdempotencyKey` commits and then throws: what the
+/// gateway sees when a PostgreSQL COMMIT succeeds but its acknowledgement is lost (the connection
+/// cut during it). Everything else goes to the store as it is.
+final class LostAcknowledgementStore: GatewayStore {
+    struct LostAcknowledgement: Error {}
+
+    let inner: SQLiteGatewayStore
+    private let armed = Mutex(false)
+
+    init(_ inner: SQLiteGatewayStore) { self.inner = inner }
+
+    /// The next completion is committed, then reported as failed.
+    func loseNextAcknowledgement() { armed.withLock { $0 = true } }
+
+    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
+        try await inner.completeIdempotencyKey(client: client, key: key, response: response, audit: audit)
+        if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
+    }
+
+    func card(_ id: CardID) async throws -> CardRecord? { try await inner.card(id) }
+    func migrate() async throws { try await inner.migrate() }
+    func schemaVersions() async throws -> [String] { try await inner.schemaVersions() }
+    func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
+        try await inner.putCard(card, owners: owners, event: event)
+    }
+    func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
+        try await inner.deleteCard(id, owners: owners, event: event)
+    }
+    func cards(_ query: CardPageQuery) async throws -> [CardRecord] { try await inner.cards(query) }
+    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws { try await inner.importCards(cards, event: event) }
+    func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
+        try await inner.putVaultEntry(cardID, sealed: sealed, event: event)
+    }
+    func vaultEntry(_ cardID: CardID) async throws -> Data? { try await inner.vaultEntry(cardID) }
+    func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool { try await inner.deleteVaultEntry(cardID, event: event) }
+    func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] { try await inner.vaultCardIDs(after: after, limit: limit) }
+    func appendSecurityEvent(_ event: SecurityEvent) async throws { try await inner.appendSecurityEvent(event) }
+    func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
+    func appendAudit(_ event: AuditEvent) async throws { try await inner.appendAudit(event) }
+    func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+        async throws -> IdempotencyClaim
+    {
+        try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
+                                            staleBefore: staleBefore)
+    }
+    func releaseIdempotencyKey(client: ClientID, key: String) async throws { try await inner.releaseIdempotencyKey(client: client, key: key) }
+    func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }
+}
