@@ -334,11 +334,16 @@ public struct ProvisioningService: Sendable {
                 }
             }
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
-            var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"]
-            if let cause = error.cause { failure["cause"] = "\(cause)" }
-            logger.notice("\(operation.rawValue) failed", metadata: failure)
+            logger.notice("\(operation.rawValue) failed", metadata: Self.failureMetadata(error))
             throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
         }
+    }
+
+    /// A failure's log metadata: its code, detail and cause.
+    private static func failureMetadata(_ error: GatewayError) -> Logger.Metadata {
+        var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)"]
+        if let cause = error.cause { failure["cause"] = "\(cause)" }
+        return failure
     }
 
     /// The success's log line and metric; under an Idempotency-Key only once the answer and its
@@ -353,8 +358,8 @@ public struct ProvisioningService: Sendable {
                 return
             }
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
-            var failure: Logger.Metadata = ["code": "\(error.code.rawValue)", "detail": "\(error.detail)", "latency_ms": "\(latency)"]
-            if let cause = error.cause { failure["cause"] = "\(cause)" }
+            var failure = Self.failureMetadata(error)
+            failure["latency_ms"] = "\(latency)"
             logger.notice("\(operation.rawValue) failed after its issuer succeeded", metadata: failure)
         }
         if let deferred = DeferredAudit.current { deferred.onSettled(report) } else { report(nil) }

@@ -83,13 +83,16 @@ public final class PostgresGatewayStore: GatewayStore {
         ("003_audit_device_type", [
             "ALTER TABLE audit_events ADD COLUMN device_type TEXT",
         ]),
-        ("004_tenant_isolation", StoreRows.tenantIsolationMigration(autoIncrement: "BIGSERIAL PRIMARY KEY")
-            .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
-            .map { PostgresQuery(unsafeSQL: $0) }),
-        ("005_audit_event_once", StoreRows.auditOnceMigration(isNotDistinctFrom: "IS NOT DISTINCT FROM")
-            .split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
-            .map { PostgresQuery(unsafeSQL: $0) }),
+        ("004_tenant_isolation", statements(StoreRows.tenantIsolationMigration(autoIncrement: "BIGSERIAL PRIMARY KEY"))),
+        ("005_audit_event_once", statements(StoreRows.auditOnceMigration(isNotDistinctFrom: "IS NOT DISTINCT FROM"))),
     ]
+
+    /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
+    /// texts hold no `;` inside a statement).
+    private static func statements(_ sql: String) -> [PostgresQuery] {
+        sql.split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+            .map { PostgresQuery(unsafeSQL: $0) }
+    }
 
     /// A unique violation (SQLSTATE 23505) left after the card id's own upsert is the issuer reference's.
     private func mapConflicts<T>(_ body: () async throws -> T) async throws -> T {
@@ -374,13 +377,9 @@ public final class PostgresGatewayStore: GatewayStore {
     private func auditEvent(_ row: PostgresRow) throws -> AuditEvent {
         let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device) = try row.decode(
             (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?).self)
-        guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
-            throw StoreError(store: displayName, reason: "an audit row has an unknown wallet or outcome")
-        }
-        return AuditEvent(
-            provisioningID: ProvisioningID(id), at: StoreRows.date(at), client: ClientID(client), cardID: CardID(card),
-            operation: operation, deviceType: device.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) }, endpoint: endpoint, attempt: attempt, outcome: outcome,
-            errorCode: code.flatMap { GatewayError.Code(rawValue: $0) }, upstreamStatus: status, latencyMS: latency)
+        return try StoreRows.auditEvent(
+            provisioningID: id, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, issuer: issuer, endpoint: endpoint,
+            attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, store: displayName)
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {

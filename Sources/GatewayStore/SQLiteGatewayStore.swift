@@ -358,16 +358,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     private static func auditEvent(_ row: Row) throws -> AuditEvent {
-        guard let operation = AuditOperation(rawValue: row["wallet"]), let outcome = AuditEvent.Outcome(rawValue: row["outcome"]) else {
-            throw StoreError(store: "sqlite", reason: "an audit row has an unknown wallet or outcome")
-        }
-        return AuditEvent(
-            provisioningID: ProvisioningID(row["provisioning_id"]), at: StoreRows.date(row["at"]),
-            client: ClientID(row["client_id"]), cardID: CardID(row["card_id"]), operation: operation,
-            deviceType: (row["device_type"] as String?).flatMap(DeviceType.init(rawValue:)),
-            issuer: (row["issuer"] as String?).map { IssuerID($0) }, endpoint: row["endpoint"], attempt: row["attempt"],
-            outcome: outcome, errorCode: (row["error_code"] as String?).flatMap { GatewayError.Code(rawValue: $0) },
-            upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"])
+        try StoreRows.auditEvent(
+            provisioningID: row["provisioning_id"], at: row["at"], client: row["client_id"], cardID: row["card_id"], wallet: row["wallet"],
+            deviceType: row["device_type"], issuer: row["issuer"], endpoint: row["endpoint"], attempt: row["attempt"],
+            outcome: row["outcome"], errorCode: row["error_code"], upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"],
+            store: "sqlite")
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {

@@ -65,6 +65,21 @@ enum StoreRows {
     /// The events the unique index covers: all but replays.
     static let auditOnce = "outcome <> 'replayed'"
 
+    /// An audit row's columns as an event; an unknown wallet or outcome is the store's error.
+    static func auditEvent(
+        provisioningID: String, at: Int64, client: String, cardID: String, wallet: String, deviceType: String?, issuer: String?,
+        endpoint: String?, attempt: Int, outcome: String, errorCode: String?, upstreamStatus: Int?, latencyMS: Int, store: String
+    ) throws -> AuditEvent {
+        guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
+            throw StoreError(store: store, reason: "an audit row has an unknown wallet or outcome")
+        }
+        return AuditEvent(
+            provisioningID: ProvisioningID(provisioningID), at: date(at), client: ClientID(client), cardID: CardID(cardID),
+            operation: operation, deviceType: deviceType.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) },
+            endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: errorCode.flatMap { GatewayError.Code(rawValue: $0) },
+            upstreamStatus: upstreamStatus, latencyMS: latencyMS)
+    }
+
     /// What a store does when an audit event's (provisioning id, attempt) is already recorded: the
     /// same event (to the stored millisecond) written again is done; a different one is an error,
     /// never a silent loss.

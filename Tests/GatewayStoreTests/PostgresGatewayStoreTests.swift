@@ -11,19 +11,13 @@ struct PostgresGatewayStoreTests {
     static let logger = Logger(label: "postgres-store-tests")
 
     func withStore(_ body: @escaping @Sendable (PostgresGatewayStore) async throws -> Void) async throws {
-        try await PostgresTestServer.with { server in
-            let store = try PostgresGatewayStore(url: server.url, logger: Self.logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await store.run() }
-                defer { group.cancelAll() }
-                try await body(store)
-            }
-        }
+        try await withStoreAndSQL { store, _ in try await body(store) }
     }
 
     @Test(arguments: StoreConformance.all)
     func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
+    /// A running store on a fresh server, and raw SQL (psql) on its database.
     func withStoreAndSQL(_ body: @escaping @Sendable (PostgresGatewayStore, @escaping StoreConformance.RawSQL) async throws -> Void) async throws {
         try await PostgresTestServer.with { server in
             let store = try PostgresGatewayStore(url: server.url, logger: Self.logger)
