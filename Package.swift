@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "provisioning-gateway", targets: ["provisioning-gateway"]),
         .executable(name: "wallet-crypto-bench", targets: ["wallet-crypto-bench"]),
         .executable(name: "gateway-soak", targets: ["gateway-soak"]),
+        .executable(name: "proxy-floor", targets: ["proxy-floor"]),
         .library(name: "ProvisioningGatewayClient", targets: ["ProvisioningGatewayClient"]),
     ],
     dependencies: [
@@ -196,6 +197,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The stack's floor for scripts/bench-gateway.sh: forwarding alone, on SwiftNIO and on Hummingbird with AsyncHTTPClient.
+        .executableTarget(
+            name: "proxy-floor",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(

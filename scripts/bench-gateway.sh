@@ -23,7 +23,7 @@ duration=${DURATION:-10}
 connections=${CONNECTIONS:-16}
 base=${PORT_BASE:-18300}
 config=${CONFIG:-release}
-static_port=$base proxy_port=$((base + 1)) gateway_port=$((base + 2))
+static_port=$base proxy_port=$((base + 1)) gateway_port=$((base + 2)) nio_port=$((base + 3)) hummingbird_port=$((base + 4))
 
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ]; then
@@ -42,6 +42,10 @@ else
     swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
     gateway_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/provisioning-gateway"
 fi
+# The stack's floor (Sources/proxy-floor): the same forwarding with nothing else, on SwiftNIO alone
+# and on Hummingbird with AsyncHTTPClient (the gateway's stack).
+swift build -c "$config" --product proxy-floor >/dev/null 2>&1 || swift build -c "$config" --product proxy-floor
+floor_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/proxy-floor"
 
 work=$(mktemp -d)
 pids=()
@@ -136,6 +140,22 @@ if [ "$status" != 200 ]; then
     exit 1
 fi
 
+"$floor_bin" nio "$nio_port" "$static_port" >"$work/floor-nio.log" 2>&1 &
+nio_pid=$!
+pids+=("$nio_pid")
+"$floor_bin" hummingbird "$hummingbird_port" "$static_port" >"$work/floor-hummingbird.log" 2>&1 &
+hummingbird_pid=$!
+pids+=("$hummingbird_pid")
+floor_path=/v1/cards/card_bench_1/wallet-provisioning/apple-pay
+for port in "$nio_port" "$hummingbird_port"; do
+    for _ in $(seq 100); do
+        curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" && break
+        sleep 0.1
+    done
+    curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" || {
+        echo "proxy-floor on port $port did not forward:" >&2; cat "$work"/floor-*.log >&2; exit 1; }
+done
+
 if [ -n "${HOLD:-}" ]; then
     # Keeps everything running for a look by hand (Ctrl-C to stop).
     echo "gateway: http://127.0.0.1:$gateway_port (pid $gateway_pid), key $bench_key; log $work/gateway.log"
@@ -179,7 +199,16 @@ PY
 # touches neither the store nor an upstream.
 echo 'wrk.method = "GET"' >"$work/get.lua"
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$gateway_pid/stat"; }
+# The process a run measures: the gateway, or the floor's proxy the run is sent to (none for nginx,
+# whose two servers share their workers).
+measured_pid() {
+    case $1 in
+        gateway*) echo "$gateway_pid" ;;
+        "floor: SwiftNIO"*) echo "$nio_pid" ;;
+        "floor: Hummingbird"*) echo "$hummingbird_pid" ;;
+    esac
+}
+cpu_ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
 # The machine's steal and total ticks (/proc/stat): on a shared VM, time the hypervisor gave to
 # other guests. A run with much steal has slower, noisier figures than one without.
 machine_ticks() { awk '/^cpu / {total = 0; for (i = 2; i <= NF; i++) total += $i; print $9, total}' /proc/stat; }
@@ -194,10 +223,11 @@ run() {
     local name=$1 url=$2 conns=$3 keyed=${4:-0} auth=${5:-}
     local threads=$(( conns < 2 ? 1 : 2 ))
     local before after out
-    local perf_pid=
-    if [ -n "${PERF_DIR:-}" ] && [[ $name == gateway* ]]; then
+    local perf_pid= pid
+    pid=$(measured_pid "$name")
+    if [ -n "${PERF_DIR:-}" ] && [ -n "$pid" ]; then
         mkdir -p "$PERF_DIR"
-        perf record -e cpu-clock -g -p "$gateway_pid" -o "$PERF_DIR/$(echo "$name-$conns" | tr -c 'a-zA-Z0-9-' '_').data" >/dev/null 2>&1 &
+        perf record -e cpu-clock -g -p "$pid" -o "$PERF_DIR/$(echo "$name-$conns" | tr -c 'a-zA-Z0-9-' '_').data" >/dev/null 2>&1 &
         perf_pid=$!
         sleep 0.5
     fi
@@ -206,17 +236,18 @@ run() {
     # so per request they count the hand-offs between threads, a figure the machine's noise
     # barely moves. Skipped when perf is missing or refused.
     local stat_pid= stat_file="$work/switches.$run_id"
-    if [ -z "$perf_pid" ] && [[ $name == gateway* ]] && [ -n "$perf_stat" ]; then
-        perf stat -x, -e context-switches -p "$gateway_pid" -o "$stat_file" >/dev/null 2>&1 &
+    if [ -z "$perf_pid" ] && [ -n "$pid" ] && [ -n "$perf_stat" ]; then
+        perf stat -x, -e context-switches -p "$pid" -o "$stat_file" >/dev/null 2>&1 &
         stat_pid=$!
         sleep 0.3
     fi
-    before=$(cpu_ticks)
+    before=$(cpu_ticks "$pid")
     run_id=$((run_id + 1))
     local script="$work/post.lua"
     [[ $name == *healthz* ]] && script="$work/get.lua"
+    local measured=$(( ${#pid} > 0 ))
     out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
-    after=$(cpu_ticks)
+    after=$(cpu_ticks "$pid")
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
     local switches=
     if [ -n "$stat_pid" ]; then
@@ -225,9 +256,9 @@ run() {
         # `context-switches:u` where perf may count only user space (a non-root caller).
         switches=$(awk -F, '$3 ~ /^context-switches/ {print $1}' "$stat_file" 2>/dev/null || true)
     fi
-    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" >>"$results" <<'PY'
+    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" "$measured" >>"$results" <<'PY'
 import os, re, sys
-name, conns, ticks, hz, switches = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+name, conns, ticks, hz, switches, measured = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 out = os.environ["WRK_OUT"]
 def ms(text):
     value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
@@ -240,7 +271,7 @@ non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 errors = re.search(r"Socket errors: (.*)", out)
 print("\t".join([name, conns, f"{rps:.0f}", f"{p50:.3f}", f"{p99:.3f}", str(total), str(ticks / hz * 1000),
                  non2xx.group(1) if non2xx else "0", errors.group(1) if errors else "",
-                 switches if switches.isdigit() else ""]))
+                 switches if switches.isdigit() else "", measured]))
 PY
 }
 
@@ -251,6 +282,8 @@ read -r steal_start total_start < <(machine_ticks)
 for conns in "$connections" 1; do
     run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
     run "nginx proxy_pass -> static answer" "http://127.0.0.1:$proxy_port/v0/x" "$conns"
+    run "floor: SwiftNIO proxy -> static answer" "http://127.0.0.1:$nio_port$floor_path" "$conns"
+    run "floor: Hummingbird + AsyncHTTPClient proxy -> static answer" "http://127.0.0.1:$hummingbird_port$floor_path" "$conns"
     run "gateway GET /healthz (no store, no upstream)" "http://127.0.0.1:$gateway_port/healthz" "$conns"
     run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
     run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
@@ -268,10 +301,10 @@ print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
 print("| path | connections | requests/s | p50 | p99 | gateway CPU per request | gateway context switches per request |")
 print("|---|---|---|---|---|---|---|")
 by = {}
-for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches in rows:
+for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, measured in rows:
     by[(name, conns)] = dict(rps=float(rps), p50=float(p50), p99=float(p99), total=int(total), cpu=float(cpu_ms), non2xx=int(non2xx))
     flag = f" ({non2xx} non-2xx)" if int(non2xx) else ""
-    cpu_each = f"{float(cpu_ms) / int(total):.2f} ms" if name.startswith("gateway") and int(total) else ""
+    cpu_each = f"{float(cpu_ms) / int(total):.2f} ms" if measured == "1" and int(total) else ""
     switches_each = f"{int(switches) / int(total):.1f}" if switches and int(total) else ""
     print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} | {switches_each} |")
 g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
@@ -288,8 +321,17 @@ print(f"the floor, GET /healthz: {by[(hz, many)]['cpu'] / max(by[(hz, many)]['to
       f"{by[(hz, '1')]['cpu'] / max(by[(hz, '1')]['total'], 1):.3f} ms at 1")
 print(f"CPU time stolen by the hypervisor during the runs: {steal} % of the machine's (above a few %, compare only ratios within this run)")
 print(f"gateway resident memory: {rss_start / 1024:.0f} MiB at start, {rss_end / 1024:.0f} MiB at the end, {rss_peak / 1024:.0f} MiB peak   (target < 150)")
-bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway"))
+def per_request(name, conns):
+    row = by[(name, conns)]
+    return row["cpu"] / max(row["total"], 1)
+nio, hb = "floor: SwiftNIO proxy -> static answer", "floor: Hummingbird + AsyncHTTPClient proxy -> static answer"
+for label, name in (("SwiftNIO alone", nio), ("Hummingbird + AsyncHTTPClient", hb)):
+    print(f"the floor, forwarding on {label}: {per_request(name, many):.3f} ms CPU per request at {many} connections, "
+          f"{per_request(name, '1'):.3f} ms at 1; {by[(name, many)]['rps'] / by[(px, many)]['rps']:.3f}x nginx proxy_pass")
+print(f"a provisioning's CPU over the Hummingbird + AsyncHTTPClient floor ({many} connections): "
+      f"{per_request(g, many) - per_request(hb, many):+.3f} ms unkeyed, {per_request(gk, many) - per_request(hb, many):+.3f} ms keyed")
+bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway") or n.startswith("floor"))
 if bad:
-    print(f"WARNING: the gateway answered {bad} requests with a non-2xx status: the figures above are not provisionings")
+    print(f"WARNING: the gateway or a floor proxy answered {bad} requests with a non-2xx status: the figures above are not provisionings")
     sys.exit(1)
 PY
