@@ -53,6 +53,31 @@ import Testing
         #expect(try await reopened.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
     }
 
+    /// The card read runs one statement without an explicit transaction (`readOne`): it must see
+    /// every write committed before it, and its read transaction must end with the statement, or
+    /// the reader would pin an old snapshot and keep checkpoints from emptying the WAL.
+    @Test func aCardReadSeesTheLatestCommitAndKeepsNoSnapshot() async throws {
+        try await withStore { store in
+            try await store.migrate()
+            try await store.putCard(StoreConformance.card("c1", program: "p1"))
+            #expect(try await store.card("c1")?.program == "p1")
+            try await store.putCard(StoreConformance.card("c1", program: "p2"))
+            #expect(try await store.card("c1")?.program == "p2")
+            try await store.putVaultEntry("c1", sealed: Data([1, 2, 3]), event: nil)
+            #expect(try await store.vaultEntry("c1") == Data([1, 2, 3]))
+            #expect(try await store.card("c2") == nil)
+            // No reader holds a snapshot: a TRUNCATE checkpoint from another connection is not busy
+            // and leaves nothing in the WAL.
+            let checkpoint = try await DatabaseQueue(path: store.path).writeWithoutTransaction { db in
+                try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            let busy: Int? = checkpoint?[0]
+            let walFrames: Int? = checkpoint?[1]
+            #expect(busy == 0)
+            #expect(walFrames == 0)
+        }
+    }
+
     /// Raw SQL on the store's file, beside the store's own connections.
     static func sql(_ store: SQLiteGatewayStore) -> StoreConformance.RawSQL {
         let path = store.path
