@@ -22,6 +22,8 @@ declare -A allowed=(
   [ProvisioningGatewayClient]=""
   [gateway-soak]="ProvisioningGatewayClient"
   [wallet-crypto-bench]="WalletCrypto"
+  # The benchmark's floor: forwarding with nothing of the gateway's.
+  [proxy-floor]=""
 )
 # Besides first-party modules, what ProvisioningCore may import.
 core_system="Foundation Synchronization ByteText"
