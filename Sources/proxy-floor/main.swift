@@ -25,7 +25,10 @@ let maxBody = 1 << 20
 
 /// One server connection's forwarding: the request collected, sent over this connection's own
 /// upstream connection (made on first use, on the same event loop), the answer written back.
-/// Everything runs on the server channel's event loop, so no state is shared across threads.
+/// Everything runs on the server channel's event loop, so no state is shared across threads. One
+/// request at a time per connection, as wrk sends them: a pipelined request is refused (closed).
+/// An upstream connection that closes is made again for the next request, and a request it was
+/// serving is answered 502, so a caller never waits for an answer that cannot come.
 final class ForwardingHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -36,6 +39,8 @@ final class ForwardingHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
     private var keepAlive = true
+    /// A request was sent (or is waiting for its upstream connection) and is not answered yet.
+    private var inFlight = false
 
     init(upstream: SocketAddress) { self.upstream = upstream }
 
@@ -56,8 +61,16 @@ final class ForwardingHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard body.readableBytes + chunk.readableBytes <= maxBody else { context.close(promise: nil); return }
             body.writeBuffer(&chunk)
         case .end:
+            guard !inFlight else { context.close(promise: nil); return }
+            inFlight = true
             forward(context: context)
         }
+    }
+
+    /// The upstream connection closed: the next request makes another; one in flight gets a 502.
+    func upstreamClosed() {
+        upstreamChannel = nil
+        if inFlight { answer(status: .badGateway, body: ByteBuffer()) }
     }
 
     private func forward(context: ChannelHandlerContext) {
@@ -81,6 +94,8 @@ final class ForwardingHandler: ChannelInboundHandler, RemovableChannelHandler {
                 let handler = bound.value
                 switch result {
                 case .success(let channel):
+                    // The caller went away while this connection was being made.
+                    guard handler.context != nil else { channel.close(promise: nil); return }
                     handler.upstreamChannel = channel
                     handler.send(on: channel)
                 case .failure:
@@ -104,7 +119,8 @@ final class ForwardingHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The upstream's whole answer, written back to the caller.
     func answer(status: HTTPResponseStatus, body: ByteBuffer) {
-        guard let context else { return }
+        guard let context, inFlight else { return }
+        inFlight = false
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(body.readableBytes))
@@ -139,6 +155,11 @@ final class AnswerHandler: ChannelInboundHandler {
         case .end:
             owner.answer(status: status, body: body)
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        owner.upstreamClosed()
+        context.fireChannelInactive()
     }
 }
 
