@@ -308,8 +308,12 @@ for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, measure
     switches_each = f"{int(switches) / int(total):.1f}" if switches and int(total) else ""
     print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} | {switches_each} |")
 g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
-cpu = sum(by[(n, c)]["cpu"] for n in (g, gk) for c in (many, "1"))
-count = sum(by[(n, c)]["total"] for n in (g, gk) for c in (many, "1"))
+def combined(*names):
+    """The CPU target's formula: the runs' CPU together over their requests together, at both connection counts."""
+    cpu = sum(by[(n, c)]["cpu"] for n in names for c in (many, "1"))
+    count = sum(by[(n, c)]["total"] for n in names for c in (many, "1"))
+    return cpu, count
+cpu, count = combined(g, gk)
 print()
 print(f"gateway / nginx proxy_pass throughput ({many} connections): {by[(g, many)]['rps'] / by[(px, many)]['rps']:.3f}x   (target >= 0.25)")
 print(f"gateway CPU per provisioning: {cpu / count:.3f} ms   ({cpu / 1000:.1f} s of CPU for {count} requests; target <= 0.15)")
@@ -328,10 +332,9 @@ nio, hb = "floor: SwiftNIO proxy -> static answer", "floor: Hummingbird + AsyncH
 for label, name in (("SwiftNIO alone", nio), ("Hummingbird + AsyncHTTPClient", hb)):
     print(f"the floor, forwarding on {label}: {per_request(name, many):.3f} ms CPU per request at {many} connections, "
           f"{per_request(name, '1'):.3f} ms at 1; {by[(name, many)]['rps'] / by[(px, many)]['rps']:.3f}x nginx proxy_pass")
-    # The CPU target's own formula (both connection counts' CPU over both counts' requests), applied
-    # to the floor: where the floor alone is above 0.15 ms, no gateway on that stack can meet it.
-    floor_cpu = sum(by[(name, c)]["cpu"] for c in (many, "1"))
-    floor_count = sum(by[(name, c)]["total"] for c in (many, "1"))
+    # The CPU target's formula applied to the floor: where the floor alone is above 0.15 ms, no
+    # gateway on that stack can meet it.
+    floor_cpu, floor_count = combined(name)
     print(f"  by the CPU target's formula ({many} and 1 connections together): {floor_cpu / max(floor_count, 1):.3f} ms per request   (target <= 0.15)")
 print(f"a provisioning's CPU over the Hummingbird + AsyncHTTPClient floor ({many} connections): "
       f"{per_request(g, many) - per_request(hb, many):+.3f} ms unkeyed, {per_request(gk, many) - per_request(hb, many):+.3f} ms keyed")
