@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
@@ -8,8 +7,9 @@ import NIOPosix
 import NIOSSL
 import ProvisioningCore
 
-/// One issuer's HTTP client: pooled connections, the issuer's connect timeout, and every transport
-/// failure turned into a unified `GatewayError`. Never logs a body.
+/// One issuer's HTTP client: pooled HTTP/1.1 connections on SwiftNIO (`UpstreamConnectionPool`),
+/// the issuer's connect and per-try timeouts, and every transport failure turned into a unified
+/// `GatewayError` that says whether the request may have been sent. Never logs a body.
 public final class UpstreamHTTP: Sendable {
     public struct Response: Sendable {
         public let status: Int
@@ -22,37 +22,35 @@ public final class UpstreamHTTP: Sendable {
 
     let issuer: IssuerID
     let requestTimeout: Duration
-    private let client: HTTPClient
+    private let pool: UpstreamConnectionPool
     private let logger: Logger
 
-    /// `tls`: the issuer's private CA and/or client certificate; AsyncHTTPClient's defaults (the
-    /// system's roots, no client certificate) when nil.
-    public init(issuer: IssuerID, timeouts: TimeoutConfig, tls: UpstreamTLS? = nil, logger: Logger) {
+    /// `tls`: the issuer's private CA and/or client certificate; the system's roots and no client
+    /// certificate when nil. No redirect is followed and a refused connection is not tried again
+    /// here: the gateway's own retry policy, circuit breakers and endpoint failover decide what
+    /// happens next. At most `maxConnectionsPerHost` connections per host (a call beyond waits for
+    /// one, within its timeout).
+    public init(
+        issuer: IssuerID, timeouts: TimeoutConfig, tls: UpstreamTLS? = nil, logger: Logger,
+        maxConnectionsPerHost: Int = 8
+    ) {
         self.issuer = issuer
         self.requestTimeout = .milliseconds(timeouts.requestMS)
-        var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .milliseconds(Int64(timeouts.connectMS)))
-        configuration.redirectConfiguration = .disallow
-        // A refused connection fails at once: the gateway's own retry policy, circuit breakers
-        // and endpoint failover decide what happens next, instead of AsyncHTTPClient retrying
-        // the connection until the connect timeout.
-        configuration.connectionPool.retryConnectionEstablishment = false
-        if let tls { configuration.tlsConfiguration = tls.configuration }
-        // No span of AsyncHTTPClient's own (it would record the full URL, which may name an
-        // issuer's card reference): the resilience runtime's attempt span is the client span, and
-        // its trace headers come in through the context.
-        configuration.tracing.tracer = nil
-        self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        self.pool = UpstreamConnectionPool(
+            group: MultiThreadedEventLoopGroup.singleton, connectTimeout: .milliseconds(Int64(timeouts.connectMS)),
+            tls: tls?.configuration, maxConnectionsPerHost: maxConnectionsPerHost)
         self.logger = logger
     }
 
     public func shutdown() async throws {
-        try await client.shutdown()
+        await pool.shutdown()
     }
 
     /// Sends one request; the time it may take is the issuer's per-try timeout cut to the deadline
     /// (read on the context's clock). Its log lines carry the request's metadata; the context's
     /// attempt trace adds its `traceparent`/`tracestate` headers and learns the answer's status.
+    /// No span of its own (it would record the full URL, which may name an issuer's card
+    /// reference): the resilience runtime's attempt span is the client span.
     public func send(
         method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
     ) async throws(GatewayError) -> Response {
@@ -62,37 +60,60 @@ public final class UpstreamHTTP: Sendable {
         }
         let timeout = min(remaining, requestTimeout)
 
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = method
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        // On every attempt: the caller's trace continues at the upstream (W3C trace context).
-        for (name, value) in context.attemptTrace?.headers ?? [] { request.headers.replaceOrAdd(name: name, value: value) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body))
-        }
-        request.headers.add(name: "Accept", value: "application/json")
-
         let clock = context.clock
         let started = clock.now
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
-            context.attemptTrace?.answered(status: Int(response.status.code))
-            let buffer = try await response.body.collect(upTo: Self.maxResponseBytes)
-            let status = Int(response.status.code)
+            guard let (target, path) = Self.target(url) else { throw UpstreamTransportError.unsupportedURL }
+            var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
+            head.headers.reserveCapacity(headers.count + 6)
+            head.headers.add(name: "Host", value: Self.hostHeader(target))
+            for (name, value) in headers { head.headers.add(name: name, value: value) }
+            // On every attempt: the caller's trace continues at the upstream (W3C trace context).
+            for (name, value) in context.attemptTrace?.headers ?? [] { head.headers.replaceOrAdd(name: name, value: value) }
+            var buffer: ByteBuffer?
+            if let body {
+                head.headers.add(name: "Content-Type", value: "application/json")
+                head.headers.add(name: "Content-Length", value: String(body.count))
+                buffer = ByteBuffer(bytes: body)
+            } else if method == .POST || method == .PUT || method == .PATCH {
+                head.headers.add(name: "Content-Length", value: "0")
+            }
+            head.headers.add(name: "Accept", value: "application/json")
+
+            let response = try await pool.execute(target, head: head, body: buffer,
+                                                  timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
+            context.attemptTrace?.answered(status: response.status)
             logger.info("upstream answered", metadata: Self.metadata(context, [
-                "issuer": "\(issuer)", "status": "\(status)",
+                "issuer": "\(issuer)", "status": "\(response.status)",
                 "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
             ]))
-            return Response(status: status, headers: response.headers, body: Data(buffer: buffer))
+            return response
         } catch {
-            let mapped = Self.map(error, issuer: issuer, timedOutAfter: timeout)
+            let mapped = Self.map(Task.isCancelled ? CancellationError() : error, issuer: issuer, timedOutAfter: timeout)
             logger.warning("upstream call failed", metadata: Self.metadata(context, [
                 "issuer": "\(issuer)", "code": "\(mapped.code.rawValue)",
                 "latency_ms": "\(started.duration(to: clock.now).wholeMilliseconds)",
             ]))
             throw mapped
         }
+    }
+
+    /// Where to connect and what to ask for: `http` or `https`, a host, the port (80 or 443 when
+    /// none is given), and the path and query as they are written (percent-encoded).
+    static func target(_ url: URL) -> (UpstreamConnectionPool.Target, String)? {
+        let scheme = url.scheme?.lowercased()
+        guard scheme == "http" || scheme == "https", var host = url.host(percentEncoded: false), !host.isEmpty else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let https = scheme == "https"
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        return (.init(https: https, host: host, port: url.port ?? (https ? 443 : 80)), path)
+    }
+
+    static func hostHeader(_ target: UpstreamConnectionPool.Target) -> String {
+        let host = target.host.contains(":") ? "[\(target.host)]" : target.host
+        return target.port == (target.https ? 443 : 80) ? host : "\(host):\(target.port)"
     }
 
     /// A line's metadata: the request's, its provisioning id, then the line's own. Built only for
@@ -108,36 +129,54 @@ public final class UpstreamHTTP: Sendable {
     static func map(_ error: any Error, issuer: IssuerID, timedOutAfter timeout: Duration) -> GatewayError {
         // The caller went away: nothing to say about the upstream (no condition, so no breaker
         // counts it and no retry follows).
-        if error is CancellationError || (error as? HTTPClientError) == .cancelled {
+        if error is CancellationError {
             return GatewayError(.upstreamUnavailable, "the request to \(issuer) was cancelled")
         }
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .writeTimeout:
-                return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms", condition: .timedOut)
-            case .connectTimeout:
-                return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
-            case .remoteConnectionClosed:
-                return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
-            default:
-                return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(error))", condition: .connectionReset)
-            }
+        guard let error = error as? UpstreamTransportError else {
+            return afterSending(error, issuer: issuer)
         }
-        // Connection refused, no route, unknown host: nothing was sent.
-        if error is NIOConnectionError || (error as? IOError)?.errnoCode == ECONNREFUSED {
-            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
+        switch error {
+        case .connect(let cause):
+            return connectFailure(cause, issuer: issuer)
+        case .waitedTooLong, .timedOut:
+            return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms", condition: .timedOut)
+        case .closedBeforeAnswer:
+            return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
+        case .answerTooLarge:
+            return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body", condition: .malformed)
+        case .unsupportedURL:
+            return GatewayError(.upstreamUnavailable, "\(issuer)'s URL is not http or https with a host", condition: .connectFailed)
+        case .shutDown:
+            return GatewayError(.upstreamUnavailable, "the gateway is shutting down its connections to \(issuer)")
         }
+    }
+
+    /// Nothing was sent: connection refused, no route, unknown host, the connect timeout, or a
+    /// failed TLS handshake (unknown CA, a refused certificate), whose reason ops need and which
+    /// names no secret.
+    private static func connectFailure(_ cause: any Error, issuer: IssuerID) -> GatewayError {
+        if cause is NIOSSLError || cause is BoringSSLError {
+            return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: cause).prefix(200)))",
+                                condition: .connectFailed)
+        }
+        if let cause = cause as? ChannelError, case .connectTimeout = cause {
+            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
+        }
+        if case UpstreamTransportError.waitedTooLong = cause {
+            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
+        }
+        return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
+    }
+
+    /// The request may have been sent: a reset, a TLS failure after the handshake (TLS 1.3 servers
+    /// refuse a client certificate only then), an answer that is not HTTP.
+    private static func afterSending(_ error: any Error, issuer: IssuerID) -> GatewayError {
         if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
             return GatewayError(.upstreamUnavailable, "\(issuer) reset the connection", condition: .connectionReset)
         }
-        if error is NIOTooManyBytesError {
-            return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body", condition: .malformed)
-        }
-        // A failed TLS handshake (unknown CA, a refused client certificate): nothing was sent, and
-        // ops need the reason, which names no secret.
         if error is NIOSSLError || error is BoringSSLError {
             return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: error).prefix(200)))",
-                                condition: .connectFailed)
+                                condition: .connectionReset)
         }
         return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))", condition: .connectionReset)
     }

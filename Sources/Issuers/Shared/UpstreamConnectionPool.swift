@@ -1,0 +1,441 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// What can go wrong on the way to an issuer, in the terms `UpstreamHTTP.map` needs: whether any
+/// byte of the request may have left (everything but `connect` and `waitedTooLong` says it may).
+enum UpstreamTransportError: Error, Sendable {
+    /// The connection (TCP, then TLS) could not be made: nothing of the request was sent.
+    case connect(any Error)
+    /// No connection to the host was free within the per-try timeout: nothing was sent.
+    case waitedTooLong
+    /// The per-try timeout passed after the request was handed to the connection.
+    case timedOut
+    /// The connection closed before the whole answer arrived.
+    case closedBeforeAnswer
+    /// The answer's body is larger than `UpstreamHTTP.maxResponseBytes`.
+    case answerTooLarge
+    /// The URL is not `http` or `https` with a host.
+    case unsupportedURL
+    /// `shutdown()` was called.
+    case shutDown
+}
+
+/// One exchange's input, handed to the connection's `UpstreamExchangeHandler` as an outbound message.
+struct UpstreamExchange: Sendable {
+    let head: HTTPRequestHead
+    let body: ByteBuffer?
+    let timeout: TimeAmount
+    let promise: EventLoopPromise<UpstreamHTTP.Response>
+}
+
+/// HTTP/1.1 connections to one issuer's hosts on SwiftNIO, kept open between calls: a call takes an
+/// idle connection (the one used last first) or opens one, up to `maxConnectionsPerHost`; beyond
+/// that it waits its turn, within its timeout. A connection goes back to the idle list only after a
+/// whole answer that allows it (`Connection: close` closes it), and one the issuer closed, or idle for
+/// longer than `idleTimeout`, is never used again. Nothing here retries: one call, at most one
+/// request on the wire, and the caller's resilience runtime decides what follows a failure.
+final class UpstreamConnectionPool: Sendable {
+    struct Target: Hashable, Sendable {
+        let https: Bool
+        let host: String
+        let port: Int
+    }
+
+    /// Handed to a waiting call: an idle connection, or a free slot to open one in.
+    enum Lease: Sendable {
+        case channel(any Channel)
+        case open
+    }
+
+    private struct Idle {
+        let channel: any Channel
+        let since: NIODeadline
+    }
+
+    private struct Waiter {
+        let id: Int
+        let promise: EventLoopPromise<Lease>
+    }
+
+    private struct Host {
+        var idle: [Idle] = []
+        /// Connecting, idle and in use.
+        var open = 0
+        var waiters: [Waiter] = []
+    }
+
+    private struct State {
+        var hosts: [Target: Host] = [:]
+        var nextWaiter = 0
+        var shutDown = false
+    }
+
+    static let defaultMaxConnectionsPerHost = 8
+    static let defaultIdleTimeout = TimeAmount.seconds(30)
+
+    private let state = NIOLockedValueBox(State())
+    private let group: any EventLoopGroup
+    private let connectTimeout: TimeAmount
+    private let maxConnectionsPerHost: Int
+    private let idleTimeout: TimeAmount
+    private let tls: NIOSSLContext?
+    private let tlsError: (any Error)?
+
+    init(
+        group: any EventLoopGroup, connectTimeout: TimeAmount, tls: TLSConfiguration?,
+        maxConnectionsPerHost: Int = defaultMaxConnectionsPerHost, idleTimeout: TimeAmount = defaultIdleTimeout
+    ) {
+        self.group = group
+        self.connectTimeout = connectTimeout
+        self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+        self.idleTimeout = idleTimeout
+        var configuration = tls ?? TLSConfiguration.makeClientConfiguration()
+        configuration.applicationProtocols = ["http/1.1"]
+        // Made once: loading the roots and the client certificate is the expensive part of TLS set-up.
+        do {
+            self.tls = try NIOSSLContext(configuration: configuration)
+            self.tlsError = nil
+        } catch {
+            self.tls = nil
+            self.tlsError = error
+        }
+    }
+
+    /// Sends one request and gathers its whole answer. `timeout` bounds all of it: waiting for a
+    /// connection, connecting, sending and reading.
+    func execute(
+        _ target: Target, head: HTTPRequestHead, body: ByteBuffer?, timeout: TimeAmount
+    ) async throws -> UpstreamHTTP.Response {
+        let deadline = NIODeadline.now() + timeout
+        let channel = try await lease(target, deadline: deadline)
+        let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
+        let exchange = UpstreamExchange(head: head, body: body, timeout: deadline - NIODeadline.now(), promise: promise)
+        return try await withTaskCancellationHandler {
+            let written: EventLoopFuture<Void> = channel.writeAndFlush(exchange)
+            // The connection was gone before the exchange reached its handler (which fails the
+            // exchange itself for anything later): the request may have been partly written.
+            written.whenFailure { _ in promise.fail(UpstreamTransportError.closedBeforeAnswer) }
+            return try await promise.futureResult.get()
+        } onCancel: {
+            // The caller left: the connection is in an unknown state, so it is closed, which ends the exchange.
+            promise.fail(CancellationError())
+            channel.close(promise: nil)
+        }
+    }
+
+    /// Closes the idle connections and fails the calls waiting for one; calls made afterwards fail at once.
+    func shutdown() async {
+        let (idle, waiters) = state.withLockedValue { state -> ([any Channel], [Waiter]) in
+            state.shutDown = true
+            let idle = state.hosts.values.flatMap { $0.idle.map(\.channel) }
+            let waiters = state.hosts.values.flatMap(\.waiters)
+            for key in state.hosts.keys {
+                state.hosts[key]?.idle = []
+                state.hosts[key]?.waiters = []
+            }
+            return (idle, waiters)
+        }
+        for waiter in waiters { waiter.promise.fail(UpstreamTransportError.shutDown) }
+        for channel in idle { try? await channel.close() }
+    }
+
+    // MARK: Leasing
+
+    private enum Step {
+        case use(any Channel)
+        case open
+        case wait(Waiter)
+        case refuse
+    }
+
+    private func lease(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
+        while true {
+            let now = NIODeadline.now()
+            var stale: [any Channel] = []
+            let step = state.withLockedValue { state -> Step in
+                guard !state.shutDown else { return .refuse }
+                var host = state.hosts[target] ?? Host()
+                defer { state.hosts[target] = host }
+                while let idle = host.idle.popLast() {
+                    if idle.channel.isActive, now - idle.since < idleTimeout { return .use(idle.channel) }
+                    stale.append(idle.channel)
+                }
+                if host.open < maxConnectionsPerHost {
+                    host.open += 1
+                    return .open
+                }
+                let waiter = Waiter(id: state.nextWaiter, promise: group.any().makePromise(of: Lease.self))
+                state.nextWaiter += 1
+                host.waiters.append(waiter)
+                return .wait(waiter)
+            }
+            // Their close runs `closed(_:)`, which frees their slots.
+            for channel in stale { channel.close(promise: nil) }
+            switch step {
+            case .refuse:
+                throw UpstreamTransportError.shutDown
+            case .use(let channel):
+                return channel
+            case .open:
+                return try await open(target, deadline: deadline)
+            case .wait(let waiter):
+                switch try await wait(waiter, target: target, deadline: deadline) {
+                case .channel(let channel) where channel.isActive:
+                    return channel
+                case .channel(let channel):
+                    channel.close(promise: nil)
+                case .open:
+                    return try await open(target, deadline: deadline)
+                }
+            }
+        }
+    }
+
+    private func wait(_ waiter: Waiter, target: Target, deadline: NIODeadline) async throws -> Lease {
+        let loop = waiter.promise.futureResult.eventLoop
+        let expiry = loop.scheduleTask(deadline: deadline) { [self] in
+            if removeWaiter(waiter.id, target: target) { waiter.promise.fail(UpstreamTransportError.waitedTooLong) }
+        }
+        defer { expiry.cancel() }
+        return try await withTaskCancellationHandler {
+            try await waiter.promise.futureResult.get()
+        } onCancel: {
+            if removeWaiter(waiter.id, target: target) { waiter.promise.fail(CancellationError()) }
+        }
+    }
+
+    private func removeWaiter(_ id: Int, target: Target) -> Bool {
+        state.withLockedValue { state in
+            guard let index = state.hosts[target]?.waiters.firstIndex(where: { $0.id == id }) else { return false }
+            state.hosts[target]?.waiters.remove(at: index)
+            return true
+        }
+    }
+
+    /// A slot freed (a connection closed, or one could not be made): the first waiter may open one.
+    private func slotFreed(_ target: Target) {
+        let waiter = state.withLockedValue { state -> Waiter? in
+            guard var host = state.hosts[target] else { return nil }
+            defer { state.hosts[target] = host }
+            host.open -= 1
+            guard !host.waiters.isEmpty else { return nil }
+            host.open += 1
+            return host.waiters.removeFirst()
+        }
+        waiter?.promise.succeed(.open)
+    }
+
+    /// After a whole answer on a connection that stays open: to the first waiter, else to the idle list.
+    func release(_ channel: any Channel, target: Target) {
+        let outcome = state.withLockedValue { state -> Waiter?? in
+            guard !state.shutDown else { return .none }
+            var host = state.hosts[target] ?? Host()
+            defer { state.hosts[target] = host }
+            if !host.waiters.isEmpty { return .some(host.waiters.removeFirst()) }
+            host.idle.append(Idle(channel: channel, since: .now()))
+            return .some(nil)
+        }
+        switch outcome {
+        case .none: channel.close(promise: nil)
+        case .some(.some(let waiter)): waiter.promise.succeed(.channel(channel))
+        case .some(.none): break
+        }
+    }
+
+    private func closed(_ channel: any Channel, target: Target) {
+        state.withLockedValue { state in
+            state.hosts[target]?.idle.removeAll { $0.channel === channel }
+        }
+        slotFreed(target)
+    }
+
+    // MARK: Connecting
+
+    private func open(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
+        let channel: any Channel
+        do {
+            channel = try await connect(target, deadline: deadline)
+        } catch {
+            slotFreed(target)
+            throw error
+        }
+        // From here the slot is the channel's, freed when it closes (at once if it already has).
+        channel.closeFuture.whenComplete { [self] _ in closed(channel, target: target) }
+        if target.https {
+            do {
+                try await channel.pipeline.handler(type: TLSHandshakeWaiter.self).flatMap(\.handshake).get()
+            } catch {
+                channel.close(promise: nil)
+                throw UpstreamTransportError.connect(error)
+            }
+        }
+        return channel
+    }
+
+    private func connect(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
+        let sslContext: NIOSSLContext?
+        if target.https {
+            guard let tls else { throw UpstreamTransportError.connect(tlsError ?? UpstreamTransportError.unsupportedURL) }
+            sslContext = tls
+        } else {
+            sslContext = nil
+        }
+        // An IP address is not a server name (SNI); NIOSSL then checks the certificate against the address.
+        let serverName = (try? SocketAddress(ipAddress: target.host, port: 0)) == nil ? target.host : nil
+        let timeout = min(connectTimeout, deadline - NIODeadline.now())
+        guard timeout > .zero else { throw UpstreamTransportError.waitedTooLong }
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { [self] channel in
+                do {
+                    let sync = channel.pipeline.syncOperations
+                    if let sslContext {
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        try sync.addHandler(TLSHandshakeWaiter(promise: channel.eventLoop.makePromise()))
+                    }
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(UpstreamExchangeHandler(pool: self, target: target))
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+            }
+        do {
+            return try await bootstrap.connect(host: target.host, port: target.port).get()
+        } catch {
+            throw UpstreamTransportError.connect(error)
+        }
+    }
+}
+
+/// Completes when the TLS handshake has (the request is written only then, so a failed handshake
+/// is known to have sent nothing) or fails with the reason it did not.
+final class TLSHandshakeWaiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let promise: EventLoopPromise<Void>
+    var handshake: EventLoopFuture<Void> { promise.futureResult }
+
+    init(promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent { promise.succeed(()) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(UpstreamTransportError.closedBeforeAnswer)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        promise.fail(UpstreamTransportError.closedBeforeAnswer)
+    }
+}
+
+/// One exchange at a time on one connection: writes the request, gathers the answer up to the
+/// bound, enforces the timeout on the connection's own event loop, and hands the connection back
+/// to the pool when the answer allows it.
+final class UpstreamExchangeHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = UpstreamExchange
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private struct Current {
+        let promise: EventLoopPromise<UpstreamHTTP.Response>
+        let timeout: Scheduled<Void>
+        var requestKeepAlive: Bool
+        var head: HTTPResponseHead?
+        var body: ByteBuffer?
+    }
+
+    private let pool: UpstreamConnectionPool
+    private let target: UpstreamConnectionPool.Target
+    private var current: Current?
+
+    init(pool: UpstreamConnectionPool, target: UpstreamConnectionPool.Target) {
+        self.pool = pool
+        self.target = target
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let exchange = unwrapOutboundIn(data)
+        guard current == nil, context.channel.isActive else {
+            // Never two exchanges on one connection at once (the pool hands it to one caller).
+            exchange.promise.fail(UpstreamTransportError.closedBeforeAnswer)
+            promise?.fail(ChannelError.inappropriateOperationForState)
+            return
+        }
+        let timeout = context.eventLoop.assumeIsolated().scheduleTask(in: exchange.timeout) { [self] in
+            finish(context, .failure(UpstreamTransportError.timedOut), reusable: false)
+        }
+        current = Current(promise: exchange.promise, timeout: timeout, requestKeepAlive: exchange.head.isKeepAlive)
+        context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
+        if let body = exchange.body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard var exchange = current else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            // 1xx answers (100 Continue) precede the real one.
+            guard head.status.code >= 200 else { return }
+            if let length = head.headers.first(name: "content-length").flatMap(Int.init), length > UpstreamHTTP.maxResponseBytes {
+                return finish(context, .failure(UpstreamTransportError.answerTooLarge), reusable: false)
+            }
+            exchange.head = head
+            current = exchange
+        case .body(var part):
+            guard exchange.head != nil else { return }
+            current = nil  // no copy of the buffer while it grows
+            if exchange.body == nil {
+                exchange.body = part
+            } else {
+                exchange.body!.writeBuffer(&part)
+            }
+            current = exchange
+            if exchange.body!.readableBytes > UpstreamHTTP.maxResponseBytes {
+                finish(context, .failure(UpstreamTransportError.answerTooLarge), reusable: false)
+            }
+        case .end:
+            guard let head = exchange.head else { return }
+            let body = exchange.body ?? ByteBuffer()
+            let response = UpstreamHTTP.Response(status: Int(head.status.code), headers: head.headers, body: Data(buffer: body))
+            finish(context, .success(response), reusable: exchange.requestKeepAlive && head.isKeepAlive)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(context, .failure(UpstreamTransportError.closedBeforeAnswer), reusable: false)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(context, .failure(error), reusable: false)
+        context.close(promise: nil)
+    }
+
+    private func finish(_ context: ChannelHandlerContext, _ result: Result<UpstreamHTTP.Response, any Error>, reusable: Bool) {
+        guard let exchange = current else { return }
+        current = nil
+        exchange.timeout.cancel()
+        if reusable {
+            pool.release(context.channel, target: target)
+        } else {
+            context.close(promise: nil)
+        }
+        exchange.promise.completeWith(result)
+    }
+}

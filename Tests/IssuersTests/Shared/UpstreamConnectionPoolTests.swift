@@ -1,0 +1,218 @@
+import Foundation
+import Issuers
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ProvisioningCore
+import Testing
+
+/// `UpstreamHTTP`'s connections, seen from the issuer's side (`ScriptedUpstream`): kept and reused,
+/// never more per host than the bound, never reused after the issuer closed them or an exchange
+/// went wrong, and every failure classed by whether the request may have left.
+@Suite(.timeLimit(.minutes(1))) struct UpstreamConnectionPoolTests {
+    static func http(requestMS: Int = 5_000, connectMS: Int = 2_000, maxConnectionsPerHost: Int = 8) -> UpstreamHTTP {
+        var timeouts = TimeoutConfig()
+        timeouts.requestMS = requestMS
+        timeouts.connectMS = connectMS
+        return UpstreamHTTP(issuer: "test", timeouts: timeouts, logger: Fixtures.logger, maxConnectionsPerHost: maxConnectionsPerHost)
+    }
+
+    static func with<T: Sendable>(_ http: UpstreamHTTP, _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
+        do {
+            let result = try await body(http)
+            try await http.shutdown()
+            return result
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
+
+    static func get(_ http: UpstreamHTTP, _ url: URL) async throws -> UpstreamHTTP.Response {
+        try await http.send(method: .GET, url: url, headers: [], body: nil, context: Fixtures.context())
+    }
+
+    /// Waits (briefly, polling) until `condition` holds: for what the server sees after the client acted.
+    static func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<200 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    @Test func sequentialCallsShareOneConnectionAndSendTheRequestAsWritten() async throws {
+        try await ScriptedUpstream.with { server in
+            let statuses = try await Self.with(Self.http()) { http in
+                var statuses: [Int] = []
+                for index in 0..<5 {
+                    let url = server.url.appendingPathComponent("v1/cards/c\(index)")
+                    let body = Data(#"{"n":\#(index)}"#.utf8)
+                    statuses.append(try await http.send(method: .POST, url: url, headers: [("Api-Key", "k")], body: body,
+                                                        context: Fixtures.context()).status)
+                }
+                // The path and query exactly as the URL writes them, percent-encoding kept.
+                _ = try await Self.get(http, URL(string: "\(server.url.absoluteString)/v1/a%2Fb?x=1%202&y=%C3%A9")!)
+                return statuses
+            }
+            #expect(statuses == Array(repeating: 200, count: 5))
+            #expect(server.accepted == 1, "one connection, kept between calls")
+            let seen = server.seen
+            #expect(seen.count == 6)
+            #expect(seen.map(\.body).prefix(5) == (0..<5).map { #"{"n":\#($0)}"# }[...])
+            let first = try #require(seen.first)
+            #expect(first.head.method == .POST)
+            #expect(first.head.uri == "/v1/cards/c0")
+            #expect(first.head.headers["Host"] == ["127.0.0.1:\(server.port)"])
+            #expect(first.head.headers["Content-Length"] == ["7"])
+            #expect(first.head.headers["Content-Type"] == ["application/json"])
+            #expect(first.head.headers["Api-Key"] == ["k"])
+            #expect(seen.last?.head.uri == "/v1/a%2Fb?x=1%202&y=%C3%A9")
+            #expect(seen.last?.head.headers["Content-Length"] == [])
+        }
+    }
+
+    @Test func anAnswerWithConnectionCloseIsFollowedByANewConnection() async throws {
+        try await ScriptedUpstream.with([.answer(close: true), .answer()]) { server in
+            let statuses = try await Self.with(Self.http()) { http in
+                [try await Self.get(http, server.url).status, try await Self.get(http, server.url).status]
+            }
+            #expect(statuses == [200, 200])
+            #expect(server.accepted == 2)
+        }
+    }
+
+    /// An issuer that closes an idle connection (its idle timeout) costs no failed call: the
+    /// closed connection is dropped from the pool and the next call opens another.
+    @Test func aConnectionTheIssuerClosedWhileIdleIsNotUsedAgain() async throws {
+        try await ScriptedUpstream.with([.answer(closeAfter: true), .answer()]) { server in
+            try await Self.with(Self.http()) { http in
+                #expect(try await Self.get(http, server.url).status == 200)
+                #expect(await Self.eventually { server.open == 0 }, "the server closed its side")
+                // The client's event loop reads the close right after; give it that moment.
+                try await Task.sleep(for: .milliseconds(50))
+                #expect(try await Self.get(http, server.url).status == 200)
+            }
+            #expect(server.accepted == 2)
+            #expect(server.seen.map(\.connection) == [1, 2])
+        }
+    }
+
+    @Test func neverMoreConnectionsPerHostThanTheBoundAndTheRestWaitTheirTurn() async throws {
+        let replies = Array(repeating: ScriptedUpstream.Reply.answer(delay: .milliseconds(40)), count: 8)
+        try await ScriptedUpstream.with(replies) { server in
+            let statuses = try await Self.with(Self.http(maxConnectionsPerHost: 2)) { http in
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for _ in 0..<8 { group.addTask { try await Self.get(http, server.url).status } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            }
+            #expect(statuses == Array(repeating: 200, count: 8))
+            #expect(server.mostOpen == 2)
+            #expect(server.accepted == 2)
+            #expect(server.seen.count == 8)
+        }
+    }
+
+    /// A call that finds every connection busy until its timeout sends nothing: the issuer sees
+    /// only the request that holds the connection.
+    @Test func aCallThatWaitsPastItsTimeoutForAConnectionSendsNothing() async throws {
+        try await ScriptedUpstream.with([.hang]) { server in
+            let waiter = try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
+                let holder = Task { await gatewayError { try await Self.get(http, server.url) } }
+                #expect(await Self.eventually { server.seen.count == 1 })
+                // The waiting call's deadline is 300 ms away; the holder's is seconds away.
+                let clock = GatewayClock.continuous
+                let context = ProvisioningContext(provisioningID: "prv_waiter", deadline: clock.now.advanced(by: .milliseconds(300)), clock: clock)
+                let waiter = await gatewayError {
+                    try await http.send(method: .GET, url: server.url, headers: [], body: nil, context: context)
+                }
+                holder.cancel()
+                _ = await holder.value
+                return waiter
+            }
+            #expect(waiter?.code == .upstreamTimeout)
+            #expect(waiter?.condition == .timedOut)
+            #expect(server.seen.count == 1, "the waiting call reached the issuer")
+            #expect(server.accepted == 1)
+        }
+    }
+
+    @Test func aRefusedConnectionIsAConnectFailureNothingSent() async throws {
+        // A port that was just free: bound, then closed.
+        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(probe.localAddress?.port)
+        try await probe.close()
+        let error = try await Self.with(Self.http()) { http in
+            await gatewayError { try await Self.get(http, URL(string: "http://127.0.0.1:\(port)/v1")!) }
+        }
+        #expect(error?.code == .upstreamUnavailable)
+        #expect(error?.condition == .connectFailed)
+    }
+
+    @Test func aConnectionClosedAfterTheRequestWithoutAnAnswerIsAResetAndNotReused() async throws {
+        try await ScriptedUpstream.with([.closeWithoutAnswer, .answer()]) { server in
+            let (error, status) = try await Self.with(Self.http()) { http in
+                (await gatewayError { try await Self.get(http, server.url) }, try await Self.get(http, server.url).status)
+            }
+            #expect(error?.code == .upstreamUnavailable)
+            #expect(error?.condition == .connectionReset, "the request reached the issuer: it may have been handled")
+            #expect(status == 200)
+            #expect(server.seen.map(\.connection) == [1, 2])
+        }
+    }
+
+    @Test func anAnswerThatNeverComesTimesOutAndItsConnectionIsClosed() async throws {
+        try await ScriptedUpstream.with([.hang, .answer()]) { server in
+            let (error, status) = try await Self.with(Self.http()) { http in
+                // Only the first call is short: 200 ms to its deadline.
+                let clock = GatewayClock.continuous
+                let short = ProvisioningContext(provisioningID: "prv_short", deadline: clock.now.advanced(by: .milliseconds(200)), clock: clock)
+                let error = await gatewayError {
+                    try await http.send(method: .GET, url: server.url, headers: [], body: nil, context: short)
+                }
+                return (error, try await Self.get(http, server.url).status)
+            }
+            #expect(error?.code == .upstreamTimeout)
+            #expect(error?.condition == .timedOut)
+            #expect(status == 200)
+            #expect(server.seen.map(\.connection) == [1, 2], "a connection with an exchange cut short is not used again")
+            #expect(await Self.eventually { server.open == 0 }, "the timed-out connection was closed")
+        }
+    }
+
+    @Test func aCancelledCallEndsAtOnceAndClosesItsConnection() async throws {
+        try await ScriptedUpstream.with([.hang]) { server in
+            let error = try await Self.with(Self.http()) { http in
+                let call = Task { await gatewayError { try await Self.get(http, server.url) } }
+                #expect(await Self.eventually { server.seen.count == 1 })
+                call.cancel()
+                return await call.value
+            }
+            #expect(error?.code == .upstreamUnavailable)
+            #expect(error?.condition == nil, "a caller that left says nothing about the issuer")
+            #expect(await Self.eventually { server.open == 0 })
+        }
+    }
+
+    @Test func afterShutdownACallFailsWithoutConnecting() async throws {
+        try await ScriptedUpstream.with { server in
+            let http = Self.http()
+            #expect(try await Self.get(http, server.url).status == 200)
+            try await http.shutdown()
+            #expect(await Self.eventually { server.open == 0 }, "shutdown closed the idle connection")
+            let error = await gatewayError { try await Self.get(http, server.url) }
+            #expect(error?.code == .upstreamUnavailable)
+            #expect(server.accepted == 1)
+        }
+    }
+
+    @Test func aURLThatIsNotHTTPIsRefusedBeforeAnyConnection() async throws {
+        let error = try await Self.with(Self.http()) { http in
+            await gatewayError { try await Self.get(http, URL(string: "ftp://127.0.0.1/x")!) }
+        }
+        #expect(error?.code == .upstreamUnavailable)
+        #expect(error?.condition == .connectFailed)
+    }
+}
