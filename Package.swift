@@ -202,14 +202,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // The stack's floor for scripts/bench-gateway.sh: forwarding alone, on SwiftNIO and on Hummingbird with AsyncHTTPClient.
+        // The stack's floor for scripts/bench-gateway.sh: forwarding alone, on SwiftNIO, on Hummingbird with
+        // AsyncHTTPClient, and on Hummingbird with the connectors' UpstreamHTTP.
         .executableTarget(
             name: "proxy-floor",
             dependencies: [
+                "Issuers",
+                "ProvisioningCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

@@ -23,7 +23,7 @@ duration=${DURATION:-10}
 connections=${CONNECTIONS:-16}
 base=${PORT_BASE:-18300}
 config=${CONFIG:-release}
-static_port=$base proxy_port=$((base + 1)) gateway_port=$((base + 2)) nio_port=$((base + 3)) hummingbird_port=$((base + 4))
+static_port=$base proxy_port=$((base + 1)) gateway_port=$((base + 2)) nio_port=$((base + 3)) hummingbird_port=$((base + 4)) upstream_floor_port=$((base + 5))
 
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
     if [ "$(id -u)" = 0 ]; then
@@ -42,8 +42,9 @@ else
     swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
     gateway_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/provisioning-gateway"
 fi
-# The stack's floor (Sources/proxy-floor): the same forwarding with nothing else, on SwiftNIO alone
-# and on Hummingbird with AsyncHTTPClient (the gateway's stack).
+# The stack's floor (Sources/proxy-floor): the same forwarding with nothing else, on SwiftNIO alone,
+# on Hummingbird with AsyncHTTPClient (the gateway's stack until its connectors moved off it), and
+# on Hummingbird with the connectors' own UpstreamHTTP (the gateway's stack).
 swift build -c "$config" --product proxy-floor >/dev/null 2>&1 || swift build -c "$config" --product proxy-floor
 floor_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/proxy-floor"
 
@@ -146,8 +147,11 @@ pids+=("$nio_pid")
 "$floor_bin" hummingbird "$hummingbird_port" "$static_port" >"$work/floor-hummingbird.log" 2>&1 &
 hummingbird_pid=$!
 pids+=("$hummingbird_pid")
+"$floor_bin" hummingbird-upstream "$upstream_floor_port" "$static_port" >"$work/floor-hummingbird-upstream.log" 2>&1 &
+upstream_floor_pid=$!
+pids+=("$upstream_floor_pid")
 floor_path=/v1/cards/card_bench_1/wallet-provisioning/apple-pay
-for port in "$nio_port" "$hummingbird_port"; do
+for port in "$nio_port" "$hummingbird_port" "$upstream_floor_port"; do
     for _ in $(seq 100); do
         curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" && break
         sleep 0.1
@@ -205,6 +209,7 @@ measured_pid() {
     case $1 in
         gateway*) echo "$gateway_pid" ;;
         "floor: SwiftNIO"*) echo "$nio_pid" ;;
+        "floor: Hummingbird + UpstreamHTTP"*) echo "$upstream_floor_pid" ;;
         "floor: Hummingbird"*) echo "$hummingbird_pid" ;;
     esac
 }
@@ -284,6 +289,7 @@ for conns in "$connections" 1; do
     run "nginx proxy_pass -> static answer" "http://127.0.0.1:$proxy_port/v0/x" "$conns"
     run "floor: SwiftNIO proxy -> static answer" "http://127.0.0.1:$nio_port$floor_path" "$conns"
     run "floor: Hummingbird + AsyncHTTPClient proxy -> static answer" "http://127.0.0.1:$hummingbird_port$floor_path" "$conns"
+    run "floor: Hummingbird + UpstreamHTTP proxy -> static answer" "http://127.0.0.1:$upstream_floor_port$floor_path" "$conns"
     run "gateway GET /healthz (no store, no upstream)" "http://127.0.0.1:$gateway_port/healthz" "$conns"
     run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
     run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
@@ -329,15 +335,16 @@ def per_request(name, conns):
     row = by[(name, conns)]
     return row["cpu"] / max(row["total"], 1)
 nio, hb = "floor: SwiftNIO proxy -> static answer", "floor: Hummingbird + AsyncHTTPClient proxy -> static answer"
-for label, name in (("SwiftNIO alone", nio), ("Hummingbird + AsyncHTTPClient", hb)):
+hbu = "floor: Hummingbird + UpstreamHTTP proxy -> static answer"
+for label, name in (("SwiftNIO alone", nio), ("Hummingbird + AsyncHTTPClient", hb), ("Hummingbird + UpstreamHTTP (the gateway's stack)", hbu)):
     print(f"the floor, forwarding on {label}: {per_request(name, many):.3f} ms CPU per request at {many} connections, "
           f"{per_request(name, '1'):.3f} ms at 1; {by[(name, many)]['rps'] / by[(px, many)]['rps']:.3f}x nginx proxy_pass")
     # The CPU target's formula applied to the floor: where the floor alone is above 0.15 ms, no
     # gateway on that stack can meet it.
     floor_cpu, floor_count = combined(name)
     print(f"  by the CPU target's formula ({many} and 1 connections together): {floor_cpu / max(floor_count, 1):.3f} ms per request   (target <= 0.15)")
-print(f"a provisioning's CPU over the Hummingbird + AsyncHTTPClient floor ({many} connections): "
-      f"{per_request(g, many) - per_request(hb, many):+.3f} ms unkeyed, {per_request(gk, many) - per_request(hb, many):+.3f} ms keyed")
+print(f"a provisioning's CPU over the Hummingbird + UpstreamHTTP floor ({many} connections): "
+      f"{per_request(g, many) - per_request(hbu, many):+.3f} ms unkeyed, {per_request(gk, many) - per_request(hbu, many):+.3f} ms keyed")
 bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway") or n.startswith("floor"))
 if bad:
     print(f"WARNING: the gateway or a floor proxy answered {bad} requests with a non-2xx status: the figures above are not provisionings")

@@ -22,8 +22,8 @@ declare -A allowed=(
   [ProvisioningGatewayClient]=""
   [gateway-soak]="ProvisioningGatewayClient"
   [wallet-crypto-bench]="WalletCrypto"
-  # The benchmark's floor: forwarding with nothing of the gateway's.
-  [proxy-floor]=""
+  # The benchmark's floor: forwarding with nothing of the gateway's but its upstream client.
+  [proxy-floor]="Issuers ProvisioningCore"
 )
 # Besides first-party modules, what ProvisioningCore may import.
 core_system="Foundation Synchronization ByteText"

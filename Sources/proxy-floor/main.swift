@@ -7,19 +7,25 @@
 //   proxy-floor nio <port> <upstream-port>          SwiftNIO alone: an HTTP/1.1 server whose every
 //       connection forwards over a connection of its own to the upstream, on the same event loop
 //       (no task, no thread hand-off): the least a Swift proxy on NIO can cost.
-//   proxy-floor hummingbird <port> <upstream-port>  The gateway's stack: a Hummingbird 2 route
-//       (async handler, the body collected) calling the upstream with AsyncHTTPClient, as the
-//       gateway's connectors do.
+//   proxy-floor hummingbird <port> <upstream-port>  A Hummingbird 2 route (async handler, the
+//       body collected) calling the upstream with AsyncHTTPClient, as the gateway's connectors did
+//       until they moved to `UpstreamHTTP` on SwiftNIO.
+//   proxy-floor hummingbird-upstream <port> <upstream-port>  The gateway's stack: the same route
+//       calling the upstream through the connectors' own `UpstreamHTTP` (Issuers), with a
+//       provisioning context and nothing else of the gateway's.
 //
 // Both listen on 127.0.0.1 and send to http://127.0.0.1:<upstream-port>/v0/x. A benchmark tool,
 // not a product: no configuration, no TLS, no limits beyond a 1 MiB body.
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import Issuers
 import Logging
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 import NIOPosix
+import ProvisioningCore
 
 let maxBody = 1 << 20
 
@@ -204,14 +210,33 @@ func runHummingbird(port: Int, upstreamPort: Int) async throws {
     try await app.runService()
 }
 
+func runHummingbirdUpstream(port: Int, upstreamPort: Int) async throws {
+    var logger = Logger(label: "proxy-floor")
+    logger.logLevel = .warning
+    let http = UpstreamHTTP(issuer: "floor", timeouts: TimeoutConfig(), logger: logger)
+    let url = URL(string: "http://127.0.0.1:\(upstreamPort)/v0/x")!
+    let router = Router()
+    router.post("/v1/cards/:card_id/wallet-provisioning/apple-pay") { request, _ -> Response in
+        let body = try await request.body.collect(upTo: maxBody)
+        let clock = GatewayClock.continuous
+        let context = ProvisioningContext(provisioningID: "prv_floor", deadline: clock.now.advanced(by: .seconds(10)), clock: clock)
+        let answer = try await http.send(method: .POST, url: url, headers: [], body: Data(buffer: body), context: context)
+        return Response(status: .init(code: answer.status), headers: [.contentType: "application/json"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+    let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+    print("proxy-floor hummingbird-upstream listening on 127.0.0.1:\(port)")
+    try await app.runService()
+}
+
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let port = Int(arguments[2]), let upstreamPort = Int(arguments[3]),
-      ["nio", "hummingbird"].contains(arguments[1]) else {
-    print("usage: proxy-floor nio|hummingbird <port> <upstream-port>")
+      ["nio", "hummingbird", "hummingbird-upstream"].contains(arguments[1]) else {
+    print("usage: proxy-floor nio|hummingbird|hummingbird-upstream <port> <upstream-port>")
     exit(2)
 }
-if arguments[1] == "nio" {
-    try await runNIO(port: port, upstreamPort: upstreamPort)
-} else {
-    try await runHummingbird(port: port, upstreamPort: upstreamPort)
+switch arguments[1] {
+case "nio": try await runNIO(port: port, upstreamPort: upstreamPort)
+case "hummingbird": try await runHummingbird(port: port, upstreamPort: upstreamPort)
+default: try await runHummingbirdUpstream(port: port, upstreamPort: upstreamPort)
 }

@@ -114,8 +114,14 @@ final class UpstreamConnectionPool: Sendable {
     ) async throws -> UpstreamHTTP.Response {
         let deadline = NIODeadline.now() + timeout
         let channel = try await lease(target, deadline: deadline)
+        let left = deadline - NIODeadline.now()
+        guard left > .zero else {
+            // Connecting took all the time: the request is not sent late, and the connection is kept.
+            release(channel, target: target)
+            throw UpstreamTransportError.waitedTooLong
+        }
         let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
-        let exchange = UpstreamExchange(head: head, body: body, timeout: deadline - NIODeadline.now(), promise: promise)
+        let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise)
         return try await withTaskCancellationHandler {
             let written: EventLoopFuture<Void> = channel.writeAndFlush(exchange)
             // The connection was gone before the exchange reached its handler (which fails the
