@@ -91,6 +91,29 @@ import Testing
         }
     }
 
+    /// Over TLS the connection is kept too: several calls, one handshake, whether the URL names
+    /// the host (SNI and the certificate's DNS name) or its address (the certificate's IP entry).
+    @Test(arguments: ["localhost", "127.0.0.1"])
+    func callsOverTLSShareOneConnection(host: String) async throws {
+        let pki = try TestPKI()
+        defer { try? FileManager.default.removeItem(at: pki.directory) }
+        let serverFiles = try pki.issue("server")
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(serverFiles.certificateFile.path).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: serverFiles.keyFile.path, format: .pem)))
+        try await ScriptedUpstream.with(tls: tls) { server in
+            let url = URL(string: "https://\(host):\(server.port)/v1/ping")!
+            let statuses = try await withClient(UpstreamTLSConfig(caFile: "ca.pem"), base: pki.directory) { http in
+                var statuses: [Int] = []
+                for _ in 0..<3 { statuses.append(try await get(http, url).status) }
+                return statuses
+            }
+            #expect(statuses == [200, 200, 200])
+            #expect(server.accepted == 1, "one TLS session for the three calls")
+            #expect(server.seen.first?.head.headers["Host"] == ["\(host):\(server.port)"])
+        }
+    }
+
     // MARK: Loading the files
 
     func problems(_ config: UpstreamTLSConfig, base: URL) -> [ConfigProblem] {

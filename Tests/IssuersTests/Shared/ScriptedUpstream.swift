@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// A loopback HTTP/1.1 server on SwiftNIO whose every answer a test scripts (in order; a plain
 /// 200 once the script runs out), and which counts the connections it accepted, how many were open
@@ -37,21 +38,26 @@ final class ScriptedUpstream: Sendable {
     let counts: NIOLockedValueBox<Counts>
     private let channel: any Channel
     let port: Int
+    let https: Bool
 
-    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var url: URL { URL(string: "\(https ? "https" : "http")://127.0.0.1:\(port)")! }
     var accepted: Int { counts.withLockedValue(\.accepted) }
     var open: Int { counts.withLockedValue(\.open) }
     var mostOpen: Int { counts.withLockedValue(\.mostOpen) }
     var seen: [Seen] { counts.withLockedValue(\.seen) }
 
-    private init(channel: any Channel, counts: NIOLockedValueBox<Counts>) {
+    private init(channel: any Channel, counts: NIOLockedValueBox<Counts>, https: Bool) {
         self.channel = channel
         self.counts = counts
+        self.https = https
         self.port = channel.localAddress?.port ?? 0
     }
 
-    static func start(_ script: [Reply] = []) async throws -> ScriptedUpstream {
+    /// `tls`: serve HTTPS with it (the connection counted from the TCP accept, so a count of 1
+    /// means one handshake).
+    static func start(_ script: [Reply] = [], tls: TLSConfiguration? = nil) async throws -> ScriptedUpstream {
         let counts = NIOLockedValueBox(Counts(script: script))
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -63,12 +69,13 @@ final class ScriptedUpstream: Sendable {
                 }
                 channel.closeFuture.whenComplete { _ in counts.withLockedValue { $0.open -= 1 } }
                 return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(Handler(connection: number, counts: counts))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        return ScriptedUpstream(channel: channel, counts: counts)
+        return ScriptedUpstream(channel: channel, counts: counts, https: tls != nil)
     }
 
     func stop() async {
@@ -76,8 +83,10 @@ final class ScriptedUpstream: Sendable {
     }
 
     /// Runs `body` with a started server and stops it afterwards, whatever happens.
-    static func with<T: Sendable>(_ script: [Reply] = [], _ body: (ScriptedUpstream) async throws -> T) async throws -> T {
-        let server = try await start(script)
+    static func with<T: Sendable>(
+        _ script: [Reply] = [], tls: TLSConfiguration? = nil, _ body: (ScriptedUpstream) async throws -> T
+    ) async throws -> T {
+        let server = try await start(script, tls: tls)
         do {
             let result = try await body(server)
             await server.stop()
