@@ -137,14 +137,7 @@ public final class PostgresTestServer: Sendable {
     /// Starts a server, runs `body` with it, and stops it whatever happens.
     public static func with<T: Sendable>(tls: TLS? = nil, _ body: (PostgresTestServer) async throws -> T) async throws -> T {
         let server = try await start(tls: tls)
-        do {
-            let result = try await body(server)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        return try await withCleanup({ try await body(server) }, cleanup: { await server.stop() })
     }
 
     static func run(_ binaries: URL, _ tool: String, _ arguments: [String]) async throws {

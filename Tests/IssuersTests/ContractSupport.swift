@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Hummingbird
 import Issuers
 import Logging
@@ -144,14 +145,7 @@ func keyPaths(_ object: Any, prefix: String = "") -> Set<String> {
 func withUpstreamHTTP<T: Sendable>(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil,
                                    _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
     let http = Fixtures.http(issuer, requestMS: requestMS, tls: tls)
-    do {
-        let result = try await body(http)
-        try await http.shutdown()
-        return result
-    } catch {
-        try? await http.shutdown()
-        throw error
-    }
+    return try await withCleanup({ try await body(http) }, cleanup: { try await http.shutdown() })
 }
 
 /// The `GatewayError` an operation fails with, or nil when it succeeds.

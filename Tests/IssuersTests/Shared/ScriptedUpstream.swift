@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -87,14 +88,7 @@ final class ScriptedUpstream: Sendable {
         _ script: [Reply] = [], tls: TLSConfiguration? = nil, _ body: (ScriptedUpstream) async throws -> T
     ) async throws -> T {
         let server = try await start(script, tls: tls)
-        do {
-            let result = try await body(server)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        return try await withCleanup({ try await body(server) }, cleanup: { await server.stop() })
     }
 
     private final class Handler: ChannelInboundHandler {

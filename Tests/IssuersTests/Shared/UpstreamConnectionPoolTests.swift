@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Issuers
 import Logging
 import NIOCore
@@ -19,14 +20,7 @@ import Testing
     }
 
     static func with<T: Sendable>(_ http: UpstreamHTTP, _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
-        do {
-            let result = try await body(http)
-            try await http.shutdown()
-            return result
-        } catch {
-            try? await http.shutdown()
-            throw error
-        }
+        try await withCleanup({ try await body(http) }, cleanup: { try await http.shutdown() })
     }
 
     static func get(_ http: UpstreamHTTP, _ url: URL) async throws -> UpstreamHTTP.Response {
