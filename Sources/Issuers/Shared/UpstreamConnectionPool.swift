@@ -135,6 +135,18 @@ final class UpstreamConnectionPool: Sendable {
         }
     }
 
+    /// The connections open now (idle ones included), the idle ones among them, and the calls
+    /// waiting for one, over all hosts.
+    var counts: UpstreamHTTP.ConnectionCounts {
+        state.withLockedValue { state in
+            state.hosts.values.reduce(into: UpstreamHTTP.ConnectionCounts()) { counts, host in
+                counts.open += host.open
+                counts.idle += host.idle.count
+                counts.waiting += host.waiters.count
+            }
+        }
+    }
+
     /// Closes the idle connections and fails the calls waiting for one; calls made afterwards fail at once.
     func shutdown() async {
         let (idle, waiters) = state.withLockedValue { state -> ([any Channel], [Waiter]) in

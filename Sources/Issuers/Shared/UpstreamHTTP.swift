@@ -42,6 +42,22 @@ public final class UpstreamHTTP: Sendable {
         self.logger = logger
     }
 
+    /// What the pool holds now: `open` counts connections being made, in use and idle; a
+    /// connection the issuer closed leaves the counts once its event loop has read the close.
+    public struct ConnectionCounts: Sendable, Equatable {
+        public var open = 0
+        public var idle = 0
+        public var waiting = 0
+
+        public init(open: Int = 0, idle: Int = 0, waiting: Int = 0) {
+            self.open = open
+            self.idle = idle
+            self.waiting = waiting
+        }
+    }
+
+    public var connections: ConnectionCounts { pool.counts }
+
     public func shutdown() async throws {
         await pool.shutdown()
     }

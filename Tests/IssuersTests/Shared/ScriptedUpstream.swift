@@ -6,8 +6,8 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// A loopback HTTP/1.1 server on SwiftNIO whose every answer a test scripts (in order; a plain
-/// 200 once the script runs out), and which counts the connections it accepted, how many were open
+/// A loopback HTTP/1.1 server on SwiftNIO whose every answer a test scripts (by the request's
+/// path when `byPath` names it, else in order; a plain 200 once the script runs out), and which counts the connections it accepted, how many were open
 /// at once, and the requests it read: what a test of the upstream client's connection handling
 /// needs to see from the issuer's side.
 final class ScriptedUpstream: Sendable {
@@ -34,6 +34,7 @@ final class ScriptedUpstream: Sendable {
         var mostOpen = 0
         var seen: [Seen] = []
         var script: [Reply] = []
+        var byPath: [String: Reply] = [:]
     }
 
     let counts: NIOLockedValueBox<Counts>
@@ -56,8 +57,8 @@ final class ScriptedUpstream: Sendable {
 
     /// `tls`: serve HTTPS with it (the connection counted from the TCP accept, so a count of 1
     /// means one handshake).
-    static func start(_ script: [Reply] = [], tls: TLSConfiguration? = nil) async throws -> ScriptedUpstream {
-        let counts = NIOLockedValueBox(Counts(script: script))
+    static func start(_ script: [Reply] = [], byPath: [String: Reply] = [:], tls: TLSConfiguration? = nil) async throws -> ScriptedUpstream {
+        let counts = NIOLockedValueBox(Counts(script: script, byPath: byPath))
         let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -85,9 +86,10 @@ final class ScriptedUpstream: Sendable {
 
     /// Runs `body` with a started server and stops it afterwards, whatever happens.
     static func with<T: Sendable>(
-        _ script: [Reply] = [], tls: TLSConfiguration? = nil, _ body: (ScriptedUpstream) async throws -> T
+        _ script: [Reply] = [], byPath: [String: Reply] = [:], tls: TLSConfiguration? = nil,
+        _ body: (ScriptedUpstream) async throws -> T
     ) async throws -> T {
-        let server = try await start(script, tls: tls)
+        let server = try await start(script, byPath: byPath, tls: tls)
         return try await withCleanup({ try await body(server) }, cleanup: { await server.stop() })
     }
 
@@ -115,6 +117,7 @@ final class ScriptedUpstream: Sendable {
                 guard let head else { return }
                 let reply = counts.withLockedValue { counts -> Reply in
                     counts.seen.append(Seen(connection: connection, head: head, body: body))
+                    if let reply = counts.byPath[head.uri] { return reply }
                     return counts.script.isEmpty ? .answer() : counts.script.removeFirst()
                 }
                 play(reply, context: context)

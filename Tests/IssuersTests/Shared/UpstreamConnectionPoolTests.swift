@@ -81,11 +81,11 @@ import Testing
     /// closed connection is dropped from the pool and the next call opens another.
     @Test func aConnectionTheIssuerClosedWhileIdleIsNotUsedAgain() async throws {
         try await ScriptedUpstream.with([.answer(closeAfter: true), .answer()]) { server in
-            try await Self.with(Self.http()) { http in
+            try await Self.with(Self.http()) { http throws in
                 #expect(try await Self.get(http, server.url).status == 200)
                 #expect(await Self.eventually { server.open == 0 }, "the server closed its side")
-                // The client's event loop reads the close right after; give it that moment.
-                try await Task.sleep(for: .milliseconds(50))
+                // The pool drops the connection once its event loop has read the close.
+                #expect(await Self.eventually { http.connections == UpstreamHTTP.ConnectionCounts() }, "the closed connection left the pool")
                 #expect(try await Self.get(http, server.url).status == 200)
             }
             #expect(server.accepted == 2)
@@ -158,20 +158,27 @@ import Testing
     }
 
     @Test func anAnswerThatNeverComesTimesOutAndItsConnectionIsClosed() async throws {
-        try await ScriptedUpstream.with([.hang, .answer()]) { server in
-            let (error, status) = try await Self.with(Self.http()) { http in
-                // Only the first call is short: 200 ms to its deadline.
+        // Only `/hang` hangs, whatever order the calls reach the server in.
+        try await ScriptedUpstream.with(byPath: ["/hang": .hang]) { server in
+            let hang = server.url.appendingPathComponent("hang")
+            let (error, status, countsAfterTimeout) = try await Self.with(Self.http()) { http in
+                // A first call opens the connection, so the short call's time is all spent waiting for its answer.
+                #expect(try await Self.get(http, server.url).status == 200)
                 let clock = GatewayClock.continuous
-                let short = ProvisioningContext(provisioningID: "prv_short", deadline: clock.now.advanced(by: .milliseconds(200)), clock: clock)
+                let short = ProvisioningContext(provisioningID: "prv_short", deadline: clock.now.advanced(by: .milliseconds(500)), clock: clock)
                 let error = await gatewayError {
-                    try await http.send(method: .GET, url: server.url, headers: [], body: nil, context: short)
+                    try await http.send(method: .GET, url: hang, headers: [], body: nil, context: short)
                 }
-                return (error, try await Self.get(http, server.url).status)
+                let left: UpstreamHTTP.ConnectionCounts? = await Self.eventually { http.connections.open == 0 } ? http.connections : nil
+                let status = try await Self.get(http, server.url).status
+                return (error, status, left)
             }
             #expect(error?.code == .upstreamTimeout)
             #expect(error?.condition == .timedOut)
+            #expect(countsAfterTimeout == UpstreamHTTP.ConnectionCounts(), "the timed-out connection left the pool")
             #expect(status == 200)
-            #expect(server.seen.map(\.connection) == [1, 2], "a connection with an exchange cut short is not used again")
+            #expect(server.seen.map(\.head.uri) == ["/", "/hang", "/"])
+            #expect(server.seen.map(\.connection) == [1, 1, 2], "a connection with an exchange cut short is not used again")
             #expect(await Self.eventually { server.open == 0 }, "the timed-out connection was closed")
         }
     }
