@@ -58,6 +58,11 @@ public final class UpstreamDirectory: Sendable {
     /// One issuer, as a request looks it up.
     public func issuer(_ id: IssuerID) -> UpstreamIssuer? { state.withLock { $0.issuers[id] } }
 
+    /// Each issuer's connection pool now (its connections open and idle, calls waiting for one).
+    public func connections() -> [IssuerID: UpstreamHTTP.ConnectionCounts] {
+        state.withLock { $0.transports }.mapValues(\.client.connections)
+    }
+
     public init(issuers: [IssuerID: UpstreamIssuer] = [:], clients: [UpstreamHTTP] = []) {
         state = Mutex(State(issuers: issuers, clients: clients))
     }

@@ -430,7 +430,8 @@ struct APIHandler: APIProtocol {
 
 extension APIHandler {
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        .ok(.init(body: .plainText(.init(metrics.exposition()))))
+        for (issuer, counts) in upstreams.connections() { metrics.upstreamConnections(issuer: issuer, counts) }
+        return .ok(.init(body: .plainText(.init(metrics.exposition()))))
     }
 
     func listIssuerHealth(_ input: Operations.ListIssuerHealth.Input) async throws -> Operations.ListIssuerHealth.Output {

@@ -35,6 +35,24 @@ struct RequestMetricsTests {
         }
     }
 
+    /// The issuer's connection pool, as `/metrics` reads it when scraped: after one provisioning
+    /// the connection that carried it is kept, idle, and nothing waits.
+    @Test func eachIssuersConnectionPoolIsOnTheGauges() async throws {
+        try await GatewayHarness.run { client, _ in
+            func gauge(_ text: String, _ series: String) -> Double? {
+                text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+            }
+            let before = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(gauge(before, #"gateway_upstream_connections{issuer="bridge",state="open"}"#) == 0, "\(before)")
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+            let after = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(gauge(after, #"gateway_upstream_connections{issuer="bridge",state="open"}"#) == 1, "\(after)")
+            #expect(gauge(after, #"gateway_upstream_connections{issuer="bridge",state="idle"}"#) == 1, "\(after)")
+            #expect(gauge(after, #"gateway_upstream_connection_waiters{issuer="bridge"}"#) == 0, "\(after)")
+            #expect(gauge(after, #"gateway_upstream_connections{issuer="tmp",state="open"}"#) == 0, "\(after)")
+        }
+    }
+
     @Test func refusedRequestsAreCountedPerClientAndBreakersShowTheirState() async throws {
         let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 1, burst: 1), GatewayHarness.sandboxConfig())
         try await GatewayHarness.run(config: config, clock: TestClock()) { client, _ in

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import Issuers
 import Prometheus
 import ProvisioningCore
 import Synchronization
@@ -138,6 +139,18 @@ public final class GatewayMetrics: Sendable {
     /// The config generation serving requests: 1 at start-up, one more per applied reload.
     public func configGeneration(_ generation: Int) {
         Gauge(label: "gateway_config_generation", factory: factory).record(generation)
+    }
+
+    /// An issuer's connection pool, read when `/metrics` is scraped: connections open (being
+    /// made, in use or idle), idle ones, and calls waiting for a connection (all of the issuer's
+    /// connections in use: its bound is 8 per host).
+    public func upstreamConnections(issuer: IssuerID, _ counts: UpstreamHTTP.ConnectionCounts) {
+        for (state, value) in [("open", counts.open), ("idle", counts.idle)] {
+            Gauge(label: "gateway_upstream_connections", dimensions: [("issuer", issuer.rawValue), ("state", state)], factory: factory)
+                .record(value)
+        }
+        Gauge(label: "gateway_upstream_connection_waiters", dimensions: [("issuer", issuer.rawValue)], factory: factory)
+            .record(counts.waiting)
     }
 
     /// The Prometheus text exposition of everything recorded so far.
