@@ -76,7 +76,6 @@ final class UpstreamConnectionPool: Sendable {
         var shutDown = false
     }
 
-    static let defaultMaxConnectionsPerHost = 8
     static let defaultIdleTimeout = TimeAmount.seconds(30)
 
     private let state = NIOLockedValueBox(State())
@@ -89,7 +88,7 @@ final class UpstreamConnectionPool: Sendable {
 
     init(
         group: any EventLoopGroup, connectTimeout: TimeAmount, tls: TLSConfiguration?,
-        maxConnectionsPerHost: Int = defaultMaxConnectionsPerHost, idleTimeout: TimeAmount = defaultIdleTimeout
+        maxConnectionsPerHost: Int = UpstreamHTTP.defaultMaxConnectionsPerHost, idleTimeout: TimeAmount = defaultIdleTimeout
     ) {
         self.group = group
         self.connectTimeout = connectTimeout
@@ -249,20 +248,23 @@ final class UpstreamConnectionPool: Sendable {
         waiter?.promise.succeed(.open)
     }
 
-    /// After a whole answer on a connection that stays open: to the first waiter, else to the idle list.
+    /// After a whole answer on a connection that stays open: to the first waiter, else to the idle
+    /// list; closed once the pool is shut down.
     func release(_ channel: any Channel, target: Target) {
-        let outcome = state.withLockedValue { state -> Waiter?? in
-            guard !state.shutDown else { return .none }
+        enum Handoff { case kept, waiter(Waiter), close }
+        // Closing runs `closed(_:)`, which takes the lock: never inside it.
+        let handoff = state.withLockedValue { state -> Handoff in
+            guard !state.shutDown else { return .close }
             var host = state.hosts[target] ?? Host()
             defer { state.hosts[target] = host }
-            if !host.waiters.isEmpty { return .some(host.waiters.removeFirst()) }
+            if !host.waiters.isEmpty { return .waiter(host.waiters.removeFirst()) }
             host.idle.append(Idle(channel: channel, since: .now()))
-            return .some(nil)
+            return .kept
         }
-        switch outcome {
-        case .none: channel.close(promise: nil)
-        case .some(.some(let waiter)): waiter.promise.succeed(.channel(channel))
-        case .some(.none): break
+        switch handoff {
+        case .kept: break
+        case .waiter(let waiter): waiter.promise.succeed(.channel(channel))
+        case .close: channel.close(promise: nil)
         }
     }
 

@@ -20,6 +20,9 @@ public final class UpstreamHTTP: Sendable {
     /// Larger answers are not payloads a phone could use.
     public static let maxResponseBytes = 1 << 20
 
+    /// AsyncHTTPClient's default, which the connectors ran on before.
+    public static let defaultMaxConnectionsPerHost = 8
+
     let issuer: IssuerID
     let requestTimeout: Duration
     private let pool: UpstreamConnectionPool
@@ -32,7 +35,7 @@ public final class UpstreamHTTP: Sendable {
     /// one, within its timeout).
     public init(
         issuer: IssuerID, timeouts: TimeoutConfig, tls: UpstreamTLS? = nil, logger: Logger,
-        maxConnectionsPerHost: Int = 8
+        maxConnectionsPerHost: Int = defaultMaxConnectionsPerHost
     ) {
         self.issuer = issuer
         self.requestTimeout = .milliseconds(timeouts.requestMS)
@@ -171,17 +174,19 @@ public final class UpstreamHTTP: Sendable {
     /// failed TLS handshake (unknown CA, a refused certificate), whose reason ops need and which
     /// names no secret.
     private static func connectFailure(_ cause: any Error, issuer: IssuerID) -> GatewayError {
-        if cause is NIOSSLError || cause is BoringSSLError {
-            return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: cause).prefix(200)))",
-                                condition: .connectFailed)
-        }
-        if let cause = cause as? ChannelError, case .connectTimeout = cause {
+        if let failure = tlsFailure(cause, issuer: issuer, condition: .connectFailed) { return failure }
+        switch cause {
+        case ChannelError.connectTimeout, UpstreamTransportError.waitedTooLong:
             return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
+        default:
+            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
         }
-        if case UpstreamTransportError.waitedTooLong = cause {
-            return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
-        }
-        return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
+    }
+
+    /// A TLS failure, with its reason (which ops need and which names no secret), or nil.
+    private static func tlsFailure(_ error: any Error, issuer: IssuerID, condition: UpstreamCondition) -> GatewayError? {
+        guard error is NIOSSLError || error is BoringSSLError else { return nil }
+        return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: error).prefix(200)))", condition: condition)
     }
 
     /// The request may have been sent: a reset, a TLS failure after the handshake (TLS 1.3 servers
@@ -190,10 +195,7 @@ public final class UpstreamHTTP: Sendable {
         if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
             return GatewayError(.upstreamUnavailable, "\(issuer) reset the connection", condition: .connectionReset)
         }
-        if error is NIOSSLError || error is BoringSSLError {
-            return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: error).prefix(200)))",
-                                condition: .connectionReset)
-        }
+        if let failure = tlsFailure(error, issuer: issuer, condition: .connectionReset) { return failure }
         return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))", condition: .connectionReset)
     }
 }
