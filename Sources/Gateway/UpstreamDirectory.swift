@@ -45,10 +45,12 @@ public final class UpstreamDirectory: Sendable {
     private struct Transport {
         let connectMS: Int
         let requestMS: Int
+        let pool: ConnectionPoolConfig
         let client: UpstreamHTTP
 
         func reusable(for config: IssuerConfig) -> UpstreamHTTP? {
-            config.tls == nil && config.timeouts.connectMS == connectMS && config.timeouts.requestMS == requestMS ? client : nil
+            config.tls == nil && config.timeouts.connectMS == connectMS && config.timeouts.requestMS == requestMS
+                && config.connections == pool ? client : nil
         }
     }
     private let state: Mutex<State>
@@ -57,6 +59,9 @@ public final class UpstreamDirectory: Sendable {
 
     /// One issuer, as a request looks it up.
     public func issuer(_ id: IssuerID) -> UpstreamIssuer? { state.withLock { $0.issuers[id] } }
+
+    /// The HTTP client an issuer's endpoints share (its connection pool).
+    public func client(_ issuer: IssuerID) -> UpstreamHTTP? { state.withLock { $0.transports[issuer]?.client } }
 
     /// Each issuer's connection pool now (its connections open and idle, calls waiting for one).
     public func connections() -> [IssuerID: UpstreamHTTP.ConnectionCounts] {
@@ -133,18 +138,19 @@ public final class UpstreamDirectory: Sendable {
     /// serving generation's directory as `previous` so unchanged issuers keep their clients).
     public static func build(
         config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger,
-        reusing previous: UpstreamDirectory? = nil
+        reusing previous: UpstreamDirectory? = nil, clock: GatewayClock = .continuous
     ) async throws(ConfigError) -> UpstreamDirectory {
         let directory = UpstreamDirectory()
-        try await directory.load(config: config, environment: environment, sandbox: sandbox, logger: logger, reusing: previous)
+        try await directory.load(config: config, environment: environment, sandbox: sandbox, logger: logger, reusing: previous, clock: clock)
         return directory
     }
 
     /// Resolves `env:NAME` from `environment` and `sandbox` references from `sandbox`; a missing
-    /// variable is a config problem naming the key path. Nothing changes when it throws.
+    /// variable is a config problem naming the key path. Nothing changes when it throws. `clock`
+    /// decides how long the issuers' connections have been idle.
     public func load(
         config: GatewayConfig, environment: [String: String], sandbox: SandboxEndpoints = SandboxEndpoints(), logger: Logger,
-        reusing previous: UpstreamDirectory? = nil
+        reusing previous: UpstreamDirectory? = nil, clock: GatewayClock = .continuous
     ) async throws(ConfigError) {
         var problems: [ConfigProblem] = []
         var issuers: [IssuerID: UpstreamIssuer] = [:]
@@ -208,11 +214,13 @@ public final class UpstreamDirectory: Sendable {
             if let reused = reusable[issuer]?.reusable(for: issuerConfig) {
                 http = reused
             } else {
-                http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger)
+                http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger, pool: issuerConfig.connections, clock: clock)
                 built.append(http)
             }
             clients.append(http)
-            transports[issuer] = Transport(connectMS: issuerConfig.timeouts.connectMS, requestMS: issuerConfig.timeouts.requestMS, client: http)
+            transports[issuer] = Transport(
+                connectMS: issuerConfig.timeouts.connectMS, requestMS: issuerConfig.timeouts.requestMS, pool: issuerConfig.connections,
+                client: http)
             // Every credential the kind names, resolved once; the definition types them.
             var secrets: [String: Sensitive<String>] = [:]
             for credential in definition.credentialNames {

@@ -430,7 +430,7 @@ struct APIHandler: APIProtocol {
 
 extension APIHandler {
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        for (issuer, counts) in upstreams.connections() { metrics.upstreamConnections(issuer: issuer, counts) }
+        metrics.upstreamConnections(upstreams.connections())
         return .ok(.init(body: .plainText(.init(metrics.exposition()))))
     }
 

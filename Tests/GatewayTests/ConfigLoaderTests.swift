@@ -207,7 +207,7 @@ import WalletCrypto
         let yaml = Self.minimal.replacingOccurrences(of: "    credentials:", with: "    credentails:")
             + "\nserver:\n  prot: 9000\nsandbox:\n  cards:\n    - { card_id: c, program: p, issuer: bridge, issuer_reference: {}, crad: {} }\n"
         let found = problems(yaml)
-        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, wire, validate_chain, retry, circuit_breaker, programs, tls, wallets, paused)"))
+        #expect(found.contains("issuers.bridge.credentails: unknown key (expected one of: kind, endpoints, credentials, timeouts, connections, wire, validate_chain, retry, circuit_breaker, programs, tls, wallets, paused)"))
         #expect(found.contains { $0.hasPrefix("server.prot: unknown key") })
         #expect(found.contains { $0.hasPrefix("sandbox.cards[0].crad: unknown key") })
     }

@@ -141,16 +141,33 @@ public final class GatewayMetrics: Sendable {
         Gauge(label: "gateway_config_generation", factory: factory).record(generation)
     }
 
-    /// An issuer's connection pool, read when `/metrics` is scraped: connections open (being
+    /// Every issuer's connection pool, read when `/metrics` is scraped: connections open (being
     /// made, in use or idle), idle ones, and calls waiting for a connection (all of the issuer's
-    /// connections in use: its bound is 8 per host).
-    public func upstreamConnections(issuer: IssuerID, _ counts: UpstreamHTTP.ConnectionCounts) {
-        for (state, value) in [("open", counts.open), ("idle", counts.idle)] {
-            Gauge(label: "gateway_upstream_connections", dimensions: [("issuer", issuer.rawValue), ("state", state)], factory: factory)
-                .record(value)
+    /// connections in use: `issuers.<name>.connections.max_per_host`). An issuer a config reload
+    /// removed leaves the exposition, instead of showing its last counts for ever.
+    public func upstreamConnections(_ pools: [IssuerID: UpstreamHTTP.ConnectionCounts]) {
+        let gone = pooledIssuers.withLock { known in
+            defer { known = Set(pools.keys) }
+            return known.subtracting(pools.keys)
         }
-        Gauge(label: "gateway_upstream_connection_waiters", dimensions: [("issuer", issuer.rawValue)], factory: factory)
-            .record(counts.waiting)
+        for issuer in gone {
+            for (gauge, _) in poolGauges(issuer, UpstreamHTTP.ConnectionCounts()) { gauge.destroy() }
+        }
+        for (issuer, counts) in pools {
+            for (gauge, value) in poolGauges(issuer, counts) { gauge.record(value) }
+        }
+    }
+
+    /// The issuers whose pool gauges are in the exposition.
+    private let pooledIssuers = Mutex<Set<IssuerID>>([])
+
+    /// An issuer's three pool gauges, each with its value in `counts`.
+    private func poolGauges(_ issuer: IssuerID, _ counts: UpstreamHTTP.ConnectionCounts) -> [(CoreMetrics.Gauge, Int)] {
+        func connections(_ state: String) -> CoreMetrics.Gauge {
+            CoreMetrics.Gauge(label: "gateway_upstream_connections", dimensions: [("issuer", issuer.rawValue), ("state", state)], factory: factory)
+        }
+        let waiters = CoreMetrics.Gauge(label: "gateway_upstream_connection_waiters", dimensions: [("issuer", issuer.rawValue)], factory: factory)
+        return [(connections("open"), counts.open), (connections("idle"), counts.idle), (waiters, counts.waiting)]
     }
 
     /// The Prometheus text exposition of everything recorded so far.

@@ -137,7 +137,8 @@ actor ConfigReloader {
 
     /// The start-up generation, once the upstreams can be built (the simulators listen).
     func start(config: GatewayConfig, sandbox: SandboxEndpoints) async throws(ConfigError) {
-        let upstreams = try await UpstreamDirectory.build(config: config, environment: environment, sandbox: sandbox, logger: logger)
+        let upstreams = try await UpstreamDirectory.build(
+            config: config, environment: environment, sandbox: sandbox, logger: logger, clock: parts.clock)
         let generation = ConfigGeneration(number: 1, config: config, fileSHA256: nil, upstreams: upstreams, parts: parts)
         parts.health.reconcile(generation.endpointSpecs)
         await live.install(generation, sandbox: sandbox)
@@ -211,7 +212,8 @@ actor ConfigReloader {
         guard problems.isEmpty else { throw ConfigError(source: source.path, problems: problems) }
         outcome.changed = RestartOnlySettings.changes(from: running.config, to: config)
         let upstreams = try await UpstreamDirectory.build(
-            config: config, environment: environment, sandbox: live.sandbox, logger: logger, reusing: running.upstreams)
+            config: config, environment: environment, sandbox: live.sandbox, logger: logger, reusing: running.upstreams,
+            clock: parts.clock)
         return ConfigGeneration(number: running.number + 1, config: config, fileSHA256: outcome.fileSHA256, upstreams: upstreams, parts: parts)
     }
 

@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import ProvisioningCore
 
 /// What can go wrong on the way to an issuer, in the terms `UpstreamHTTP.map` needs: whether any
 /// byte of the request may have left (everything but `connect` and `waitedTooLong` says it may).
@@ -55,7 +56,8 @@ final class UpstreamConnectionPool: Sendable {
 
     private struct Idle {
         let channel: any Channel
-        let since: NIODeadline
+        /// When it went idle, on the pool's clock.
+        let since: GatewayClock.Instant
     }
 
     private struct Waiter {
@@ -76,20 +78,21 @@ final class UpstreamConnectionPool: Sendable {
         var shutDown = false
     }
 
-    static let defaultIdleTimeout = TimeAmount.seconds(30)
-
     private let state = NIOLockedValueBox(State())
     private let group: any EventLoopGroup
     private let connectTimeout: TimeAmount
     private let maxConnectionsPerHost: Int
-    private let idleTimeout: TimeAmount
+    private let idleTimeout: Duration
+    /// Decides how old an idle connection is (tests drive it); I/O timeouts run on the event loops.
+    private let clock: GatewayClock
     private let tls: NIOSSLContext?
     private let tlsError: (any Error)?
 
     init(
         group: any EventLoopGroup, connectTimeout: TimeAmount, tls: TLSConfiguration?,
-        maxConnectionsPerHost: Int = UpstreamHTTP.defaultMaxConnectionsPerHost, idleTimeout: TimeAmount = defaultIdleTimeout
+        maxConnectionsPerHost: Int, idleTimeout: Duration, clock: GatewayClock
     ) {
+        self.clock = clock
         self.group = group
         self.connectTimeout = connectTimeout
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
@@ -173,14 +176,14 @@ final class UpstreamConnectionPool: Sendable {
 
     private func lease(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
         while true {
-            let now = NIODeadline.now()
+            let now = clock.now
             var stale: [any Channel] = []
             let step = state.withLockedValue { state -> Step in
                 guard !state.shutDown else { return .refuse }
                 var host = state.hosts[target] ?? Host()
                 defer { state.hosts[target] = host }
                 while let idle = host.idle.popLast() {
-                    if idle.channel.isActive, now - idle.since < idleTimeout { return .use(idle.channel) }
+                    if idle.channel.isActive, idle.since.duration(to: now) < idleTimeout { return .use(idle.channel) }
                     stale.append(idle.channel)
                 }
                 if host.open < maxConnectionsPerHost {
@@ -258,7 +261,7 @@ final class UpstreamConnectionPool: Sendable {
             var host = state.hosts[target] ?? Host()
             defer { state.hosts[target] = host }
             if !host.waiters.isEmpty { return .waiter(host.waiters.removeFirst()) }
-            host.idle.append(Idle(channel: channel, since: .now()))
+            host.idle.append(Idle(channel: channel, since: clock.now))
             return .kept
         }
         switch handoff {

@@ -20,28 +20,29 @@ public final class UpstreamHTTP: Sendable {
     /// Larger answers are not payloads a phone could use.
     public static let maxResponseBytes = 1 << 20
 
-    /// AsyncHTTPClient's default, which the connectors ran on before.
-    public static let defaultMaxConnectionsPerHost = 8
-
     let issuer: IssuerID
     let requestTimeout: Duration
+    /// The pool's bound per host and idle timeout (`issuers.<name>.connections`).
+    public let poolConfig: ConnectionPoolConfig
     private let pool: UpstreamConnectionPool
     private let logger: Logger
 
     /// `tls`: the issuer's private CA and/or client certificate; the system's roots and no client
     /// certificate when nil. No redirect is followed and a refused connection is not tried again
     /// here: the gateway's own retry policy, circuit breakers and endpoint failover decide what
-    /// happens next. At most `maxConnectionsPerHost` connections per host (a call beyond waits for
-    /// one, within its timeout).
+    /// happens next. At most `pool.maxPerHost` connections per host (a call beyond waits for one,
+    /// within its timeout); an idle one older than `pool.idleTimeoutMS` on `clock` is closed
+    /// instead of used.
     public init(
         issuer: IssuerID, timeouts: TimeoutConfig, tls: UpstreamTLS? = nil, logger: Logger,
-        maxConnectionsPerHost: Int = defaultMaxConnectionsPerHost
+        pool: ConnectionPoolConfig = ConnectionPoolConfig(), clock: GatewayClock = .continuous
     ) {
         self.issuer = issuer
         self.requestTimeout = .milliseconds(timeouts.requestMS)
+        self.poolConfig = pool
         self.pool = UpstreamConnectionPool(
             group: MultiThreadedEventLoopGroup.singleton, connectTimeout: .milliseconds(Int64(timeouts.connectMS)),
-            tls: tls?.configuration, maxConnectionsPerHost: maxConnectionsPerHost)
+            tls: tls?.configuration, maxConnectionsPerHost: pool.maxPerHost, idleTimeout: .milliseconds(pool.idleTimeoutMS), clock: clock)
         self.logger = logger
     }
 

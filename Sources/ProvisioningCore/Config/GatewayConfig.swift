@@ -155,6 +155,8 @@ public struct IssuerConfig: Sendable, Codable {
     /// Credential name -> `env:NAME` (or `sandbox` for the in-process simulators).
     @DefaultEmptyMap<[String: String]> public var credentials: [String: String]
     @DefaultSection<TimeoutConfig> public var timeouts: TimeoutConfig
+    /// The issuer's connection pool: its bound per host and how long an idle connection is kept.
+    @DefaultSection<ConnectionPoolConfig> public var connections: ConnectionPoolConfig
     @DefaultSection<WireOptions> public var wire: WireOptions
     /// Validate the PassKit chain before calling this issuer (invalid -> 422, no upstream call).
     @DefaultFalse public var validateChain: Bool
@@ -176,7 +178,7 @@ public struct IssuerConfig: Sendable, Codable {
 
     /// In the order `unknown key (expected one of: ...)` lists them.
     enum CodingKeys: String, CodingKey {
-        case kind, endpoints, credentials, timeouts, wire
+        case kind, endpoints, credentials, timeouts, connections, wire
         case validateChain = "validate_chain"
         case retry
         case circuitBreaker = "circuit_breaker"
@@ -328,6 +330,39 @@ public struct TimeoutConfig: ConfigSection {
     enum CodingKeys: String, CodingKey {
         case connectMS = "connect_ms"
         case requestMS = "request_ms"
+    }
+}
+
+/// `issuers.<name>.connections`: the issuer's pool of HTTP/1.1 connections, one per host of its
+/// endpoints (README, "Connections to an issuer").
+public struct ConnectionPoolConfig: ConfigSection, Equatable {
+    public enum Defaults {
+        /// AsyncHTTPClient's default, which the connectors ran on before their own pool.
+        public enum MaxPerHost: ConfigDefault { public static let value = 8 }
+        /// Below the usual keep-alive timeouts of the servers in front of an issuer's API (nginx
+        /// 75 s, AWS ALB 60 s), so the gateway drops an idle connection before the server does.
+        public enum IdleTimeoutMS: ConfigDefault { public static let value = 30_000 }
+    }
+
+    /// The most connections open to one host at once; a call beyond waits for one, within its
+    /// per-try timeout.
+    @Default<Defaults.MaxPerHost> public var maxPerHost: Int
+    /// An idle connection older than this is closed instead of used.
+    @Default<Defaults.IdleTimeoutMS> public var idleTimeoutMS: Int
+
+    /// Each value's accepted range (validation says so by key).
+    public static let maxPerHostRange = 1...1_024
+    public static let idleTimeoutMSRange = 100...3_600_000
+
+    public init() {}
+    public init(maxPerHost: Int, idleTimeoutMS: Int) {
+        self.maxPerHost = maxPerHost
+        self.idleTimeoutMS = idleTimeoutMS
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case maxPerHost = "max_per_host"
+        case idleTimeoutMS = "idle_timeout_ms"
     }
 }
 

@@ -12,11 +12,16 @@ import Testing
 /// never more per host than the bound, never reused after the issuer closed them or an exchange
 /// went wrong, and every failure classed by whether the request may have left.
 @Suite(.timeLimit(.minutes(1))) struct UpstreamConnectionPoolTests {
-    static func http(requestMS: Int = 5_000, connectMS: Int = 2_000, maxConnectionsPerHost: Int = 8) -> UpstreamHTTP {
+    static func http(
+        requestMS: Int = 5_000, connectMS: Int = 2_000, maxConnectionsPerHost: Int = ConnectionPoolConfig.Defaults.MaxPerHost.value,
+        idleTimeoutMS: Int = ConnectionPoolConfig.Defaults.IdleTimeoutMS.value, clock: GatewayClock = .continuous
+    ) -> UpstreamHTTP {
         var timeouts = TimeoutConfig()
         timeouts.requestMS = requestMS
         timeouts.connectMS = connectMS
-        return UpstreamHTTP(issuer: "test", timeouts: timeouts, logger: Fixtures.logger, maxConnectionsPerHost: maxConnectionsPerHost)
+        return UpstreamHTTP(
+            issuer: "test", timeouts: timeouts, logger: Fixtures.logger,
+            pool: ConnectionPoolConfig(maxPerHost: maxConnectionsPerHost, idleTimeoutMS: idleTimeoutMS), clock: clock)
     }
 
     static func with<T: Sendable>(_ http: UpstreamHTTP, _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
@@ -90,6 +95,26 @@ import Testing
             }
             #expect(server.accepted == 2)
             #expect(server.seen.map(\.connection) == [1, 2])
+        }
+    }
+
+    /// The idle timeout is read on the pool's clock (a test clock here): a connection idle for
+    /// less is used again; one idle for longer is closed and replaced, and the call costs nothing.
+    @Test func aConnectionIdleLongerThanTheIdleTimeoutIsClosedInsteadOfUsed() async throws {
+        let clock = TestClock()
+        try await ScriptedUpstream.with { server in
+            try await Self.with(Self.http(idleTimeoutMS: 1_000, clock: GatewayClock(clock))) { http throws in
+                #expect(try await Self.get(http, server.url).status == 200)
+                clock.advance(by: .milliseconds(999))
+                #expect(try await Self.get(http, server.url).status == 200)
+                #expect(server.accepted == 1, "idle for less than the timeout: used again")
+                clock.advance(by: .milliseconds(1_000))
+                #expect(try await Self.get(http, server.url).status == 200)
+                #expect(server.accepted == 2, "idle for the timeout: a new connection")
+                #expect(await Self.eventually { server.open == 1 }, "the stale connection was closed")
+                #expect(http.connections == UpstreamHTTP.ConnectionCounts(open: 1, idle: 1, waiting: 0))
+            }
+            #expect(server.seen.map(\.connection) == [1, 1, 2])
         }
     }
 
