@@ -34,24 +34,15 @@ public final class UpstreamDirectory: Sendable {
     private struct State {
         var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
-        /// Each issuer's client and the settings it was built with, for the next generation to reuse.
-        var transports: [IssuerID: Transport] = [:]
+        /// Each issuer's client, for the next generation to reuse.
+        var transports: [IssuerID: UpstreamHTTP] = [:]
     }
 
-    /// An issuer's HTTP client (its connection pool) and what it was built from. A config reload
-    /// keeps the client, and so its warm connections, when these are unchanged and the issuer has
-    /// no TLS files: files are read again on every reload (a rotated client certificate takes
-    /// effect), so an issuer with `tls` gets a new client.
-    private struct Transport {
-        let connectMS: Int
-        let requestMS: Int
-        let pool: ConnectionPoolConfig
-        let client: UpstreamHTTP
-
-        func reusable(for config: IssuerConfig) -> UpstreamHTTP? {
-            config.tls == nil && config.timeouts.connectMS == connectMS && config.timeouts.requestMS == requestMS
-                && config.connections == pool ? client : nil
-        }
+    /// Whether a config reload may keep an issuer's HTTP client, and so its warm connections: its
+    /// timeouts and pool settings are unchanged and it has no TLS files (files are read again on
+    /// every reload, so a rotated client certificate takes effect with a new client).
+    private static func reusable(_ client: UpstreamHTTP, for config: IssuerConfig) -> Bool {
+        config.tls == nil && config.timeouts == client.timeouts && config.connections == client.poolConfig
     }
     private let state: Mutex<State>
 
@@ -61,11 +52,11 @@ public final class UpstreamDirectory: Sendable {
     public func issuer(_ id: IssuerID) -> UpstreamIssuer? { state.withLock { $0.issuers[id] } }
 
     /// The HTTP client an issuer's endpoints share (its connection pool).
-    public func client(_ issuer: IssuerID) -> UpstreamHTTP? { state.withLock { $0.transports[issuer]?.client } }
+    public func client(_ issuer: IssuerID) -> UpstreamHTTP? { state.withLock { $0.transports[issuer] } }
 
     /// Each issuer's connection pool now (its connections open and idle, calls waiting for one).
     public func connections() -> [IssuerID: UpstreamHTTP.ConnectionCounts] {
-        state.withLock { $0.transports }.mapValues(\.client.connections)
+        state.withLock { $0.transports }.mapValues(\.connections)
     }
 
     public init(issuers: [IssuerID: UpstreamIssuer] = [:], clients: [UpstreamHTTP] = []) {
@@ -155,10 +146,10 @@ public final class UpstreamDirectory: Sendable {
         var problems: [ConfigProblem] = []
         var issuers: [IssuerID: UpstreamIssuer] = [:]
         var clients: [UpstreamHTTP] = []
-        var transports: [IssuerID: Transport] = [:]
+        var transports: [IssuerID: UpstreamHTTP] = [:]
         /// Built here (not reused): what a failed load shuts down again.
         var built: [UpstreamHTTP] = []
-        let reusable = previous?.state.withLock { $0.transports } ?? [:]
+        let previousClients = previous?.state.withLock { $0.transports } ?? [:]
 
         for name in config.issuers.keys.sorted() {
             let issuerConfig = config.issuers[name]!
@@ -211,16 +202,14 @@ public final class UpstreamDirectory: Sendable {
                 }
             }
             let http: UpstreamHTTP
-            if let reused = reusable[issuer]?.reusable(for: issuerConfig) {
+            if let reused = previousClients[issuer], Self.reusable(reused, for: issuerConfig) {
                 http = reused
             } else {
                 http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger, pool: issuerConfig.connections, clock: clock)
                 built.append(http)
             }
             clients.append(http)
-            transports[issuer] = Transport(
-                connectMS: issuerConfig.timeouts.connectMS, requestMS: issuerConfig.timeouts.requestMS, pool: issuerConfig.connections,
-                client: http)
+            transports[issuer] = http
             // Every credential the kind names, resolved once; the definition types them.
             var secrets: [String: Sensitive<String>] = [:]
             for credential in definition.credentialNames {

@@ -13,11 +13,11 @@ import Testing
     static let credential = "      api_key: env:BRIDGE_API_KEY\n"
     static let environment = ["BRIDGE_API_KEY": "k"]
 
-    /// The minimal config with `connections` added to issuer bridge (nothing added when nil).
-    static func yaml(connections: String?) -> String {
+    /// The minimal config with `connections` (and `timeouts`) added to issuer bridge, when given.
+    static func yaml(connections: String?, timeouts: String? = nil) -> String {
         #expect(ConfigLoaderTests.minimal.contains(credential))
-        guard let connections else { return ConfigLoaderTests.minimal }
-        return ConfigLoaderTests.minimal.replacingOccurrences(of: credential, with: credential + "    connections: \(connections)\n")
+        let added = [("connections", connections), ("timeouts", timeouts)].compactMap { key, value in value.map { "    \(key): \($0)\n" } }
+        return ConfigLoaderTests.minimal.replacingOccurrences(of: credential, with: credential + added.joined())
     }
 
     static func build(_ yaml: String, reusing previous: UpstreamDirectory? = nil) async throws -> UpstreamDirectory {
@@ -57,6 +57,13 @@ import Testing
                 #expect(rebuilt !== original)
                 #expect(rebuilt.poolConfig.maxPerHost == 4)
             }, cleanup: { await changed.shutdown(keeping: [first]) })
+            // Other timeouts, same pool settings: a new client too.
+            let retimed = try await Self.build(Self.yaml(connections: "{ max_per_host: 3 }", timeouts: "{ request_ms: 4000 }"), reusing: first)
+            try await withCleanup({
+                let rebuilt = try #require(retimed.client("bridge"))
+                #expect(rebuilt !== original)
+                #expect(rebuilt.timeouts.requestMS == 4_000)
+            }, cleanup: { await retimed.shutdown(keeping: [first]) })
         }
     }
 

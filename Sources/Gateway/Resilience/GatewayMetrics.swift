@@ -151,23 +151,23 @@ public final class GatewayMetrics: Sendable {
             return known.subtracting(pools.keys)
         }
         for issuer in gone {
-            for (gauge, _) in poolGauges(issuer, UpstreamHTTP.ConnectionCounts()) { gauge.destroy() }
+            for (gauge, _) in poolGauges(issuer) { gauge.destroy() }
         }
         for (issuer, counts) in pools {
-            for (gauge, value) in poolGauges(issuer, counts) { gauge.record(value) }
+            for (gauge, count) in poolGauges(issuer) { gauge.record(counts[keyPath: count]) }
         }
     }
 
     /// The issuers whose pool gauges are in the exposition.
     private let pooledIssuers = Mutex<Set<IssuerID>>([])
 
-    /// An issuer's three pool gauges, each with its value in `counts`.
-    private func poolGauges(_ issuer: IssuerID, _ counts: UpstreamHTTP.ConnectionCounts) -> [(CoreMetrics.Gauge, Int)] {
+    /// An issuer's three pool gauges, each with the count it shows.
+    private func poolGauges(_ issuer: IssuerID) -> [(CoreMetrics.Gauge, KeyPath<UpstreamHTTP.ConnectionCounts, Int>)] {
         func connections(_ state: String) -> CoreMetrics.Gauge {
             CoreMetrics.Gauge(label: "gateway_upstream_connections", dimensions: [("issuer", issuer.rawValue), ("state", state)], factory: factory)
         }
         let waiters = CoreMetrics.Gauge(label: "gateway_upstream_connection_waiters", dimensions: [("issuer", issuer.rawValue)], factory: factory)
-        return [(connections("open"), counts.open), (connections("idle"), counts.idle), (waiters, counts.waiting)]
+        return [(connections("open"), \.open), (connections("idle"), \.idle), (waiters, \.waiting)]
     }
 
     /// The Prometheus text exposition of everything recorded so far.

@@ -21,7 +21,8 @@ public final class UpstreamHTTP: Sendable {
     public static let maxResponseBytes = 1 << 20
 
     let issuer: IssuerID
-    let requestTimeout: Duration
+    /// The connect and per-try timeouts it was built with (`issuers.<name>.timeouts`).
+    public let timeouts: TimeoutConfig
     /// The pool's bound per host and idle timeout (`issuers.<name>.connections`).
     public let poolConfig: ConnectionPoolConfig
     private let pool: UpstreamConnectionPool
@@ -38,7 +39,7 @@ public final class UpstreamHTTP: Sendable {
         pool: ConnectionPoolConfig = ConnectionPoolConfig(), clock: GatewayClock = .continuous
     ) {
         self.issuer = issuer
-        self.requestTimeout = .milliseconds(timeouts.requestMS)
+        self.timeouts = timeouts
         self.poolConfig = pool
         self.pool = UpstreamConnectionPool(
             group: MultiThreadedEventLoopGroup.singleton, connectTimeout: .milliseconds(Int64(timeouts.connectMS)),
@@ -78,7 +79,7 @@ public final class UpstreamHTTP: Sendable {
         guard remaining > .zero else {
             throw GatewayError(.deadlineExceeded, "the deadline passed before \(issuer) could be called")
         }
-        let timeout = min(remaining, requestTimeout)
+        let timeout = min(remaining, .milliseconds(timeouts.requestMS))
 
         let clock = context.clock
         let started = clock.now

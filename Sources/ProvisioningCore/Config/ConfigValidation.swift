@@ -112,13 +112,10 @@ extension GatewayConfig {
             if issuer.timeouts.connectMS <= 0 { problems.append(.init("\(path).timeouts.connect_ms", "must be positive")) }
             if issuer.timeouts.requestMS <= 0 { problems.append(.init("\(path).timeouts.request_ms", "must be positive")) }
             let pool = issuer.connections
-            if !ConnectionPoolConfig.maxPerHostRange.contains(pool.maxPerHost) {
-                let range = ConnectionPoolConfig.maxPerHostRange
-                problems.append(.init("\(path).connections.max_per_host", "must be \(range.lowerBound) to \(range.upperBound)"))
-            }
-            if !ConnectionPoolConfig.idleTimeoutMSRange.contains(pool.idleTimeoutMS) {
-                let range = ConnectionPoolConfig.idleTimeoutMSRange
-                problems.append(.init("\(path).connections.idle_timeout_ms", "must be \(range.lowerBound) to \(range.upperBound) (ms)"))
+            for (key, value, range, unit) in [("max_per_host", pool.maxPerHost, ConnectionPoolConfig.maxPerHostRange, ""),
+                                              ("idle_timeout_ms", pool.idleTimeoutMS, ConnectionPoolConfig.idleTimeoutMSRange, " (ms)")]
+            where !range.contains(value) {
+                problems.append(.init("\(path).connections.\(key)", "must be \(range.lowerBound) to \(range.upperBound)\(unit)"))
             }
             problems += profile.wireProblems(issuer.wire, path: "\(path).wire")
             problems += issuer.capabilityProblems(profile: profile, path: path)

@@ -313,7 +313,7 @@ public struct EndpointConfig: Sendable, Codable {
     public init(url: String) { self.url = url }
 }
 
-public struct TimeoutConfig: ConfigSection {
+public struct TimeoutConfig: ConfigSection, Equatable {
     public enum Defaults {
         /// Envoy's default connect timeout is 5 s; an issuer's API on the internet connects in well
         /// under 1 s, so 2 s leaves room for a second endpoint.
