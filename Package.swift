@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "provisioning-gateway", targets: ["provisioning-gateway"]),
         .executable(name: "wallet-crypto-bench", targets: ["wallet-crypto-bench"]),
+        .executable(name: "request-path-bench", targets: ["request-path-bench"]),
         .executable(name: "gateway-soak", targets: ["gateway-soak"]),
         .executable(name: "proxy-floor", targets: ["proxy-floor"]),
         .library(name: "ProvisioningGatewayClient", targets: ["ProvisioningGatewayClient"]),
@@ -217,6 +218,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
+        ),
+        .executableTarget(
+            name: "request-path-bench",
+            dependencies: ["Gateway", "ProvisioningAPI", "ProvisioningCore"]
         ),
         .executableTarget(
             name: "wallet-crypto-bench",

@@ -8,7 +8,8 @@
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
 # are written in, the gateway's CPU per request, its context switches per request (`perf stat`, when
 # perf is installed and may attach; not with PERF_DIR, whose profiling would be counted) and its
-# resident memory.
+# resident memory. Then `request-path-bench`: the microseconds per call of the request path's
+# own CPU-bound steps (the request-contract check), one core, no network.
 #
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
 #   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
@@ -46,6 +47,7 @@ fi
 # on Hummingbird with AsyncHTTPClient (the gateway's stack until its connectors moved off it), and
 # on Hummingbird with the connectors' own UpstreamHTTP (the gateway's stack).
 swift build -c "$config" --product proxy-floor >/dev/null 2>&1 || swift build -c "$config" --product proxy-floor
+swift build -c "$config" --product request-path-bench >/dev/null 2>&1 || swift build -c "$config" --product request-path-bench
 floor_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/proxy-floor"
 
 work=$(mktemp -d)
@@ -350,3 +352,8 @@ if bad:
     print(f"WARNING: the gateway or a floor proxy answered {bad} requests with a non-2xx status: the figures above are not provisionings")
     sys.exit(1)
 PY
+
+# The request path's own steps, without the network or the other processes' noise.
+echo
+echo "the request path's own steps (request-path-bench, one core, microseconds per call):"
+"$(swift build -c "$config" --show-bin-path 2>/dev/null)/request-path-bench" "$(( duration < 3 ? 1 : 3 ))" | sed 's/^/  /'

@@ -12,18 +12,37 @@ public enum JSONValue: Sendable, Equatable, Decodable {
     case array([JSONValue])
     case object([String: JSONValue])
 
+    /// Any member name of an object.
+    private struct MemberKey: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         // Strings and objects first: a request is mostly those, and every type tried in vain
         // costs a thrown DecodingError. An integer is tried before a double, so 1 stays 1.
+        // Objects and arrays are read through the decoder's own containers, as
+        // `Dictionary`'s and `Array`'s `Decodable` do (so a name given twice resolves as it does
+        // for the generated types, which read the same containers), without their generic
+        // look-ups per member.
         if container.decodeNil() {
             self = .null
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
-        } else if let value = try? container.decode([String: JSONValue].self) {
-            self = .object(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
+        } else if let object = try? decoder.container(keyedBy: MemberKey.self) {
+            let keys = object.allKeys
+            var members: [String: JSONValue] = [:]
+            members.reserveCapacity(keys.count)
+            for key in keys { members[key.stringValue] = try object.decode(JSONValue.self, forKey: key) }
+            self = .object(members)
+        } else if var list = try? decoder.unkeyedContainer() {
+            var items: [JSONValue] = []
+            if let count = list.count { items.reserveCapacity(count) }
+            while !list.isAtEnd { items.append(try list.decode(JSONValue.self)) }
+            self = .array(items)
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
         } else if let value = try? container.decode(Int64.self) {
@@ -56,6 +75,19 @@ public enum JSONValue: Sendable, Equatable, Decodable {
             self = .object(members)
         case is NSNull: self = .null
         default: return nil
+        }
+    }
+
+    /// The value's bit in `JSONSchemaCheck.typeMask`.
+    var typeBit: UInt8 {
+        switch self {
+        case .null: 1 << 0
+        case .bool: 1 << 1
+        case .integer: 1 << 2
+        case .number: 1 << 3
+        case .string: 1 << 4
+        case .array: 1 << 5
+        case .object: 1 << 6
         }
     }
 
@@ -197,15 +229,19 @@ public final class JSONSchemaCheck: Sendable {
         }
 
         func matches(_ text: String) -> Bool {
-            let bytes = text.utf8
+            var text = text
+            // A request's strings are native, so this is its UTF-8 bytes in place, no copy.
+            return text.withUTF8(matches)
+        }
+
+        private func matches(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
             switch shape {
             case .canonicalBase64:
                 guard bytes.count % 4 == 0 else { return false }
                 guard bytes.count > 0 else { return true }
                 // Every group but the last is four alphabet characters; the last may be padded.
-                guard bytes.dropLast(4).allSatisfy(Self.isBase64) else { return false }
-                let tail = Array(bytes.suffix(4))
-                let last = (tail[0], tail[1], tail[2], tail[3])
+                guard Self.all(bytes[..<(bytes.count - 4)], in: Self.base64Alphabet) else { return false }
+                let last = (bytes[bytes.count - 4], bytes[bytes.count - 3], bytes[bytes.count - 2], bytes[bytes.count - 1])
                 guard Self.isBase64(last.0) else { return false }
                 if last.2 == UInt8(ascii: "=") {
                     return last.3 == UInt8(ascii: "=") && "AQgw".utf8.contains(last.1)
@@ -214,13 +250,20 @@ public final class JSONSchemaCheck: Sendable {
                 if last.3 == UInt8(ascii: "=") { return "AEIMQUYcgkosw048".utf8.contains(last.2) }
                 return Self.isBase64(last.2) && Self.isBase64(last.3)
             case .hexPairs:
-                return !bytes.isEmpty && bytes.count % 2 == 0 && bytes.allSatisfy {
-                    (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0)
-                }
+                return !bytes.isEmpty && bytes.count % 2 == 0 && Self.all(bytes[...], in: Self.hexDigits)
             case .asciiClass(let allowed, let min, let max):
                 return (min...max).contains(bytes.count) && bytes.allSatisfy { $0 < 0x80 && allowed[Int($0)] }
             }
         }
+
+        /// Whether every byte is in `table` (256 entries, one per byte value).
+        private static func all(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, in table: [Bool]) -> Bool {
+            table.withUnsafeBufferPointer { table in bytes.allSatisfy { table[Int($0)] } }
+        }
+
+        private static func table(_ members: (UInt8) -> Bool) -> [Bool] { (0...255).map { members(UInt8($0)) } }
+        private static let base64Alphabet = table(isBase64)
+        private static let hexDigits = table { (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) }
 
         private static func isBase64(_ byte: UInt8) -> Bool {
             (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
@@ -237,6 +280,8 @@ public final class JSONSchemaCheck: Sendable {
     ])
 
     let types: Set<String>?
+    /// `types` as `JSONValue.typeBit`s (`number` admits integers too); nil admits any.
+    let typeMask: UInt8?
     let allowed: [JSONValue]?
     let pattern: Pattern?
     let minLength: Int?
@@ -308,6 +353,19 @@ public final class JSONSchemaCheck: Sendable {
         case let list as [String]: types = Set(list)
         default: throw SchemaError(description: "type is neither a name nor a list")
         }
+        typeMask = try types.map { (types) throws(SchemaError) -> UInt8 in
+            let bits: [String: UInt8] = [
+                "null": JSONValue.null.typeBit, "boolean": JSONValue.bool(false).typeBit, "integer": JSONValue.integer(0).typeBit,
+                "number": JSONValue.number(0).typeBit | JSONValue.integer(0).typeBit, "string": JSONValue.string("").typeBit,
+                "array": JSONValue.array([]).typeBit, "object": JSONValue.object([:]).typeBit,
+            ]
+            var mask: UInt8 = 0
+            for type in types {
+                guard let bit = bits[type] else { throw SchemaError(description: "type \(type) is not a JSON Schema type") }
+                mask |= bit
+            }
+            return mask
+        }
         var allowed: [JSONValue]?
         if let list = schema["enum"] {
             guard let list = list as? [Any] else { throw SchemaError(description: "enum is not a list") }
@@ -363,44 +421,90 @@ public final class JSONSchemaCheck: Sendable {
         return problems
     }
 
-    func check(_ value: JSONValue, at path: String, into problems: inout [String]) {
-        if let reference { reference.check(value, at: path, into: &problems) }
-        let name = path.isEmpty ? "the body" : path
-        if let types {
-            let matches = types.contains(value.typeName) || (value.typeName == "integer" && types.contains("number"))
-            guard matches else {
-                problems.append("\(name): must be \(types.sorted().map { $0 == "integer" ? "an integer" : $0 == "array" || $0 == "object" ? "an \($0)" : "a \($0)" }.joined(separator: " or "))")
-                return
+    /// Where in a request a value is (`device.type`, `certificates[1]`): kept as steps while the
+    /// check walks the value, and made into text only for a problem, so a request that holds
+    /// builds no text at all.
+    struct Location {
+        enum Step {
+            case member(String)
+            case index(Int)
+        }
+
+        let root: String
+        var steps: [Step] = []
+
+        var text: String {
+            var text = root
+            for step in steps {
+                switch step {
+                case .member(let key): text = text.isEmpty ? key : text + "." + key
+                case .index(let index): text += "[\(index)]"
+                }
             }
+            return text
+        }
+
+        /// How a problem names the value: its location, or "the body" for the whole of it.
+        var name: String {
+            let text = text
+            return text.isEmpty ? "the body" : text
+        }
+
+        mutating func at<T>(_ step: Step, _ body: (inout Location) -> T) -> T {
+            steps.append(step)
+            defer { steps.removeLast() }
+            return body(&self)
+        }
+    }
+
+    /// The whole body: its problems name their fields from the top.
+    func check(_ value: JSONValue, into problems: inout [String]) { check(value, at: "", into: &problems) }
+
+    func check(_ value: JSONValue, at path: String, into problems: inout [String]) {
+        var location = Location(root: path)
+        check(value, at: &location, into: &problems)
+    }
+
+    func check(_ value: JSONValue, at location: inout Location, into problems: inout [String]) {
+        if let reference { reference.check(value, at: &location, into: &problems) }
+        if let types, let typeMask, value.typeBit & typeMask == 0 {
+            problems.append("\(location.name): must be \(types.sorted().map { $0 == "integer" ? "an integer" : $0 == "array" || $0 == "object" ? "an \($0)" : "a \($0)" }.joined(separator: " or "))")
+            return
         }
         if let allowed, !allowed.contains(where: { Self.equal($0, value) }) {
             problems.append(allowed.count == 1
-                ? "\(name): must be \(allowed[0].specText)"
-                : "\(name): must be one of \(allowed.map(\.specText).joined(separator: ", "))")
+                ? "\(location.name): must be \(allowed[0].specText)"
+                : "\(location.name): must be one of \(allowed.map(\.specText).joined(separator: ", "))")
             return
         }
         switch value {
         case .string(let text):
-            let length = Self.codePoints(text)
-            if let minLength, length < minLength { problems.append("\(name): \(lengthRule)") }
-            else if let maxLength, length > maxLength { problems.append("\(name): \(lengthRule)") }
-            else if let pattern, !pattern.matches(text) { problems.append("\(name): must match \(pattern.source)") }
+            if minLength != nil || maxLength != nil {
+                let length = Self.codePoints(text)
+                if let minLength, length < minLength { problems.append("\(location.name): \(lengthRule)") }
+                else if let maxLength, length > maxLength { problems.append("\(location.name): \(lengthRule)") }
+                else if let pattern, !pattern.matches(text) { problems.append("\(location.name): must match \(pattern.source)") }
+            } else if let pattern, !pattern.matches(text) {
+                problems.append("\(location.name): must match \(pattern.source)")
+            }
         case .integer, .number:
             let number: Double = if case .integer(let value) = value { Double(value) } else if case .number(let value) = value { value } else { 0 }
-            if let minimum, number < minimum { problems.append("\(name): \(rangeRule)") }
-            else if let maximum, number > maximum { problems.append("\(name): \(rangeRule)") }
+            if let minimum, number < minimum { problems.append("\(location.name): \(rangeRule)") }
+            else if let maximum, number > maximum { problems.append("\(location.name): \(rangeRule)") }
         case .array(let elements):
-            if let minItems, elements.count < minItems { problems.append("\(name): \(countRule)") }
-            else if let maxItems, elements.count > maxItems { problems.append("\(name): \(countRule)") }
+            if let minItems, elements.count < minItems { problems.append("\(location.name): \(countRule)") }
+            else if let maxItems, elements.count > maxItems { problems.append("\(location.name): \(countRule)") }
             if let items {
-                for (index, element) in elements.enumerated() { items.check(element, at: "\(path)[\(index)]", into: &problems) }
+                for (index, element) in elements.enumerated() {
+                    location.at(.index(index)) { items.check(element, at: &$0, into: &problems) }
+                }
             }
         case .object(let members):
-            checkObject(members, at: path, into: &problems)
+            checkObject(members, at: &location, into: &problems)
         case .null, .bool:
             break
         }
-        if !oneOf.isEmpty { checkOneOf(value, at: path, into: &problems) }
+        if !oneOf.isEmpty { checkOneOf(value, at: &location, into: &problems) }
     }
 
     /// A string's length in code points, as JSON Schema counts it: its UTF-8 bytes that start a
@@ -414,32 +518,30 @@ public final class JSONSchemaCheck: Sendable {
         }
     }
 
-    private func checkObject(_ members: [String: JSONValue], at path: String, into problems: inout [String]) {
-        func member(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
-        let name = path.isEmpty ? "the body" : path
-        for key in required where members[key] == nil { problems.append("\(member(key)): required") }
-        if let minProperties, members.count < minProperties { problems.append("\(name): needs at least \(minProperties) field(s)") }
-        if let maxProperties, members.count > maxProperties { problems.append("\(name): takes at most \(maxProperties) field(s)") }
+    private func checkObject(_ members: [String: JSONValue], at location: inout Location, into problems: inout [String]) {
+        for key in required where members[key] == nil { problems.append("\(location.at(.member(key)) { $0.text }): required") }
+        if let minProperties, members.count < minProperties { problems.append("\(location.name): needs at least \(minProperties) field(s)") }
+        if let maxProperties, members.count > maxProperties { problems.append("\(location.name): takes at most \(maxProperties) field(s)") }
         for key in members.keys.sorted() {
             let value = members[key]!
             // Only a problem shows the name, so it is made safe to show only then.
-            var shown: String { member(InputRules.short(key)) }
+            var shown: Location.Step { .member(InputRules.short(key)) }
             if let propertyNames {
                 var nameProblems: [String] = []
-                propertyNames.check(.string(key), at: shown, into: &nameProblems)
+                location.at(shown) { propertyNames.check(.string(key), at: &$0, into: &nameProblems) }
                 if !nameProblems.isEmpty {
-                    problems.append("\(shown): not an accepted field name")
+                    problems.append("\(location.at(shown) { $0.text }): not an accepted field name")
                     continue
                 }
             }
             if let schema = properties[key] {
-                schema.check(value, at: member(key), into: &problems)
+                location.at(.member(key)) { schema.check(value, at: &$0, into: &problems) }
                 continue
             }
             switch additional {
             case .allowed: break
-            case .forbidden: problems.append("\(shown): not a field of this request")
-            case .schema(let schema): schema.check(value, at: shown, into: &problems)
+            case .forbidden: problems.append("\(location.at(shown) { $0.text }): not a field of this request")
+            case .schema(let schema): location.at(shown) { schema.check(value, at: &$0, into: &problems) }
             }
         }
     }
@@ -452,14 +554,18 @@ public final class JSONSchemaCheck: Sendable {
     /// its own), so only the variants with the fewest misses are checked in full: the same verdict
     /// and the same problems, without checking a form the value plainly is not (the Apple Pay
     /// request's other encoding, regexes over its certificates included).
-    private func checkOneOf(_ value: JSONValue, at path: String, into problems: inout [String]) {
+    private func checkOneOf(_ value: JSONValue, at location: inout Location, into problems: inout [String]) {
         let misses = oneOf.map { $0.enumMisses(value) }
         let fewest = misses.min() ?? 0
-        let results = zip(oneOf, misses).filter { $0.1 == fewest }.map { (misses: $0.1, problems: $0.0.problems(value, at: path)) }
+        let results = zip(oneOf, misses).filter { $0.1 == fewest }.map { variant, misses in
+            var found: [String] = []
+            variant.check(value, at: &location, into: &found)
+            return (misses: misses, problems: found)
+        }
         let matching = fewest == 0 ? results.filter(\.problems.isEmpty).count : 0
         if matching == 1 { return }
         if matching > 1 {
-            problems.append("\(path.isEmpty ? "the body" : path): matches more than one of its forms")
+            problems.append("\(location.name): matches more than one of its forms")
             return
         }
         let closest = results.min { ($0.misses, $0.problems.count) < ($1.misses, $1.problems.count) }

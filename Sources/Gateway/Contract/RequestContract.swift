@@ -136,7 +136,7 @@ public struct RequestContract: Sendable {
         if let schema = operation.body {
             if let body, !body.isEmpty {
                 if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
-                    schema.check(value, at: "", into: &problems)
+                    schema.check(value, into: &problems)
                 } else {
                     problems.append("the body is not valid JSON")
                 }
@@ -144,6 +144,14 @@ public struct RequestContract: Sendable {
                 problems.append("the body is required")
             }
         }
+        return problems
+    }
+
+    /// What is wrong with an already parsed JSON body for `operationID` (`problems` parses, then
+    /// does this); empty when it holds or the operation takes no body.
+    public func bodyProblems(operationID: String, body value: JSONValue) -> [String] {
+        var problems: [String] = []
+        operations[operationID]?.body?.check(value, into: &problems)
         return problems
     }
 

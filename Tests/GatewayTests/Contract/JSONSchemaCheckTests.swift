@@ -45,6 +45,9 @@ import Testing
         #expect(integer.problems(try Self.value("1"), at: "n").isEmpty)
         let number = try Self.check(["type": "number", "enum": [1]])
         #expect(number.problems(try Self.value("1.0"), at: "n").isEmpty)
+        // JSON Schema's `number` takes integers too; `integer` takes no fraction.
+        #expect(number.problems(try Self.value("1"), at: "n").isEmpty)
+        #expect(try Self.check(["type": "integer"]).problems(try Self.value("1.5"), at: "n") == ["n: must be an integer"])
         #expect(!number.problems(try Self.value("1.5"), at: "n").isEmpty)
     }
 
@@ -72,6 +75,58 @@ import Testing
     @Test func aKeywordTheCheckerDoesNotKnowFailsCompilation() {
         #expect(throws: JSONSchemaCheck.SchemaError.self) { try Self.check(["type": "string", "if": ["type": "string"]]) }
         #expect(throws: JSONSchemaCheck.SchemaError.self) { try Self.check(["$ref": "#/components/schemas/Nowhere"]) }
+        // A type JSON Schema does not have would refuse every value; it is the spec's mistake.
+        #expect(throws: JSONSchemaCheck.SchemaError.self) { try Self.check(["type": "int"]) }
+        #expect(throws: JSONSchemaCheck.SchemaError.self) { try Self.check(["type": ["string", "text"]]) }
+    }
+
+    /// Problems name the value's place from the top (members joined by `.`, items by `[n]`),
+    /// "the body" for the whole, and the given root before all of it; the walk that builds these
+    /// only on a problem must give the same names at every depth.
+    @Test func problemsNameNestedMembersAndItemsFromTheTop() throws {
+        let schema = try Self.check([
+            "type": "object", "additionalProperties": false,
+            "properties": [
+                "device": ["type": "object", "required": ["type"], "additionalProperties": false,
+                           "properties": ["type": ["type": "string", "enum": ["phone", "watch"]]]],
+                "certificates": ["type": "array", "maxItems": 3, "items": ["type": "string", "pattern": "^[A-Z]+$"]],
+                "lines": ["type": "array", "items": ["type": "array", "items": ["type": "object", "required": ["n"],
+                          "properties": ["n": ["type": ["integer", "null"], "maximum": 9]]]]],
+            ],
+        ])
+        let value = try Self.value(#"""
+            {"device":{"type":"tablet","x":1},"certificates":["AB","cd","EF","GH"],"lines":[[{"n":1}],[{"n":10},{},{"n":"1"}]],"extra":true}
+            """#)
+        #expect(schema.problems(value, at: "") == [
+            "certificates: must hold at most 3 items",
+            "certificates[1]: must match ^[A-Z]+$",
+            "device.type: must be one of phone, watch",
+            "device.x: not a field of this request",
+            "extra: not a field of this request",
+            "lines[1][0].n: must be at most 9",
+            "lines[1][1].n: required",
+            "lines[1][2].n: must be an integer or a null",
+        ])
+        #expect(schema.problems(value, at: "request").first == "request.certificates: must hold at most 3 items")
+        #expect(schema.problems(.string("x"), at: "") == ["the body: must be an object"])
+        #expect(try Self.check(["type": "array", "items": ["type": "string"]]).problems(try Self.value("[1]"), at: "") == ["[0]: must be a string"])
+        #expect(schema.problems(try Self.value(#"{"device":{"type":"watch"},"certificates":["AB"],"lines":[[{"n":null}]]}"#), at: "").isEmpty)
+    }
+
+    /// The parse keeps every shape as it was sent, and a name given twice resolves to the value
+    /// Foundation's decoder gives the generated types (which read the same keyed containers), so
+    /// the check and the handler never see two different values for one field.
+    @Test func theParseKeepsEveryShapeAndResolvesARepeatedNameAsTheDecoderDoes() throws {
+        let value = try Self.value(#"{"s":"a","i":-2,"d":1.5,"t":true,"f":false,"z":null,"a":[1,"b",[],{}],"o":{"p":{"q":[null]}}}"#)
+        #expect(value == .object([
+            "s": .string("a"), "i": .integer(-2), "d": .number(1.5), "t": .bool(true), "f": .bool(false), "z": .null,
+            "a": .array([.integer(1), .string("b"), .array([]), .object([:])]),
+            "o": .object(["p": .object(["q": .array([.null])])]),
+        ]))
+        struct Typed: Decodable { let nonce: String }
+        let repeated = Data(#"{"nonce":"first","nonce":"second"}"#.utf8)
+        let typed = try JSONDecoder().decode(Typed.self, from: repeated)
+        #expect(try JSONDecoder().decode(JSONValue.self, from: repeated) == .object(["nonce": .string(typed.nonce)]))
     }
 
     @Test func problemsNeverEchoAValue() throws {
