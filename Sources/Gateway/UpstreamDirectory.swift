@@ -33,9 +33,8 @@ public struct UpstreamIssuer: Sendable {
 public final class UpstreamDirectory: Sendable {
     private struct State {
         var issuers: [IssuerID: UpstreamIssuer] = [:]
-        var clients: [UpstreamHTTP] = []
-        /// Each issuer's client, for the next generation to reuse.
-        var transports: [IssuerID: UpstreamHTTP] = [:]
+        /// Each issuer's HTTP client (its connection pool), which the next generation may reuse.
+        var clients: [IssuerID: UpstreamHTTP] = [:]
     }
 
     /// Whether a config reload may keep an issuer's HTTP client, and so its warm connections: its
@@ -52,15 +51,15 @@ public final class UpstreamDirectory: Sendable {
     public func issuer(_ id: IssuerID) -> UpstreamIssuer? { state.withLock { $0.issuers[id] } }
 
     /// The HTTP client an issuer's endpoints share (its connection pool).
-    public func client(_ issuer: IssuerID) -> UpstreamHTTP? { state.withLock { $0.transports[issuer] } }
+    public func client(_ issuer: IssuerID) -> UpstreamHTTP? { state.withLock { $0.clients[issuer] } }
 
     /// Each issuer's connection pool now (its connections open and idle, calls waiting for one).
     public func connections() -> [IssuerID: UpstreamHTTP.ConnectionCounts] {
-        state.withLock { $0.transports }.mapValues(\.connections)
+        state.withLock { $0.clients }.mapValues(\.connections)
     }
 
-    public init(issuers: [IssuerID: UpstreamIssuer] = [:], clients: [UpstreamHTTP] = []) {
-        state = Mutex(State(issuers: issuers, clients: clients))
+    public init(issuers: [IssuerID: UpstreamIssuer] = [:]) {
+        state = Mutex(State(issuers: issuers))
     }
 
     /// Shuts the HTTP clients down; a client that fails to is logged by itself and skipped.
@@ -71,12 +70,18 @@ public final class UpstreamDirectory: Sendable {
     /// Shuts down the clients that none of `others` holds: a retired config generation's, once its
     /// last request has finished, keeping those the generations still serving reuse.
     public func shutdown(keeping others: [UpstreamDirectory]) async {
-        let kept = Set(others.filter { $0 !== self }.flatMap { other in other.state.withLock { $0.clients.map(ObjectIdentifier.init) } })
+        let kept = others.filter { $0 !== self }.flatMap { other in other.state.withLock { Array($0.clients.values) } }
         let clients = state.withLock { state in
-            defer { state.clients = [] }
-            return state.clients.filter { !kept.contains(ObjectIdentifier($0)) }
+            defer { state.clients = [:] }
+            return Array(state.clients.values)
         }
-        for client in clients {
+        await Self.shutDown(clients, keeping: kept)
+    }
+
+    /// Shuts down each of `clients` that is not one of `kept`.
+    private static func shutDown(_ clients: [UpstreamHTTP], keeping kept: [UpstreamHTTP] = []) async {
+        let kept = Set(kept.map(ObjectIdentifier.init))
+        for client in clients where !kept.contains(ObjectIdentifier(client)) {
             do {
                 try await client.shutdown()
             } catch {
@@ -145,11 +150,10 @@ public final class UpstreamDirectory: Sendable {
     ) async throws(ConfigError) {
         var problems: [ConfigProblem] = []
         var issuers: [IssuerID: UpstreamIssuer] = [:]
-        var clients: [UpstreamHTTP] = []
-        var transports: [IssuerID: UpstreamHTTP] = [:]
+        var clients: [IssuerID: UpstreamHTTP] = [:]
         /// Built here (not reused): what a failed load shuts down again.
         var built: [UpstreamHTTP] = []
-        let previousClients = previous?.state.withLock { $0.transports } ?? [:]
+        let previousClients = previous?.state.withLock { $0.clients } ?? [:]
 
         for name in config.issuers.keys.sorted() {
             let issuerConfig = config.issuers[name]!
@@ -208,8 +212,7 @@ public final class UpstreamDirectory: Sendable {
                 http = UpstreamHTTP(issuer: issuer, timeouts: issuerConfig.timeouts, tls: tls, logger: logger, pool: issuerConfig.connections, clock: clock)
                 built.append(http)
             }
-            clients.append(http)
-            transports[issuer] = http
+            clients[issuer] = http
             // Every credential the kind names, resolved once; the definition types them.
             var secrets: [String: Sensitive<String>] = [:]
             for credential in definition.credentialNames {
@@ -226,13 +229,13 @@ public final class UpstreamDirectory: Sendable {
                 breaker: issuerConfig.circuitBreaker.policy, wallets: issuerConfig.walletsUsed(by: definition))
         }
         guard problems.isEmpty else {
-            await UpstreamDirectory(issuers: [:], clients: built).shutdown()
+            await Self.shutDown(built)
             throw ConfigError(source: "environment", problems: problems)
         }
         let replaced = state.withLock { state in
-            defer { state = State(issuers: issuers, clients: clients, transports: transports) }
-            return state.clients
+            defer { state = State(issuers: issuers, clients: clients) }
+            return Array(state.clients.values)
         }
-        await UpstreamDirectory(clients: replaced).shutdown(keeping: [self])
+        await Self.shutDown(replaced, keeping: Array(clients.values))
     }
 }

@@ -47,10 +47,12 @@ import Testing
     @Test func aReloadKeepsThePoolOnlyWhileItsSettingsAreUnchanged() async throws {
         try await Self.with(Self.yaml(connections: "{ max_per_host: 3 }")) { first in
             let same = try await Self.build(Self.yaml(connections: "{ max_per_host: 3 }"), reusing: first)
-            // The shared client is shut down with the first directory.
-            await same.shutdown(keeping: [first])
             let original = try #require(first.client("bridge"))
             #expect(same.client("bridge") === original, "unchanged settings keep the client and its connections")
+            // The shared client is shut down with the first directory; a shut-down directory has no clients left.
+            await same.shutdown(keeping: [first])
+            #expect(same.client("bridge") == nil)
+            #expect(first.client("bridge") === original)
             let changed = try await Self.build(Self.yaml(connections: "{ max_per_host: 4 }"), reusing: first)
             try await withCleanup({
                 let rebuilt = try #require(changed.client("bridge"))

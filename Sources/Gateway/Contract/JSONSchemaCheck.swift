@@ -78,6 +78,9 @@ public enum JSONValue: Sendable, Equatable, Decodable {
         }
     }
 
+    /// One value of each type, for what is said of types by name.
+    static let everyType: [JSONValue] = [.null, .bool(false), .integer(0), .number(0), .string(""), .array([]), .object([:])]
+
     /// The value's bit in `JSONSchemaCheck.typeMask`.
     var typeBit: UInt8 {
         switch self {
@@ -354,15 +357,12 @@ public final class JSONSchemaCheck: Sendable {
         default: throw SchemaError(description: "type is neither a name nor a list")
         }
         typeMask = try types.map { (types) throws(SchemaError) -> UInt8 in
-            let bits: [String: UInt8] = [
-                "null": JSONValue.null.typeBit, "boolean": JSONValue.bool(false).typeBit, "integer": JSONValue.integer(0).typeBit,
-                "number": JSONValue.number(0).typeBit | JSONValue.integer(0).typeBit, "string": JSONValue.string("").typeBit,
-                "array": JSONValue.array([]).typeBit, "object": JSONValue.object([:]).typeBit,
-            ]
             var mask: UInt8 = 0
             for type in types {
-                guard let bit = bits[type] else { throw SchemaError(description: "type \(type) is not a JSON Schema type") }
-                mask |= bit
+                // `number` takes integers too.
+                let admitted = JSONValue.everyType.filter { $0.typeName == type || (type == "number" && $0.typeName == "integer") }
+                guard !admitted.isEmpty else { throw SchemaError(description: "type \(type) is not a JSON Schema type") }
+                for value in admitted { mask |= value.typeBit }
             }
             return mask
         }
