@@ -221,7 +221,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "request-path-bench",
-            dependencies: ["Gateway", "ProvisioningAPI", "ProvisioningCore"]
+            dependencies: ["Gateway", "GatewayStore", "ProvisioningAPI", "ProvisioningCore"]
         ),
         .executableTarget(
             name: "wallet-crypto-bench",

@@ -22,7 +22,7 @@ declare -A allowed=(
   [ProvisioningGatewayClient]=""
   [gateway-soak]="ProvisioningGatewayClient"
   [wallet-crypto-bench]="WalletCrypto"
-  [request-path-bench]="Gateway ProvisioningAPI ProvisioningCore"
+  [request-path-bench]="Gateway GatewayStore ProvisioningAPI ProvisioningCore"
   # The benchmark's floor: forwarding with nothing of the gateway's but its upstream client.
   [proxy-floor]="Issuers ProvisioningCore"
 )

@@ -7,6 +7,8 @@ import Synchronization
 public final class SQLiteGatewayStore: GatewayStore {
     public let path: String
     private let pool: DatabasePool
+    /// The one-statement reads by key (`readOne`).
+    private let pointReaders: SQLitePointReaders
     /// The request path's writes (audit events, idempotency claims and answers), group-committed.
     let writer: GroupCommit<BatchedWrite>
 
@@ -39,6 +41,11 @@ public final class SQLiteGatewayStore: GatewayStore {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
         }
         self.pool = pool
+        do {
+            pointReaders = try SQLitePointReaders(path: path)
+        } catch {
+            throw StoreError(store: "sqlite \(path)", reason: "cannot open the read connections (\(error))")
+        }
         // GRDB's callback form: the commit runs on the writer's queue and its completion, there,
         // wakes the batch's callers and starts the next batch (no task hops in between).
         writer = GroupCommit { writes, done in
@@ -163,10 +170,12 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// Every provisioning reads its card: one row by its key, on the calling thread (`readOne`),
     /// where GRDB's async read cost four thread switches (its reader pool's actor, then the
-    /// reader's queue, each there and back).
+    /// reader's queue, each there and back), and on a connection of its own, where GRDB's reader
+    /// pool cost as much again as the read (`SQLitePointReaders`).
     public func card(_ id: CardID) async throws -> CardRecord? {
         try readOne { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM cards WHERE card_id = ?"), arguments: [id.rawValue]).map(Self.card)
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.cardColumns) FROM cards WHERE card_id = ?"), arguments: [id.rawValue])
+                .map(Self.card)
         }
     }
 
@@ -182,13 +191,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// A read of ONE statement, as `readHere` but without GRDB's explicit transaction around it
-    /// (`BEGIN DEFERRED` ... `COMMIT`, two more statements and a fifth of the read's cost): SQLite
-    /// runs a lone statement in a read transaction of its own, on one snapshot, ended when the
-    /// statement is reset, so one statement sees the same as it would inside `read`. Never for
-    /// two statements that must agree (a page and its count, say): use `readHere` for those.
+    /// (`BEGIN DEFERRED` ... `COMMIT`, two more statements and a fifth of the read's cost) and
+    /// without its reader pool (`SQLitePointReaders`): SQLite runs a lone statement in a read
+    /// transaction of its own, on one snapshot, ended when the statement is reset, so one
+    /// statement sees the same as it would inside `read`. Never for two statements that must agree
+    /// (a page and its count, say): use `readHere` for those.
     /// `SQLiteGatewayStoreTests.aCardReadSeesTheLatestCommitAndKeepsNoSnapshot`.
     private func readOne<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.unsafeRead(body)
+        try pointReaders.read(body)
     }
 
     public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
@@ -197,7 +207,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
         try await pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM cards WHERE card_id = ?", arguments: [id.rawValue]) else { return nil }
+            guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.cardColumns) FROM cards WHERE card_id = ?", arguments: [id.rawValue]) else { return nil }
             let card = try Self.card(row)
             if let owners, !owners.contains(card.program) { return nil }
             try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
@@ -249,7 +259,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM cards
+                    SELECT \(Self.cardColumns) FROM cards
                     WHERE \(programFilter) AND (? IS NULL OR issuer = ?) AND (? IS NULL OR card_id > ?)
                     ORDER BY card_id LIMIT ?
                     """,
@@ -267,8 +277,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// A card row's columns, in the order `card(_:)` reads them by index: a read by name builds
+    /// (and lower-cases) a name index for every row.
+    private static let cardColumns = "card_id, program, issuer, issuer_reference"
+
     private static func card(_ row: Row) throws -> CardRecord {
-        try StoreRows.card(id: row["card_id"], program: row["program"], issuer: row["issuer"], referenceJSON: row["issuer_reference"])
+        try StoreRows.card(id: row[0], program: row[1], issuer: row[2], referenceJSON: row[3])
     }
 
     // MARK: Vault

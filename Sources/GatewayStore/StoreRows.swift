@@ -8,7 +8,10 @@ enum StoreRows {
     }
 
     static func reference(_ json: String) throws -> IssuerReference {
-        IssuerReference(try SharedJSON.decoder.decode([String: String].self, from: Data(json.utf8)))
+        guard let fields = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: String] else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an object of strings"))
+        }
+        return IssuerReference(fields)
     }
 
     static func card(id: String, program: String, issuer: String?, referenceJSON: String) throws -> CardRecord {

@@ -133,7 +133,9 @@ public final class UpstreamHTTP: Sendable {
     }
 
     static func hostHeader(_ target: UpstreamConnectionPool.Target) -> String {
-        let host = target.host.contains(":") ? "[\(target.host)]" : target.host
+        // Bytes, not `String.contains(_:)`: Foundation's substring search (through CoreFoundation
+        // on Linux) cost more than the rest of the request head.
+        let host = target.host.utf8.contains(UInt8(ascii: ":")) ? "[\(target.host)]" : target.host
         return target.port == (target.https ? 443 : 80) ? host : "\(host):\(target.port)"
     }
 
