@@ -44,4 +44,20 @@ import Testing
     func lenientBase64RefusesWhatIsNotBase64(_ text: String) {
         #expect(Data(lenientBase64: text) == nil)
     }
+
+    /// Every length (so every amount of padding to restore), both alphabets, padding kept or
+    /// dropped: the bytes come back as they were.
+    @Test func lenientBase64ReadsBackEveryLengthInEitherAlphabet() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 1...300 {
+            let bytes = Data((0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            let standard = bytes.base64EncodedString()
+            let url = bytes.base64URLEncodedString()
+            for text in [standard, String(standard.prefix { $0 != "=" }), url, url + "=="] {
+                #expect(Data(lenientBase64: text) == bytes, "\(length) \(text)")
+            }
+            #expect(Data(base64URLEncoded: url) == bytes, "\(length)")
+        }
+    }
 }
+
