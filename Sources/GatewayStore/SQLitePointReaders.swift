@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import Synchronization
 
@@ -6,13 +7,13 @@ import Synchronization
 ///
 /// GRDB's `DatabasePool` read takes a reader through its pool (a barrier queue, a semaphore, a
 /// dispatch group, a lock and a key path built at every call) before running ours: close to half
-/// of a card read's CPU. A lone statement needs none of that. Each connection here is a read-only `DatabaseQueue` on the same file; a
-/// read takes the next one in turn and runs on the calling thread (`DispatchQueue.sync` on the
-/// connection's own queue, which runs the block here while that queue is idle). There are more
-/// connections than threads that read at once (the cooperative pool has one per core), so a read
-/// waits for another only when the turn order happens to give two readers the same connection,
-/// and then for one short statement, never for a suspended task: no read here holds its
-/// connection across an `await`.
+/// of a card read's CPU. A lone statement needs none of that. Each connection here is a read-only
+/// `DatabaseQueue` on the same file; a read takes the next one in turn and runs on the calling
+/// thread (`DispatchQueue.sync` on the connection's own queue, which runs the block here while
+/// that queue is idle). There are at least as many connections as threads in Swift's cooperative
+/// pool (one per core), so a read waits for another only when the turn order happens to give two
+/// readers the same connection, and then for one short statement, never for a suspended task: no
+/// read here holds its connection across an `await`.
 ///
 /// What a read sees is what `DatabasePool.unsafeRead` gave: SQLite runs a lone statement in a
 /// read transaction of its own, on the latest commit, ended when the statement is reset (WAL
@@ -23,9 +24,9 @@ import Synchronization
 /// column would otherwise go on reading the old columns. Two statements that must agree do not
 /// belong here.
 final class SQLitePointReaders: Sendable {
-    /// The default number of connections: above the readers that can run at once on the
-    /// machines this runs on, and no more than GRDB's own reader pool keeps (5).
-    static let defaultCount = 5
+    /// The default number of connections: as many as GRDB's own reader pool keeps (5), or one
+    /// per core where there are more (each is a file descriptor and a page cache of its own).
+    static let defaultCount = max(5, ProcessInfo.processInfo.activeProcessorCount)
 
     /// A connection and the schema version it last saw. `schemaVersion` is read and written only
     /// inside a read on `queue`, which runs one block at a time.
