@@ -20,6 +20,11 @@ import Testing
         try await body(path, writer)
     }
 
+    /// Row 1's value, read as the store reads a card: one cached statement on the next connection.
+    static func value(_ readers: SQLitePointReaders) throws -> String? {
+        try readers.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM t WHERE id = ?"), arguments: [1]) }
+    }
+
     @Test func eachReadTakesTheNextConnectionInTurn() async throws {
         try await withDatabase { path, _ in
             let readers = try SQLitePointReaders(path: path, count: 3)
@@ -66,10 +71,7 @@ import Testing
                     group.addTask {
                         var seen = Set<String>()
                         for _ in 0..<300 {
-                            let value = try readers.read { db in
-                                try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM t WHERE id = ?"), arguments: [1])
-                            }
-                            seen.insert(try #require(value))
+                            seen.insert(try #require(try Self.value(readers)))
                             await Task.yield()
                         }
                         return seen
@@ -78,9 +80,7 @@ import Testing
                 let committed = Set((0...writes).map { "v\($0)" })
                 for try await seen in group { #expect(seen.isSubset(of: committed)) }
             }
-            let latest = try (0..<readers.count).map { _ in
-                try readers.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM t WHERE id = ?"), arguments: [1]) }
-            }
+            let latest = try (0..<readers.count).map { _ in try Self.value(readers) }
             #expect(latest == Array(repeating: "v\(writes)", count: readers.count))
         }
     }

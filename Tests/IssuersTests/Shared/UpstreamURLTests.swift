@@ -32,27 +32,4 @@ import Testing
         #expect(base.appending(segments: ["x"], query: [("nonce", "a+b=c&d"), ("id", "q_1")]).absoluteString
                 == "https://issuer.example/v0/x?nonce=a%2Bb%3Dc%26d&id=q_1")
     }
-
-    /// Where a URL sends a request and the Host header it names: the port only when it is not
-    /// the scheme's own, an IPv6 address in brackets.
-    @Test(arguments: [
-        ("http://127.0.0.1:8080/v0/x?a=b", "127.0.0.1:8080", "/v0/x?a=b"),
-        ("https://issuer.example/v0/", "issuer.example", "/v0/"),
-        ("https://issuer.example:443", "issuer.example", "/"),
-        ("http://issuer.example:443/x", "issuer.example:443", "/x"),
-        ("http://[::1]:9000/a%2Fb", "[::1]:9000", "/a%2Fb"),
-        ("https://[2001:db8::1]/v1", "[2001:db8::1]", "/v1"),
-    ])
-    func theTargetAndHostHeaderOfAURL(_ url: String, _ host: String, _ path: String) throws {
-        let parsed = try #require(URL(string: url))
-        let (target, requestPath) = try #require(UpstreamHTTP.target(parsed))
-        #expect(UpstreamHTTP.hostHeader(target) == host)
-        #expect(requestPath == path)
-    }
-
-    @Test(arguments: ["ftp://issuer.example/x", "file:///etc/passwd", "https:///nohost"])
-    func aURLThatIsNotHTTPWithAHostHasNoTarget(_ url: String) throws {
-        let parsed = try #require(URL(string: url))
-        #expect(UpstreamHTTP.target(parsed) == nil)
-    }
 }
