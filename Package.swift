@@ -12,6 +12,13 @@ let package = Package(
         .executable(name: "proxy-floor", targets: ["proxy-floor"]),
         .library(name: "ProvisioningGatewayClient", targets: ["ProvisioningGatewayClient"]),
     ],
+    traits: [
+        // Off by default, so `swift run` and `swift test` need nothing but Swift; production builds
+        // turn it on (`swift build -c release --traits Jemalloc`, README "A production build").
+        .trait(
+            name: "Jemalloc",
+            description: "Link jemalloc (Debian: libjemalloc-dev) as the process's malloc: the gateway and its benchmarks."),
+    ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
@@ -44,6 +51,8 @@ let package = Package(
         .target(
             name: "ByteText"
         ),
+        // jemalloc's header and library, with the trait `Jemalloc` only (GatewayServer imports it).
+        .systemLibrary(name: "CJemalloc"),
         .target(
             name: "ProvisioningCore",
             dependencies: ["ByteText"]
@@ -166,6 +175,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "OTel", package: "swift-otel"),
+                .target(name: "CJemalloc", condition: .when(traits: ["Jemalloc"])),
             ]
         ),
         .target(
@@ -217,11 +227,14 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            // The same allocator as the gateway it is the floor of.
+            linkerSettings: [.linkedLibrary("jemalloc", .when(traits: ["Jemalloc"]))]
         ),
         .executableTarget(
             name: "request-path-bench",
-            dependencies: ["Gateway", "GatewayStore", "ProvisioningAPI", "ProvisioningCore"]
+            dependencies: ["Gateway", "GatewayStore", "ProvisioningAPI", "ProvisioningCore"],
+            linkerSettings: [.linkedLibrary("jemalloc", .when(traits: ["Jemalloc"]))]
         ),
         .executableTarget(
             name: "wallet-crypto-bench",

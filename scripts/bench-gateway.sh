@@ -14,8 +14,10 @@
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,
 #   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
 #   GATEWAY_BIN=path (a gateway binary built beforehand, e.g. an earlier commit's, instead of
-#   building this checkout: two binaries measured one after the other on the same machine)
-# Installs nginx and wrk from Debian's packages when they are missing (apt-get, as root).
+#   building this checkout: two binaries measured one after the other on the same machine),
+#   TRAITS=Jemalloc (the package traits of the builds; TRAITS= for the C library's malloc)
+# Installs nginx and wrk (and libjemalloc-dev for TRAITS=Jemalloc) from Debian's packages when they
+# are missing (apt-get, as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/wait-for-gateway.sh
@@ -37,17 +39,35 @@ if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
+# The package traits the gateway, the floor proxies and request-path-bench are built with: by
+# default Jemalloc, as a production build (README, "A production build"), with Debian's
+# libjemalloc-dev installed when missing; TRAITS= builds them on the C library's malloc.
+traits=${TRAITS-Jemalloc}
+trait_flags=()
+if [ -n "$traits" ]; then
+    trait_flags=(--traits "$traits")
+    if [[ ",$traits," == *,Jemalloc,* ]] && [ ! -e /usr/include/jemalloc/jemalloc.h ]; then
+        if [ "$(id -u)" = 0 ]; then
+            apt-get update -q >/dev/null
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q libjemalloc-dev >/dev/null
+        else
+            echo "the Jemalloc trait needs libjemalloc-dev: apt-get install libjemalloc-dev (as root), or run with TRAITS=" >&2
+            exit 1
+        fi
+    fi
+fi
+
 if [ -n "${GATEWAY_BIN:-}" ]; then
     gateway_bin=$GATEWAY_BIN
 else
-    swift build -c "$config" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" --product provisioning-gateway
+    swift build -c "$config" "${trait_flags[@]}" --product provisioning-gateway >/dev/null 2>&1 || swift build -c "$config" "${trait_flags[@]}" --product provisioning-gateway
     gateway_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/provisioning-gateway"
 fi
 # The stack's floor (Sources/proxy-floor): the same forwarding with nothing else, on SwiftNIO alone,
 # on Hummingbird with AsyncHTTPClient (the gateway's stack until its connectors moved off it), and
 # on Hummingbird with the connectors' own UpstreamHTTP (the gateway's stack).
-swift build -c "$config" --product proxy-floor >/dev/null 2>&1 || swift build -c "$config" --product proxy-floor
-swift build -c "$config" --product request-path-bench >/dev/null 2>&1 || swift build -c "$config" --product request-path-bench
+swift build -c "$config" "${trait_flags[@]}" --product proxy-floor >/dev/null 2>&1 || swift build -c "$config" "${trait_flags[@]}" --product proxy-floor
+swift build -c "$config" "${trait_flags[@]}" --product request-path-bench >/dev/null 2>&1 || swift build -c "$config" "${trait_flags[@]}" --product request-path-bench
 floor_bin="$(swift build -c "$config" --show-bin-path 2>/dev/null)/proxy-floor"
 
 work=$(mktemp -d)
@@ -285,6 +305,18 @@ PY
 auth="Bearer $bench_key"
 gateway_url="http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay"
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
+# Which allocator the gateway runs on: jemalloc when its library is mapped and start-up found it
+# serving malloc (else the gateway logged a warning naming the allocator).
+if grep -q libjemalloc "/proc/$gateway_pid/maps" && ! grep -q "allocator:" "$work/gateway.log"; then
+    allocator=jemalloc
+else
+    allocator="the C library's malloc"
+    grep "allocator:" "$work/gateway.log" >&2 || true
+    if [ -z "${GATEWAY_BIN:-}" ] && [[ ",$traits," == *,Jemalloc,* ]]; then
+        echo "built with the Jemalloc trait, but the gateway does not run on jemalloc" >&2
+        exit 1
+    fi
+fi
 read -r steal_start total_start < <(machine_ticks)
 for conns in "$connections" 1; do
     run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
@@ -301,11 +333,12 @@ steal_percent=$(( (steal_end - steal_start) * 100 / (total_end - total_start > 0
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
 rss_peak=$(awk '/VmHWM/ {print $2}' "/proc/$gateway_pid/status")
 
-python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" "$steal_percent" <<'PY'
+python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" "$steal_percent" "$allocator" "$config" <<'PY'
 import sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 duration, rss_start, rss_end, rss_peak, many, steal = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6], int(sys.argv[7])
-print(f"\n{duration} s per run, wrk --latency; release gateway, SQLite store\n")
+allocator, config = sys.argv[8], sys.argv[9]
+print(f"\n{duration} s per run, wrk --latency; {config} gateway on {allocator}, SQLite store\n")
 print("| path | connections | requests/s | p50 | p99 | gateway CPU per request | gateway context switches per request |")
 print("|---|---|---|---|---|---|---|")
 by = {}

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 # ByteText (the one hex/base64 implementation) is a Foundation-only leaf every module may import.
 declare -A allowed=(
   [ByteText]=""
+  # jemalloc's C header (the package trait Jemalloc); GatewayServer reports the allocator.
+  [CJemalloc]=""
   [ProvisioningCore]=""
   [PEMFiles]=""
   [WalletCrypto]="ByteText"
@@ -16,7 +18,7 @@ declare -A allowed=(
   [Issuers]="ProvisioningCore WalletCrypto PEMFiles ByteText"
   [GatewayStore]="ProvisioningCore PEMFiles ByteText"
   [Gateway]="ProvisioningCore Issuers GatewayStore WalletCrypto ByteText"
-  [GatewayServer]="Gateway GatewayStore ProvisioningAPI ProvisioningCore PEMFiles ByteText"
+  [GatewayServer]="Gateway GatewayStore ProvisioningAPI ProvisioningCore PEMFiles ByteText CJemalloc"
   [SandboxGateway]="GatewayServer Gateway ProvisioningAPI ProvisioningCore Sandbox WalletCrypto ByteText"
   [provisioning-gateway]="GatewayServer SandboxGateway ProvisioningCore"
   [ProvisioningGatewayClient]=""

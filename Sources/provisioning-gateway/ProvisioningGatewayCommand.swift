@@ -45,6 +45,11 @@ struct Serve: AsyncParsableCommand {
         if let warning = OpenFileLimit.raise(for: gatewayConfig.server.maxConnections).warning {
             logger.warning("\(warning)")
         }
+        if ProcessAllocator.linksJemalloc && !ProcessAllocator.jemallocServesMalloc() {
+            logger.warning("allocator: \(ProcessAllocator.description)")
+        } else {
+            logger.info("allocator: \(ProcessAllocator.description)")
+        }
 
         let host = gatewayConfig.server.host
         let scheme = gatewayConfig.server.tls == nil ? "http" : "https"
