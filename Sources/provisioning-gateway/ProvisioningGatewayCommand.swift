@@ -45,11 +45,8 @@ struct Serve: AsyncParsableCommand {
         if let warning = OpenFileLimit.raise(for: gatewayConfig.server.maxConnections).warning {
             logger.warning("\(warning)")
         }
-        if ProcessAllocator.linksJemalloc && !ProcessAllocator.jemallocServesMalloc() {
-            logger.warning("allocator: \(ProcessAllocator.description)")
-        } else {
-            logger.info("allocator: \(ProcessAllocator.description)")
-        }
+        let allocator = ProcessAllocator.report()
+        logger.log(level: allocator.isWarning ? .warning : .info, "allocator: \(allocator.text)")
 
         let host = gatewayConfig.server.host
         let scheme = gatewayConfig.server.tls == nil ? "http" : "https"

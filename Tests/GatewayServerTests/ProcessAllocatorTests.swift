@@ -11,7 +11,7 @@ import Testing
         let version = try #require(ProcessAllocator.jemallocVersion)
         #expect(!version.isEmpty)
         #expect(ProcessAllocator.jemallocServesMalloc())
-        #expect(ProcessAllocator.description == "jemalloc \(version)")
+        #expect(ProcessAllocator.report() == ("jemalloc \(version)", false))
     }
 
     /// What the trait is for: the Swift runtime's own allocations (an array's storage here) go
@@ -29,7 +29,9 @@ import Testing
         #expect(ProcessAllocator.jemallocVersion == nil)
         #expect(ProcessAllocator.threadAllocated() == nil)
         #expect(!ProcessAllocator.jemallocServesMalloc())
-        #expect(ProcessAllocator.description == "the C library's malloc")
+        let report = ProcessAllocator.report()
+        #expect(report.text.hasSuffix("this build does not link jemalloc"))
+        #expect(!report.isWarning)
     }
     #endif
 }

@@ -21,11 +21,16 @@ public enum ProcessAllocator {
         #endif
     }
 
-    /// What start-up logs: `jemalloc <version>` when jemalloc serves `malloc`, else what does.
-    public static var description: String {
-        guard linksJemalloc else { return "the C library's malloc" }
+    /// What start-up logs: `jemalloc <version>` when jemalloc serves `malloc`, else what does as far
+    /// as this build can tell; a warning when a build that links jemalloc finds another allocator.
+    public static func report() -> (text: String, isWarning: Bool) {
+        guard linksJemalloc else {
+            return ("the malloc the process loaded (the C library's, unless preloaded); this build does not link jemalloc", false)
+        }
         let version = jemallocVersion ?? "(version unreadable)"
-        return jemallocServesMalloc() ? "jemalloc \(version)" : "another allocator, not the jemalloc \(version) this build links, serves malloc"
+        return jemallocServesMalloc()
+            ? ("jemalloc \(version)", false)
+            : ("another allocator, not the jemalloc \(version) this build links, serves malloc", true)
     }
 
     /// jemalloc's version, read through `mallctl`; nil in a build without it.
