@@ -6,7 +6,7 @@
 #      -> that static answer, as Bridge, without and with a fresh Idempotency-Key per request;
 #   4. wrk -> the gateway's GET /healthz: the floor (listener, middleware, generated server code);
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
-# are written in, the gateway's CPU per request, its context switches per request (`perf stat`, when
+# are written in, the gateway's CPU per request, its context switches and system calls per request (`perf stat`, when
 # perf is installed and may attach; not with PERF_DIR, whose profiling would be counted) and its
 # resident memory. Then `request-path-bench`: the microseconds per call of the request path's
 # own CPU-bound steps (the request-contract check), one core, no network.
@@ -243,6 +243,12 @@ ticks_per_second=$(getconf CLK_TCK)
 perf_stat=
 # Attaching to a running process is what the runs do, so that is what is tried.
 if command -v perf >/dev/null && perf stat -x, -e context-switches -p $$ -- sleep 0.1 >/dev/null 2>&1; then perf_stat=1; fi
+# And its system calls (the raw_syscalls:sys_enter tracepoint, counted, not recorded), where the
+# kernel lets perf use tracepoints.
+stat_events=context-switches
+if [ -n "$perf_stat" ] && perf stat -x, -e raw_syscalls:sys_enter -p $$ -- sleep 0.1 >/dev/null 2>&1; then
+    stat_events=context-switches,raw_syscalls:sys_enter
+fi
 results="$work/results.tsv"
 run_id=$RANDOM
 # run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
@@ -261,10 +267,10 @@ run() {
     # The gateway's context switches over the run (`perf stat`'s software counter, which needs no
     # hardware PMU and counts threads that exit too): each one is a thread put to sleep or woken,
     # so per request they count the hand-offs between threads, a figure the machine's noise
-    # barely moves. Skipped when perf is missing or refused.
+    # barely moves; and its system calls, as steady. Skipped when perf is missing or refused.
     local stat_pid= stat_file="$work/switches.$run_id"
     if [ -z "$perf_pid" ] && [ -n "$pid" ] && [ -n "$perf_stat" ]; then
-        perf stat -x, -e context-switches -p "$pid" -o "$stat_file" >/dev/null 2>&1 &
+        perf stat -x, -e "$stat_events" -p "$pid" -o "$stat_file" >/dev/null 2>&1 &
         stat_pid=$!
         sleep 0.3
     fi
@@ -276,16 +282,17 @@ run() {
     out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
     after=$(cpu_ticks "$pid")
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
-    local switches=
+    local switches= syscalls=
     if [ -n "$stat_pid" ]; then
         kill -INT "$stat_pid" 2>/dev/null || true
         wait "$stat_pid" || true
         # `context-switches:u` where perf may count only user space (a non-root caller).
         switches=$(awk -F, '$3 ~ /^context-switches/ {print $1}' "$stat_file" 2>/dev/null || true)
+        syscalls=$(awk -F, '$3 ~ /^raw_syscalls:sys_enter/ {print $1}' "$stat_file" 2>/dev/null || true)
     fi
-    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" "$measured" >>"$results" <<'PY'
+    WRK_OUT="$out" python3 - "$name" "$conns" "$((after - before))" "$ticks_per_second" "$switches" "$syscalls" "$measured" >>"$results" <<'PY'
 import os, re, sys
-name, conns, ticks, hz, switches, measured = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+name, conns, ticks, hz, switches, syscalls, measured = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7]
 out = os.environ["WRK_OUT"]
 def ms(text):
     value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
@@ -298,7 +305,7 @@ non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 errors = re.search(r"Socket errors: (.*)", out)
 print("\t".join([name, conns, f"{rps:.0f}", f"{p50:.3f}", f"{p99:.3f}", str(total), str(ticks / hz * 1000),
                  non2xx.group(1) if non2xx else "0", errors.group(1) if errors else "",
-                 switches if switches.isdigit() else "", measured]))
+                 switches if switches.isdigit() else "", syscalls if syscalls.isdigit() else "", measured]))
 PY
 }
 
@@ -339,15 +346,16 @@ rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 duration, rss_start, rss_end, rss_peak, many, steal = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6], int(sys.argv[7])
 allocator, config = sys.argv[8], sys.argv[9]
 print(f"\n{duration} s per run, wrk --latency; {config} gateway on {allocator}, SQLite store\n")
-print("| path | connections | requests/s | p50 | p99 | gateway CPU per request | gateway context switches per request |")
-print("|---|---|---|---|---|---|---|")
+print("| path | connections | requests/s | p50 | p99 | gateway CPU per request | gateway context switches per request | gateway system calls per request |")
+print("|---|---|---|---|---|---|---|---|")
 by = {}
-for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, measured in rows:
+for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, syscalls, measured in rows:
     by[(name, conns)] = dict(rps=float(rps), p50=float(p50), p99=float(p99), total=int(total), cpu=float(cpu_ms), non2xx=int(non2xx))
     flag = f" ({non2xx} non-2xx)" if int(non2xx) else ""
     cpu_each = f"{float(cpu_ms) / int(total):.2f} ms" if measured == "1" and int(total) else ""
     switches_each = f"{int(switches) / int(total):.1f}" if switches and int(total) else ""
-    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} | {switches_each} |")
+    syscalls_each = f"{int(syscalls) / int(total):.1f}" if syscalls and int(total) else ""
+    print(f"| {name} | {conns} | {float(rps):,.0f}{flag} | {float(p50):.2f} ms | {float(p99):.2f} ms | {cpu_each} | {switches_each} | {syscalls_each} |")
 g, gk, px = "gateway -> static answer (no Idempotency-Key)", "gateway -> static answer (fresh Idempotency-Key)", "nginx proxy_pass -> static answer"
 def combined(*names):
     """The CPU target's formula: the runs' CPU together over their requests together, at both connection counts."""

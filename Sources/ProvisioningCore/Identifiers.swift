@@ -1,5 +1,6 @@
 import ByteText
 import Foundation
+import Synchronization
 
 /// A small identifier type over a string, so a card id can never be passed where an issuer id is
 /// expected. Conformers only store `rawValue`; coding and printing come from here.
@@ -54,8 +55,56 @@ public enum RandomID {
     /// 128 bits from the system's CSPRNG as 32 lowercase hex digits (a UUID's digits without the
     /// dashes, the fixed version bits or Foundation's string round trips).
     public static func hex128() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let words: (UInt64, UInt64) = (generator.next(), generator.next())
+        let words = bits128()
         return withUnsafeBytes(of: words) { Data.lowercaseHex($0) }
+    }
+
+    /// The kernel's random bytes, read `refillBytes` at a time: every request takes two ids (its
+    /// request id and its provisioning id), and `SystemRandomNumberGenerator` makes one
+    /// `getrandom` call per 8 bytes, four system calls a request. Each id still uses bytes no other
+    /// id gets; only the reading is batched. Where the kernel's device cannot be read, the system
+    /// generator is used as before.
+    static let refillBytes = 4096
+    private struct Pool {
+        var bytes = [UInt8](repeating: 0, count: RandomID.refillBytes)
+        var next = RandomID.refillBytes
+    }
+    private static let pool = Mutex(Pool())
+
+    static func bits128() -> (UInt64, UInt64) {
+        pool.withLock { pool in
+            if pool.next + 16 > pool.bytes.count {
+                guard refill(&pool.bytes) else {
+                    var generator = SystemRandomNumberGenerator()
+                    return (generator.next(), generator.next())
+                }
+                pool.next = 0
+            }
+            defer {
+                // Used bytes are not kept: zeroed, so no later read of the pool sees an id's bits.
+                for index in pool.next..<pool.next + 16 { pool.bytes[index] = 0 }
+                pool.next += 16
+            }
+            return pool.bytes.withUnsafeBytes { raw in
+                (raw.loadUnaligned(fromByteOffset: pool.next, as: UInt64.self),
+                 raw.loadUnaligned(fromByteOffset: pool.next + 8, as: UInt64.self))
+            }
+        }
+    }
+
+    /// The kernel's CSPRNG, the one `getrandom(2)` and so `SystemRandomNumberGenerator` read,
+    /// opened once; nil where it cannot be opened (then the system generator serves every id).
+    private static let urandom = FileHandle(forReadingAtPath: "/dev/urandom")
+
+    /// Fills `bytes` from `/dev/urandom`; false when it cannot.
+    private static func refill(_ bytes: inout [UInt8]) -> Bool {
+        guard let urandom else { return false }
+        var filled = 0
+        while filled < bytes.count {
+            guard let read = try? urandom.read(upToCount: bytes.count - filled), !read.isEmpty else { return false }
+            bytes.replaceSubrange(filled..<filled + read.count, with: read)
+            filled += read.count
+        }
+        return true
     }
 }

@@ -15,6 +15,22 @@ import Testing
         #expect(Set(ids.map { $0.suffix(16) }).count == ids.count)
     }
 
+    /// The kernel's bytes are read `refillBytes` at a time: ids taken across several refills
+    /// (from several threads at once) are all well formed and never repeat, so no refill hands out
+    /// bytes twice or leaves part of the pool unfilled (zeroed bytes would show as repeated halves).
+    @Test func idsAcrossManyRefillsFromManyTasksNeverRepeat() async {
+        let perTask = 3 * RandomID.refillBytes / 16
+        let ids = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<4 { group.addTask { (0..<perTask).map { _ in RandomID.hex128() } } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(ids.count == 4 * perTask)
+        #expect(ids.allSatisfy { $0.utf8.count == 32 })
+        #expect(Set(ids).count == ids.count)
+        #expect(Set(ids.map { $0.prefix(16) }).count == ids.count)
+        #expect(Set(ids.map { $0.suffix(16) }).count == ids.count)
+    }
+
     @Test func provisioningIDsCarryTheirPrefix() {
         let id = ProvisioningID.generate().rawValue
         #expect(id.hasPrefix("prv_"))
