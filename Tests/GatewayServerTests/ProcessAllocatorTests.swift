@@ -24,7 +24,7 @@ import Testing
         #expect(after &- before >= UInt64(1 << 20), "jemalloc counted \(after &- before) bytes for a 1 MiB array")
     }
     #else
-    @Test func withoutTheTraitTheCLibrarysMallocIsReportedAndNoJemallocIsFound() {
+    @Test func withoutTheTraitTheReportSaysJemallocIsNotLinkedAndFindsNone() {
         #expect(!ProcessAllocator.linksJemalloc)
         #expect(ProcessAllocator.jemallocVersion == nil)
         #expect(ProcessAllocator.threadAllocated() == nil)
