@@ -214,13 +214,13 @@ func runHummingbirdUpstream(port: Int, upstreamPort: Int) async throws {
     var logger = Logger(label: "proxy-floor")
     logger.logLevel = .warning
     let http = UpstreamHTTP(issuer: "floor", timeouts: TimeoutConfig(), logger: logger)
-    let url = URL(string: "http://127.0.0.1:\(upstreamPort)/v0/x")!
+    let base = UpstreamBase(URL(string: "http://127.0.0.1:\(upstreamPort)/v0")!)
     let router = Router()
     router.post("/v1/cards/:card_id/wallet-provisioning/apple-pay") { request, _ -> Response in
         let body = try await request.body.collect(upTo: maxBody)
         let clock = GatewayClock.continuous
         let context = ProvisioningContext(provisioningID: "prv_floor", deadline: clock.now.advanced(by: .seconds(10)), clock: clock)
-        let answer = try await http.send(method: .POST, url: url, headers: [], body: Data(buffer: body), context: context)
+        let answer = try await http.send(method: .POST, base: base, segments: ["x"], headers: [], body: Data(buffer: body), context: context)
         return Response(status: .init(code: answer.status), headers: [.contentType: "application/json"],
                         body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }

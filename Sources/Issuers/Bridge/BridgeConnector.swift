@@ -4,7 +4,8 @@ import ProvisioningCore
 /// Bridge: `POST .../create_mobile_wallet_provisioning_request` with `Api-Key` and `Idempotency-Key`.
 public struct BridgeConnector: IssuerConnector {
     public let issuer: IssuerID
-    let baseURL: URL
+    /// The base URL, taken apart once (`UpstreamBase`).
+    let base: UpstreamBase
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let apiKey: Sensitive<String>
@@ -14,7 +15,7 @@ public struct BridgeConnector: IssuerConnector {
 
     public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, encoding: BinaryEncoding = .hex, http: UpstreamHTTP) {
         self.issuer = issuer
-        self.baseURL = baseURL
+        self.base = UpstreamBase(baseURL)
         self.endpoint = EndpointLabel.render(baseURL)
         self.apiKey = apiKey
         self.encoding = encoding
@@ -61,7 +62,7 @@ public struct BridgeConnector: IssuerConnector {
     {
         let response = try await http.send(
             method: .POST,
-            url: baseURL.appending(segments: BridgeWire.applePayPath(customerID: account.customerID, cardAccountID: account.cardAccountID)),
+            base: base, segments: BridgeWire.applePayPath(customerID: account.customerID, cardAccountID: account.cardAccountID),
             headers: [(BridgeWire.apiKeyHeader, apiKey.value), (BridgeWire.idempotencyKeyHeader, context.idempotencyKey)],
             body: WireJSON.encode(body),
             context: context)

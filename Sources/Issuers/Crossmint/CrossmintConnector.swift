@@ -4,7 +4,8 @@ import ProvisioningCore
 /// Crossmint: `GET /cards/{cardId}/apple-pay-payload` with `X-API-KEY`.
 public struct CrossmintConnector: IssuerConnector {
     public let issuer: IssuerID
-    let baseURL: URL
+    /// The base URL, taken apart once (`UpstreamBase`).
+    let base: UpstreamBase
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let apiKey: Sensitive<String>
@@ -12,7 +13,7 @@ public struct CrossmintConnector: IssuerConnector {
 
     public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, http: UpstreamHTTP) {
         self.issuer = issuer
-        self.baseURL = baseURL
+        self.base = UpstreamBase(baseURL)
         self.endpoint = EndpointLabel.render(baseURL)
         self.apiKey = apiKey
         self.http = http
@@ -22,9 +23,8 @@ public struct CrossmintConnector: IssuerConnector {
         async throws(GatewayError) -> ApplePayPayload
     {
         let cardID = try IssuerCardReference(card, kind: .crossmint).issuerCardID
-        let url = baseURL.appending(segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request))
         let response = try await http.send(
-            method: .GET, url: url, headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
+            method: .GET, base: base, segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request), headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
 
         guard response.status == 200 else {
             throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)

@@ -4,7 +4,8 @@ import ProvisioningCore
 /// Lithic: `POST /v1/cards/{card_token}/provision` with the raw API key in `Authorization`.
 public struct LithicConnector: IssuerConnector {
     public let issuer: IssuerID
-    let baseURL: URL
+    /// The base URL, taken apart once (`UpstreamBase`).
+    let base: UpstreamBase
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let apiKey: Sensitive<String>
@@ -12,7 +13,7 @@ public struct LithicConnector: IssuerConnector {
 
     public init(issuer: IssuerID, baseURL: URL, apiKey: Sensitive<String>, http: UpstreamHTTP) {
         self.issuer = issuer
-        self.baseURL = baseURL
+        self.base = UpstreamBase(baseURL)
         self.endpoint = EndpointLabel.render(baseURL)
         self.apiKey = apiKey
         self.http = http
@@ -40,11 +41,9 @@ public struct LithicConnector: IssuerConnector {
         var tokens: [WalletToken] = []
         var after: String?
         for _ in 0..<LithicWire.maxTokenizationPages {
-            var components = URLComponents(url: baseURL.appending(segments: LithicWire.tokenizationsPath), resolvingAgainstBaseURL: false)!
-            components.queryItems = [.init(name: "card_token", value: cardToken), .init(name: "page_size", value: "\(LithicWire.tokenizationsPageSize)")]
-                + (after.map { [URLQueryItem(name: "starting_after", value: $0)] } ?? [])
-            let response = try await http.send(method: .GET, url: components.url!, headers: [(LithicWire.authorizationHeader, apiKey.value)],
-                                               body: nil, context: context)
+            let query = [("card_token", cardToken), ("page_size", "\(LithicWire.tokenizationsPageSize)")] + (after.map { [("starting_after", $0)] } ?? [])
+            let response = try await http.send(method: .GET, base: base, segments: LithicWire.tokenizationsPath, query: query,
+                                               headers: [(LithicWire.authorizationHeader, apiKey.value)], body: nil, context: context)
             guard response.status == LithicWire.successStatus else {
                 throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
             }
@@ -66,7 +65,7 @@ public struct LithicConnector: IssuerConnector {
         async throws(GatewayError) -> WalletTokenTransition
     {
         let response = try await http.send(
-            method: .POST, url: baseURL.appending(segments: LithicWire.transitionPath(token: token.tokenID, action: action)),
+            method: .POST, base: base, segments: LithicWire.transitionPath(token: token.tokenID, action: action),
             headers: [(LithicWire.authorizationHeader, apiKey.value)], body: nil, context: context)
         guard (200..<300).contains(response.status) else {
             throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
@@ -104,7 +103,7 @@ public struct LithicConnector: IssuerConnector {
     /// One POST; no idempotency key exists, so the retry table never resends one that may have arrived.
     private func post(_ body: some Encodable, cardToken: String, context: ProvisioningContext) async throws(GatewayError) -> UpstreamHTTP.Response {
         let response = try await http.send(
-            method: .POST, url: baseURL.appending(segments: LithicWire.provisionPath(cardToken: cardToken)),
+            method: .POST, base: base, segments: LithicWire.provisionPath(cardToken: cardToken),
             headers: [(LithicWire.authorizationHeader, apiKey.value)], body: WireJSON.encode(body), context: context)
         guard response.status == LithicWire.successStatus else {
             throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)

@@ -4,7 +4,8 @@ import ProvisioningCore
 /// Marqeta: `POST /digitalwalletprovisionrequests/applepay` and `/androidpay` with HTTP Basic.
 public struct MarqetaConnector: IssuerConnector {
     public let issuer: IssuerID
-    let baseURL: URL
+    /// The base URL, taken apart once (`UpstreamBase`).
+    let base: UpstreamBase
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let applicationToken: Sensitive<String>
@@ -15,7 +16,7 @@ public struct MarqetaConnector: IssuerConnector {
     public init(issuer: IssuerID, baseURL: URL, applicationToken: Sensitive<String>, accessToken: Sensitive<String>,
                 provisioningAppVersion: String?, http: UpstreamHTTP) {
         self.issuer = issuer
-        self.baseURL = baseURL
+        self.base = UpstreamBase(baseURL)
         self.endpoint = EndpointLabel.render(baseURL)
         self.applicationToken = applicationToken
         self.accessToken = accessToken
@@ -46,11 +47,9 @@ public struct MarqetaConnector: IssuerConnector {
         let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
         var tokens: [WalletToken] = []
         for page in 0..<MarqetaWire.maxTokenPages {
-            var components = URLComponents(url: baseURL.appending(segments: MarqetaWire.tokensPath(cardToken: cardToken)), resolvingAgainstBaseURL: false)!
-            components.queryItems = [.init(name: "count", value: "\(MarqetaWire.tokensPageSize)"),
-                                     .init(name: "start_index", value: "\(page * MarqetaWire.tokensPageSize)")]
             let response = try await http.send(
-                method: .GET, url: components.url!,
+                method: .GET, base: base, segments: MarqetaWire.tokensPath(cardToken: cardToken),
+                query: [("count", "\(MarqetaWire.tokensPageSize)"), ("start_index", "\(page * MarqetaWire.tokensPageSize)")],
                 headers: [MarqetaWire.authorization(applicationToken: applicationToken.value, accessToken: accessToken.value)],
                 body: nil, context: context)
             guard response.status == 200 else {
@@ -142,7 +141,7 @@ public struct MarqetaConnector: IssuerConnector {
     /// One POST; no idempotency key exists, so the retry table never resends one that may have arrived.
     private func post(_ body: some Encodable, to path: [String], context: ProvisioningContext) async throws(GatewayError) -> UpstreamHTTP.Response {
         let response = try await http.send(
-            method: .POST, url: baseURL.appending(segments: path),
+            method: .POST, base: base, segments: path,
             headers: [MarqetaWire.authorization(applicationToken: applicationToken.value, accessToken: accessToken.value)],
             body: WireJSON.encode(body), context: context)
         guard MarqetaWire.successStatuses.contains(response.status) else {

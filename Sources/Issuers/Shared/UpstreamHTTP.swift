@@ -72,8 +72,25 @@ public final class UpstreamHTTP: Sendable {
     /// attempt trace adds its `traceparent`/`tracestate` headers and learns the answer's status.
     /// No span of its own (it would record the full URL, which may name an issuer's card
     /// reference): the resilience runtime's attempt span is the client span.
+    /// The request goes to `segments` below `base` (each percent-encoded), with `query` if any.
+    public func send(
+        method: HTTPMethod, base: UpstreamBase, segments: [String], query: [(String, String)] = [], headers: [(String, String)],
+        body: Data?, context: ProvisioningContext
+    ) async throws(GatewayError) -> Response {
+        try await send(method: method, base: base, requestTarget: base.requestTarget(segments, query: query), headers: headers, body: body,
+                       context: context)
+    }
+
+    /// The request goes to `url` as it is written.
     public func send(
         method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
+    ) async throws(GatewayError) -> Response {
+        return try await send(method: method, base: UpstreamBase(url), requestTarget: Self.target(url)?.1 ?? "/", headers: headers, body: body,
+                              context: context)
+    }
+
+    private func send(
+        method: HTTPMethod, base: UpstreamBase, requestTarget: String, headers: [(String, String)], body: Data?, context: ProvisioningContext
     ) async throws(GatewayError) -> Response {
         let remaining = context.remaining
         guard remaining > .zero else {
@@ -84,10 +101,10 @@ public final class UpstreamHTTP: Sendable {
         let clock = context.clock
         let started = clock.now
         do {
-            guard let (target, path) = Self.target(url) else { throw UpstreamTransportError.unsupportedURL }
-            var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
+            guard let target = base.target else { throw UpstreamTransportError.unsupportedURL }
+            var head = HTTPRequestHead(version: .http1_1, method: method, uri: requestTarget)
             head.headers.reserveCapacity(headers.count + 6)
-            head.headers.add(name: "Host", value: Self.hostHeader(target))
+            head.headers.add(name: "Host", value: base.hostHeader)
             for (name, value) in headers { head.headers.add(name: name, value: value) }
             // On every attempt: the caller's trace continues at the upstream (W3C trace context).
             for (name, value) in context.attemptTrace?.headers ?? [] { head.headers.replaceOrAdd(name: name, value: value) }

@@ -1,26 +1,53 @@
 import Foundation
 
-extension URL {
-    /// The base URL with path segments appended, each percent-encoded so an id can never add a
-    /// path level or a query of its own, and an optional query.
-    func appending(segments: [String], query: [(String, String)] = []) -> URL {
-        let allowed = Self.segmentAllowed
-        var components = URLComponents(url: self, resolvingAgainstBaseURL: false)!
-        var path = components.percentEncodedPath
+/// An issuer's base URL, taken apart once when its connector is built: where to connect, the Host
+/// header, and the percent-encoded path every request's path starts with. A request's target is
+/// that path and its own percent-encoded segments joined as text, so no URL is built and parsed
+/// again on each request (URLComponents, then URL, then its parts: about 10 µs a provisioning).
+public struct UpstreamBase: Sendable, Equatable {
+    /// nil when the URL is not http or https with a host: every request then fails as
+    /// `upstream_unavailable` ("not http or https with a host") without being sent.
+    let target: UpstreamConnectionPool.Target?
+    /// The Host header for `target`.
+    let hostHeader: String
+    /// Percent-encoded, without a trailing "/"; "" for the root.
+    let path: String
+    /// The base URL's own query, percent-encoded, kept when a request adds none.
+    let query: String?
+
+    public init(_ url: URL) {
+        let parsed = UpstreamHTTP.target(url)
+        target = parsed?.0
+        hostHeader = parsed.map { UpstreamHTTP.hostHeader($0.0) } ?? ""
+        var path = url.path(percentEncoded: true)
         if path.hasSuffix("/") { path.removeLast() }
-        for segment in segments {
-            path += "/" + Self.encoded(segment, allowed: allowed)
-        }
-        components.percentEncodedPath = path
-        if !query.isEmpty {
-            let queryAllowed = Self.queryValueAllowed
-            components.percentEncodedQuery = query.map { name, value in
-                name + "=" + Self.encoded(value, allowed: queryAllowed)
-            }.joined(separator: "&")
-        }
-        return components.url!
+        self.path = path
+        query = url.query(percentEncoded: true)
     }
 
+    /// The request target below the base: each segment percent-encoded, so an id can never add a
+    /// path level or a query of its own, then `query` (each value encoded) or the base's own query.
+    func requestTarget(_ segments: [String], query: [(String, String)] = []) -> String {
+        var target = path
+        for segment in segments {
+            target += "/"
+            target += URL.encoded(segment, allowed: URL.segmentAllowed)
+        }
+        if target.isEmpty { target = "/" }
+        if !query.isEmpty {
+            target += "?"
+            for (index, (name, value)) in query.enumerated() {
+                if index > 0 { target += "&" }
+                target += name + "=" + URL.encoded(value, allowed: URL.queryValueAllowed)
+            }
+        } else if let own = self.query {
+            target += "?" + own
+        }
+        return target
+    }
+}
+
+extension URL {
     /// RFC 3986's unreserved characters need no encoding in a path segment or a query value, and
     /// ids almost always consist of nothing else: those are used as they are, without a trip
     /// through Foundation's percent-encoding (CoreFoundation on Linux). Anything else is encoded by

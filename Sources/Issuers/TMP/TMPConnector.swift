@@ -4,7 +4,8 @@ import ProvisioningCore
 /// TMP: `POST /issuer/push-provisioning/signed-cards`, camelCase, base64.
 public struct TMPConnector: IssuerConnector {
     public let issuer: IssuerID
-    let baseURL: URL
+    /// The base URL, taken apart once (`UpstreamBase`).
+    let base: UpstreamBase
     /// The base URL as labels and audit events name it, rendered once.
     public let endpoint: String
     let token: Sensitive<String>
@@ -14,7 +15,7 @@ public struct TMPConnector: IssuerConnector {
     /// `auth` is the config's `wire.auth` (bearer when absent).
     public init(issuer: IssuerID, baseURL: URL, token: Sensitive<String>, auth: TMPAuth = .bearer, http: UpstreamHTTP) {
         self.issuer = issuer
-        self.baseURL = baseURL
+        self.base = UpstreamBase(baseURL)
         self.endpoint = EndpointLabel.render(baseURL)
         self.token = token
         self.auth = auth
@@ -87,7 +88,7 @@ public struct TMPConnector: IssuerConnector {
 
     private func post(_ body: some Encodable, to path: [String], context: ProvisioningContext) async throws(GatewayError) -> UpstreamHTTP.Response {
         let response = try await http.send(
-            method: .POST, url: baseURL.appending(segments: path),
+            method: .POST, base: base, segments: path,
             headers: [TMPWire.authHeader(auth, token: token.value)], body: WireJSON.encode(body), context: context)
         guard response.status == 200 else {
             let error = WireJSON.decodeError(TMPWire.ErrorBody.self, from: response.body)
