@@ -125,11 +125,17 @@ final class UpstreamConnectionPool: Sendable {
         let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
         let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise)
         return try await withTaskCancellationHandler {
-            let written: EventLoopFuture<Void> = channel.writeAndFlush(exchange)
-            // The connection was gone before the exchange reached its handler (which fails the
-            // exchange itself for anything later): the request may have been partly written.
-            written.whenFailure { _ in promise.fail(UpstreamTransportError.closedBeforeAnswer) }
-            return try await promise.futureResult.get()
+            try await withCheckedThrowingContinuation { (caller: CheckedContinuation<UpstreamHTTP.Response, any Error>) in
+                // One hop to the connection's event loop, which writes the exchange and hands the
+                // answer back. A write and two callbacks added from this task's thread would each
+                // be a hop of their own (a wake-up of a sleeping loop, a write to its eventfd).
+                channel.eventLoop.execute {
+                    promise.futureResult.whenComplete { caller.resume(with: $0) }
+                    // The connection was gone before the exchange reached its handler (which fails
+                    // the exchange itself for anything later): the request may have been partly written.
+                    channel.writeAndFlush(exchange).whenFailure { _ in promise.fail(UpstreamTransportError.closedBeforeAnswer) }
+                }
+            }
         } onCancel: {
             // The caller left: the connection is in an unknown state, so it is closed, which ends the exchange.
             promise.fail(CancellationError())
