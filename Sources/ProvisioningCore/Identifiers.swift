@@ -45,8 +45,14 @@ public struct ProvisioningID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
 
-    public static func generate() -> ProvisioningID {
-        ProvisioningID("prv_" + RandomID.hex128())
+    /// `prv_` and 32 lowercase hex digits, as before, ordered by creation time: the first 12
+    /// digits are the milliseconds since 1970 at `date`, the other 20 are 80 random bits. The
+    /// audit trail's two indexes lead with the provisioning id, so ids that arrive in order add
+    /// to the indexes' last pages, which a batch of commits shares, where random ids would dirty
+    /// a page of each index per event (and leave the pages half full). The time says nothing the
+    /// caller did not know; the 80 random bits keep ids unguessable and apart within a millisecond.
+    public static func generate(at date: Date = Date()) -> ProvisioningID {
+        ProvisioningID("prv_" + RandomID.timeOrderedHex128(unixMilliseconds: UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))))
     }
 }
 
@@ -57,6 +63,17 @@ public enum RandomID {
     public static func hex128() -> String {
         let words = bits128()
         return withUnsafeBytes(of: words) { Data.lowercaseHex($0) }
+    }
+
+    /// 128 bits as 32 lowercase hex digits: the low 48 bits of `unixMilliseconds` first (big-endian,
+    /// so the text sorts by time until the year 10889), then 80 bits from the system's CSPRNG.
+    public static func timeOrderedHex128(unixMilliseconds: UInt64) -> String {
+        let (high, low) = bits128()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: unixMilliseconds >> (8 * (5 - index))) }
+        for index in 0..<8 { bytes[6 + index] = UInt8(truncatingIfNeeded: high >> (8 * index)) }
+        for index in 0..<2 { bytes[14 + index] = UInt8(truncatingIfNeeded: low >> (8 * index)) }
+        return bytes.withUnsafeBytes { Data.lowercaseHex($0) }
     }
 
     /// The kernel's random bytes, read `refillBytes` at a time: every request takes two ids (its
