@@ -24,7 +24,8 @@ public struct CrossmintConnector: IssuerConnector {
     {
         let cardID = try IssuerCardReference(card, kind: .crossmint).issuerCardID
         let response = try await http.send(
-            method: .GET, base: base, segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request), headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
+            method: .GET, base: base, segments: CrossmintWire.applePayPayloadPath(cardID: cardID), query: CrossmintWire.query(request),
+            headers: [(CrossmintWire.apiKeyHeader, apiKey.value)], body: nil, context: context)
 
         guard response.status == 200 else {
             throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)

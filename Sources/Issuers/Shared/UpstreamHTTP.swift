@@ -81,7 +81,7 @@ public final class UpstreamHTTP: Sendable {
                        context: context)
     }
 
-    /// The request goes to `url` as it is written.
+    /// The request goes to `url` as it is written (tools and tests; connectors keep an `UpstreamBase`).
     public func send(
         method: HTTPMethod, url: URL, headers: [(String, String)], body: Data?, context: ProvisioningContext
     ) async throws(GatewayError) -> Response {

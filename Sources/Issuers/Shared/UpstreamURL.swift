@@ -3,7 +3,8 @@ import Foundation
 /// An issuer's base URL, taken apart once when its connector is built: where to connect, the Host
 /// header, and the percent-encoded path every request's path starts with. A request's target is
 /// that path and its own percent-encoded segments joined as text, so no URL is built and parsed
-/// again on each request (URLComponents, then URL, then its parts: about 10 µs a provisioning).
+/// again on each request (URLComponents, then URL, then its parts: 2 µs in a warm loop, about
+/// 1.5 % of a provisioning's samples in the server's profile).
 public struct UpstreamBase: Sendable, Equatable {
     /// nil when the URL is not http or https with a host: every request then fails as
     /// `upstream_unavailable` ("not http or https with a host") without being sent.
