@@ -209,13 +209,18 @@ end
 local n = 0
 local prefix
 request = function()
-  if not prefix then prefix = string.format("bench-%s-%d-%d", os.getenv("RUN_ID") or "0", tid or 0, os.time()) end
+  if not prefix then
+    prefix = string.format("bench-%s-%d-%d", os.getenv("RUN_ID") or "0", tid or 0, os.time())
+    math.randomseed(os.time() + 7919 * (tid or 0))
+  end
   if not keyed then return wrk.format() end
   n = n + 1
-  -- wrk.format's headers replace wrk.headers: copy them, then add the key.
+  -- wrk.format's headers replace wrk.headers: copy them, then add the key. Random leading digits,
+  -- as a client's UUIDs have (the store's key index then grows at random places, as it does in
+  -- production, not at its end); the thread's prefix and counter keep every key apart.
   local headers = {{}}
   for name, value in pairs(wrk.headers) do headers[name] = value end
-  headers["Idempotency-Key"] = prefix .. "-" .. n
+  headers["Idempotency-Key"] = string.format("%08x%08x-", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff)) .. prefix .. "-" .. n
   return wrk.format(nil, nil, headers)
 end
 """)
