@@ -6,9 +6,9 @@
 #      -> that static answer, as Bridge, without and with a fresh Idempotency-Key per request;
 #   4. wrk -> the gateway's GET /healthz: the floor (listener, middleware, generated server code);
 # each at 1 and 16 connections. Prints requests/s, p50 and p99, the ratios the README's targets
-# are written in, the gateway's CPU per request, its context switches and system calls per request (`perf stat`, when
-# perf is installed and may attach; not with PERF_DIR, whose profiling would be counted) and its
-# resident memory. Then `request-path-bench`: the microseconds per call of the request path's
+# are written in, the gateway's CPU per request, its context switches and system calls per request
+# (`perf stat`, when perf is installed and may attach; not with PERF_DIR, whose profiling would be
+# counted) and its resident memory. Then `request-path-bench`: the microseconds per call of the request path's
 # own CPU-bound steps (the request-contract check), one core, no network.
 #
 #   DURATION=10 (seconds per run), CONNECTIONS=16, PORT_BASE=18300, CONFIG=release,

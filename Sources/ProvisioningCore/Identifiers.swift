@@ -69,11 +69,9 @@ public enum RandomID {
     /// so the text sorts by time until the year 10889), then 80 bits from the system's CSPRNG.
     public static func timeOrderedHex128(unixMilliseconds: UInt64) -> String {
         let (high, low) = bits128()
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: unixMilliseconds >> (8 * (5 - index))) }
-        for index in 0..<8 { bytes[6 + index] = UInt8(truncatingIfNeeded: high >> (8 * index)) }
-        for index in 0..<2 { bytes[14 + index] = UInt8(truncatingIfNeeded: low >> (8 * index)) }
-        return bytes.withUnsafeBytes { Data.lowercaseHex($0) }
+        // The first word: 48 bits of time, then 16 random ones, big-endian; the second: 64 random bits.
+        let words = (((unixMilliseconds << 16) | (high & 0xFFFF)).bigEndian, low)
+        return withUnsafeBytes(of: words) { Data.lowercaseHex($0) }
     }
 
     /// The kernel's random bytes, read `refillBytes` at a time: every request takes two ids (its
