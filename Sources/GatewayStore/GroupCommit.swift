@@ -5,15 +5,23 @@ import Synchronization
 /// the answer is sent" holds for every caller, and a burst of N requests costs one commit (one WAL
 /// sync) instead of N.
 ///
-/// The caller that finds no write in progress starts one with what is queued (its own item first,
-/// up to `maxBatch`). The commit's completion wakes that batch's callers and, if more arrived
-/// meanwhile, starts the next batch itself, on the store's writer queue: no caller's task leads a
-/// batch or is woken to hand one on, so a write costs its caller one suspension and one wake-up. A
-/// failed commit fails every caller of that batch (the transaction rolled back, so none of its
+/// A caller that finds no write in progress commits its own item at once, on its own thread
+/// (`commitHere`, GRDB's synchronous write, which runs on the calling thread when the writer's
+/// queue is idle): no hand-off to the writer's queue and back, which at one request at a time was
+/// a tenth of a provisioning's CPU. Callers that arrive meanwhile queue; when that commit is over,
+/// what they queued (up to `maxBatch`) is handed to `commit`, which runs it on the store's writer
+/// queue, and that commit's completion wakes its callers and starts the next batch itself, so
+/// under load no caller's task leads a batch or is woken to hand one on. At most one caller's
+/// thread is ever in a commit (the one that found the writer idle), for one transaction. The
+/// store can decline a commit here (`commitHere` returns nil: another of its writes is running,
+/// and the caller's thread would wait for it); the item then goes to `commit` as a batch of one.
+///
+/// A failed commit fails every caller of that batch (the transaction rolled back, so none of its
 /// items was written); the next batch is tried afresh. A batch is committed whatever happens to
-/// its callers' tasks: the commit runs outside them, so cancelling one caller (a shutdown past its
-/// timeout, a caller gone) never rolls back the others' writes. A stalled commit is bounded by the
-/// store itself (SQLite's busy timeout), not by the shutdown timeout.
+/// its callers' tasks: a commit on the writer's queue runs outside them, and one here runs to its
+/// end on its caller's thread, so cancelling one caller (a shutdown past its timeout, a caller
+/// gone) never rolls back the others' writes. A stalled commit is bounded by the store itself
+/// (SQLite's busy timeout), not by the shutdown timeout.
 final class GroupCommit<Item: Sendable>: Sendable {
     typealias Completion = @Sendable (Result<Void, any Error>) -> Void
     /// One caller's item, and the caller waiting for its batch.
@@ -31,13 +39,22 @@ final class GroupCommit<Item: Sendable>: Sendable {
     /// not before `commit` returns: the completion starts the next batch, so a synchronous one would
     /// write every batch on the first caller's stack.
     private let commit: @Sendable ([Item], @escaping Completion) -> Void
+    /// Writes one caller's item in one transaction on the calling thread and returns once it is
+    /// over, or nil, without writing, when the store declines to (the caller's thread would wait).
+    private let commitHere: (@Sendable (Item) -> Result<Void, any Error>?)?
     /// The most items one transaction takes.
     let maxBatch: Int
 
-    /// `committing` starts a batch's transaction and calls back once it is over (GRDB's `asyncWrite`).
-    init(maxBatch: Int = 128, committing: @escaping @Sendable ([Item], @escaping Completion) -> Void) {
+    /// `committing` starts a batch's transaction and calls back once it is over (GRDB's
+    /// `asyncWrite`); `committingHere`, when given, is what a caller that finds the writer idle
+    /// runs on its own thread (GRDB's synchronous `write`), nil to decline.
+    init(
+        maxBatch: Int = 128, committingHere: (@Sendable (Item) -> Result<Void, any Error>?)? = nil,
+        committing: @escaping @Sendable ([Item], @escaping Completion) -> Void
+    ) {
         precondition(maxBatch > 0)
         self.maxBatch = maxBatch
+        self.commitHere = committingHere
         self.commit = committing
     }
 
@@ -62,8 +79,34 @@ final class GroupCommit<Item: Sendable>: Sendable {
     /// Items waiting for the next batch (not those of the commit in progress).
     var queuedCount: Int { state.withLock { $0.queued.count } }
 
+    private let committedHere = Atomic<Int>(0)
+    /// Of `batchesCommitted`, those a caller committed on its own thread.
+    var batchesCommittedHere: Int { committedHere.load(ordering: .relaxed) }
+    private let declined = Atomic<Int>(0)
+    /// Writes that found the writer idle but were declined by `commitHere` (sent to the queue).
+    var commitsDeclinedHere: Int { declined.load(ordering: .relaxed) }
+
     /// Returns once `item` is committed; throws the commit's error when its batch failed.
     func write(_ item: Item) async throws {
+        if let commitHere, state.withLock({ state in
+            guard !state.writing else { return false }
+            state.writing = true
+            return true
+        }) {
+            guard let result = commitHere(item) else {
+                declined.add(1, ordering: .relaxed)
+                // Declined: the writer's queue commits it, as a batch of one, and goes on with
+                // whatever queued meanwhile.
+                try await withCheckedThrowingContinuation { caller in start([(item, caller)]) }
+                return
+            }
+            if case .success = result {
+                committed.add(1, ordering: .relaxed)
+                committedHere.add(1, ordering: .relaxed)
+            }
+            if let next = nextBatch() { start(next) }
+            return try result.get()
+        }
         try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Void, any Error>) in
             let batch = state.withLock { state -> [Entry]? in
                 state.queued.append((item, caller))
@@ -87,15 +130,19 @@ final class GroupCommit<Item: Sendable>: Sendable {
         commit(batch.map(\.item)) { result in
             if case .success = result { self.committed.add(1, ordering: .relaxed) }
             for entry in batch { entry.caller.resume(with: result) }
-            // The next batch: whatever queued meanwhile, or stop writing.
-            let next = self.state.withLock { state -> [Entry]? in
-                guard !state.queued.isEmpty else {
-                    state.writing = false
-                    return nil
-                }
-                return self.takeBatch(&state)
+            if let next = self.nextBatch() { self.start(next) }
+        }
+    }
+
+    /// The next batch, once a commit is over: whatever queued meanwhile, or nil (and no write in
+    /// progress any more).
+    private func nextBatch() -> [Entry]? {
+        state.withLock { state -> [Entry]? in
+            guard !state.queued.isEmpty else {
+                state.writing = false
+                return nil
             }
-            if let next { self.start(next) }
+            return takeBatch(&state)
         }
     }
 }

@@ -11,6 +11,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     private let pointReaders: SQLitePointReaders
     /// The request path's writes (audit events, idempotency claims and answers), group-committed.
     let writer: GroupCommit<BatchedWrite>
+    /// The store's other writes in progress (`writeAlone`).
+    private let writesAlone: WritesInProgress
 
     public init(path: String) throws {
         self.path = path
@@ -46,13 +48,31 @@ public final class SQLiteGatewayStore: GatewayStore {
         } catch {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the read connections (\(error))")
         }
-        // GRDB's callback form: the commit runs on the writer's queue and its completion, there,
-        // wakes the batch's callers and starts the next batch (no task hops in between).
-        writer = GroupCommit { writes, done in
+        // A caller that finds the writer idle commits its write on its own thread: GRDB's
+        // synchronous write runs on the calling thread when the writer's queue is free, which it
+        // is, unless one of the store's other writes (a card, an import, a purge) runs there; then
+        // it declines, as the caller's thread would wait for that write. Else GRDB's callback
+        // form: the commit runs on the writer's queue and its completion, there, wakes the batch's
+        // callers and starts the next batch (no task hops in between).
+        let writesAlone = WritesInProgress()
+        self.writesAlone = writesAlone
+        writer = GroupCommit(committingHere: { write in
+            guard writesAlone.none else { return nil }
+            return Result { try pool.write { db in write.apply(db) } }
+        }) { writes, done in
             pool.asyncWrite({ db in
                 for write in writes { write.apply(db) }
             }, completion: { _, result in done(result) })
         }
+    }
+
+    /// A write that is not group-committed (cards, the vault, security events, purges): GRDB's
+    /// async write on the writer's queue, counted while it runs so that no group commit is run on
+    /// a request's thread meanwhile (it would wait there for this one).
+    func writeAlone<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        writesAlone.begin()
+        defer { writesAlone.end() }
+        return try await pool.write(updates)
     }
 
     /// `PRAGMA synchronous`'s value for FULL: the WAL is synced at every commit.
@@ -202,11 +222,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
-        try await Self.mapConflicts { try await self.pool.write { db in try Self.write(card, owners: owners, event: event, db) } }
+        try await Self.mapConflicts { try await self.writeAlone { db in try Self.write(card, owners: owners, event: event, db) } }
     }
 
     public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
-        try await pool.write { db in
+        try await writeAlone { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.cardColumns) FROM cards WHERE card_id = ?", arguments: [id.rawValue]) else { return nil }
             let card = try Self.card(row)
             if let owners, !owners.contains(card.program) { return nil }
@@ -270,7 +290,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await Self.mapConflicts {
-            try await self.pool.write { db in
+            try await self.writeAlone { db in
                 for card in cards { _ = try Self.write(card, owners: nil, event: nil, db) }
                 if let event { try Self.insert(event, db) }
             }
@@ -288,7 +308,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Vault
 
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
-        try await pool.write { db in
+        try await writeAlone { db in
             try db.execute(
                 sql: """
                     INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
@@ -307,7 +327,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     @discardableResult
     public func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool {
-        try await pool.write { db in
+        try await writeAlone { db in
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [cardID.rawValue])
             let deleted = db.changesCount > 0
             if deleted, let event { try Self.insert(event, db) }
@@ -325,7 +345,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Security events
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
-        try await pool.write { db in try Self.insert(event, db) }
+        try await writeAlone { db in try Self.insert(event, db) }
     }
 
     private static func insert(_ event: SecurityEvent, _ db: Database) throws {
@@ -436,9 +456,17 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     @discardableResult
     public func purgeExpired(now: Date) async throws -> Int {
-        try await pool.write { db in
+        try await writeAlone { db in
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE expires_at <= ?", arguments: [StoreRows.milliseconds(now)])
             return db.changesCount
         }
     }
+}
+
+/// How many of a store's writes outside the group commit are in progress.
+final class WritesInProgress: Sendable {
+    private let count = Atomic<Int>(0)
+    func begin() { count.add(1, ordering: .sequentiallyConsistent) }
+    func end() { count.subtract(1, ordering: .sequentiallyConsistent) }
+    var none: Bool { count.load(ordering: .sequentiallyConsistent) == 0 }
 }

@@ -149,3 +149,126 @@ import Testing
         #expect(writer.batchesCommitted == 3)
     }
 }
+
+/// A caller that finds the writer idle commits its own item on its own thread (`committingHere`),
+/// with no hand-off to the writer's queue; callers arriving meanwhile queue and are committed
+/// together by the queue once it is over; a store that declines sends the item to the queue.
+/// A held commit here holds a thread of the cooperative pool (as a real one does for its
+/// transaction), so these run one at a time and every hold is bounded.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct GroupCommitHereTests {
+    typealias Outcomes = GroupCommitTests.Outcomes
+
+    /// Both commit paths, each noting its batches; a commit here holds its thread until the test
+    /// signals `gate` (or fails the items in `failing`); `decline` makes it decline.
+    final class TwoPaths: Sendable {
+        let here = Mutex<[[Int]]>([])
+        let queued = Mutex<[[Int]]>([])
+        let committed = Mutex<Set<Int>>([])
+        let failing = Mutex<Set<Int>>([])
+        let decline = Mutex(false)
+        let holdHere = Mutex(false)
+        let gate = DispatchSemaphore(value: 0)
+        private let queue = DispatchQueue(label: "group-commit-here-test")
+
+        func writer() -> GroupCommit<Int> {
+            GroupCommit<Int>(maxBatch: 64, committingHere: { item in
+                if self.decline.withLock({ $0 }) { return nil }
+                self.here.withLock { $0.append([item]) }
+                if self.holdHere.withLock({ $0 }) { _ = self.gate.wait(timeout: .now() + 10) }
+                if self.failing.withLock({ $0.contains(item) }) { return .failure(GroupCommitTests.Refused()) }
+                self.committed.withLock { _ = $0.insert(item) }
+                return .success(())
+            }) { items, done in
+                self.queue.async {
+                    self.queued.withLock { $0.append(items) }
+                    self.committed.withLock { $0.formUnion(items) }
+                    done(.success(()))
+                }
+            }
+        }
+
+        func caller(_ item: Int, _ writer: GroupCommit<Int>, _ returned: Outcomes) -> @Sendable () async throws -> Void {
+            {
+                try await writer.write(item)
+                #expect(self.committed.withLock { $0.contains(item) }, "item \(item) returned before its commit")
+                returned.value.withLock { $0[item] = true }
+            }
+        }
+    }
+
+    @Test func theCallerThatFindsTheWriterIdleCommitsHereAndTheQueueTakesTheRest() async throws {
+        let paths = TwoPaths()
+        paths.holdHere.withLock { $0 = true }
+        let writer = paths.writer()
+        let others = Int.random(in: 3...12)
+        let returned = Outcomes()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask(operation: paths.caller(0, writer, returned))
+            // Item 0 is being committed on its caller's thread (held there).
+            while paths.here.withLock({ $0.isEmpty }) { await Task.yield() }
+            for item in 1...others { group.addTask(operation: paths.caller(item, writer, returned)) }
+            while writer.queuedCount < others { await Task.yield() }
+            #expect(returned.value.withLock { $0.isEmpty })
+            #expect(paths.queued.withLock { $0.isEmpty }, "nothing reaches the queue while a commit runs here")
+            paths.gate.signal()
+            try await group.waitForAll()
+        }
+        #expect(returned.value.withLock { Set($0.keys) } == Set(0...others))
+        #expect(paths.here.withLock { $0 } == [[0]])
+        // What queued during the commit here is one batch, committed by the queue.
+        #expect(paths.queued.withLock { $0.map(Set.init) } == [Set(1...others)])
+        #expect(writer.batchesCommitted == 2)
+        #expect(writer.batchesCommittedHere == 1)
+        // The writer is idle again: the next caller commits here.
+        paths.holdHere.withLock { $0 = false }
+        try await writer.write(others + 1)
+        #expect(paths.here.withLock { $0.last } == [others + 1])
+        #expect(writer.batchesCommittedHere == 2)
+        #expect(writer.commitsDeclinedHere == 0)
+    }
+
+    @Test func aFailedCommitHereFailsItsCallerOnlyAndFreesTheWriter() async throws {
+        let paths = TwoPaths()
+        paths.failing.withLock { $0 = [0] }
+        paths.holdHere.withLock { $0 = true }
+        let writer = paths.writer()
+        let outcomes = Outcomes()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                let ok = (try? await writer.write(0)) != nil
+                outcomes.value.withLock { $0[0] = ok }
+            }
+            while paths.here.withLock({ $0.isEmpty }) { await Task.yield() }
+            group.addTask {
+                let ok = (try? await writer.write(1)) != nil
+                outcomes.value.withLock { $0[1] = ok }
+            }
+            while writer.queuedCount < 1 { await Task.yield() }
+            paths.gate.signal()
+        }
+        #expect(outcomes.value.withLock { $0 } == [0: false, 1: true])
+        #expect(paths.committed.withLock { $0 } == [1])
+        #expect(writer.batchesCommitted == 1)
+        #expect(writer.batchesCommittedHere == 0)
+        paths.holdHere.withLock { $0 = false }
+        try await writer.write(2)
+        #expect(writer.batchesCommittedHere == 1)
+    }
+
+    @Test func aDeclinedCommitGoesToTheQueueAsABatchOfOne() async throws {
+        let paths = TwoPaths()
+        paths.decline.withLock { $0 = true }
+        let writer = paths.writer()
+        try await writer.write(7)
+        #expect(paths.here.withLock { $0.isEmpty })
+        #expect(paths.queued.withLock { $0 } == [[7]])
+        #expect(writer.commitsDeclinedHere == 1)
+        #expect(writer.batchesCommitted == 1)
+        #expect(writer.batchesCommittedHere == 0)
+        // The writer was released after the queue's commit: the next idle caller commits here.
+        paths.decline.withLock { $0 = false }
+        try await writer.write(8)
+        #expect(paths.here.withLock { $0 } == [[8]])
+        #expect(writer.batchesCommittedHere == 1)
+    }
+}

@@ -20,8 +20,25 @@ import Testing
     }
 
     /// A write ("holder") that holds the writer until `done` says so (bounded, so a condition that
-    /// never holds fails the test instead of hanging it); returns once it holds the writer.
+    /// never holds fails the test instead of hanging it); returns once it holds the writer. It is
+    /// a request's write (group-committed), held on the writer's queue, never on a cooperative
+    /// thread that the callers it waits for need: one of the store's other writes occupies the
+    /// queue first, so the store declines to commit the holder on its caller's thread.
     static func holdWriter(_ store: SQLiteGatewayStore, until done: @escaping @Sendable () -> Bool) async -> Task<Void, any Error> {
+        let occupied = Mutex(false)
+        let release = Mutex(false)
+        let alone = Task {
+            try await store.writeAlone { _ in
+                occupied.withLock { $0 = true }
+                var waited = 0
+                while !release.withLock({ $0 }) && waited < 20_000 {
+                    usleep(1_000)
+                    waited += 1
+                }
+            }
+        }
+        while !occupied.withLock({ $0 }) { await Task.yield() }
+        let declined = store.writer.commitsDeclinedHere
         let holding = Mutex(false)
         let holder = Task {
             try await store.batched { db in
@@ -34,6 +51,9 @@ import Testing
                 try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
             }
         }
+        while store.writer.commitsDeclinedHere == declined { await Task.yield() }
+        release.withLock { $0 = true }
+        try? await alone.value
         while !holding.withLock({ $0 }) { await Task.yield() }
         return holder
     }
@@ -100,6 +120,47 @@ import Testing
             try await cancelled.value
             let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY name") }
             #expect(names == ["cancelled", "holder", "other"])
+        }
+    }
+
+    /// A request's write that finds the writer idle is committed on the caller's thread; one that
+    /// arrives while another of the store's writes (a card, an import, a purge) holds the writer's
+    /// queue is not (its thread would wait there): it goes to the queue and commits after it.
+    @Test func aRequestWriteCommitsOnItsThreadOnlyWhenNoOtherWriteRuns() async throws {
+        try await Self.withScratchStore { store in
+            let here = store.writer.batchesCommittedHere
+            try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('idle')") }
+            #expect(store.writer.batchesCommittedHere == here + 1)
+
+            let release = Mutex(false)
+            let holding = Mutex(false)
+            let alone = Task {
+                try await store.writeAlone { db in
+                    holding.withLock { $0 = true }
+                    var waited = 0
+                    while !release.withLock({ $0 }) && waited < 10_000 {
+                        usleep(1_000)
+                        waited += 1
+                    }
+                    try db.execute(sql: "INSERT INTO scratch (name) VALUES ('alone')")
+                }
+            }
+            while !holding.withLock({ $0 }) { await Task.yield() }
+            let request = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('request')") } }
+            // Bounded: without the store declining, the request's write would be waiting on its
+            // thread for the writer instead, and this count would never move.
+            var waited = 0
+            while store.writer.commitsDeclinedHere == 0 && waited < 5_000 {
+                try await Task.sleep(for: .milliseconds(1))
+                waited += 1
+            }
+            #expect(store.writer.commitsDeclinedHere == 1)
+            release.withLock { $0 = true }
+            try await alone.value
+            try await request.value
+            #expect(store.writer.batchesCommittedHere == here + 1)
+            let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY rowid") }
+            #expect(names == ["idle", "alone", "request"])
         }
     }
 }
