@@ -51,7 +51,12 @@ import Testing
                 try db.execute(sql: "INSERT INTO scratch (name) VALUES ('holder')")
             }
         }
-        while store.writer.commitsDeclinedHere == declined { await Task.yield() }
+        var waited = 0
+        while store.writer.commitsDeclinedHere == declined && waited < 5_000 {
+            try? await Task.sleep(for: .milliseconds(1))
+            waited += 1
+        }
+        #expect(store.writer.commitsDeclinedHere == declined + 1, "the holder's write was not sent to the writer's queue")
         release.withLock { $0 = true }
         try? await alone.value
         while !holding.withLock({ $0 }) { await Task.yield() }
