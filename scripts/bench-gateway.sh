@@ -15,7 +15,12 @@
 #   PERF_DIR=dir (a `perf record -g` profile of the gateway per gateway run, for `perf report -i`),
 #   GATEWAY_BIN=path (a gateway binary built beforehand, e.g. an earlier commit's, instead of
 #   building this checkout: two binaries measured one after the other on the same machine),
-#   TRAITS=Jemalloc (the package traits of the builds; TRAITS= for the C library's malloc)
+#   TRAITS=Jemalloc (the package traits of the builds; TRAITS= for the C library's malloc),
+#   BASELINE_BIN=path (paired mode: a second gateway binary, say the previous commit's build, runs
+#   beside this checkout's on its own port and store; wrk alternates between the two, ROUNDS=4
+#   rounds of DURATION-second bursts, unkeyed and keyed, at CONNECTIONS and 1, the order swapped
+#   every round; prints each one's CPU, context switches and system calls per request, requests/s,
+#   p50 and p99, and candidate/baseline ratios, instead of the nginx table)
 # Installs nginx and wrk (and libjemalloc-dev for TRAITS=Jemalloc) from Debian's packages when they
 # are missing (apt-get, as root).
 set -euo pipefail
@@ -163,24 +168,47 @@ if [ "$status" != 200 ]; then
     exit 1
 fi
 
-"$floor_bin" nio "$nio_port" "$static_port" >"$work/floor-nio.log" 2>&1 &
-nio_pid=$!
-pids+=("$nio_pid")
-"$floor_bin" hummingbird "$hummingbird_port" "$static_port" >"$work/floor-hummingbird.log" 2>&1 &
-hummingbird_pid=$!
-pids+=("$hummingbird_pid")
-"$floor_bin" hummingbird-upstream "$upstream_floor_port" "$static_port" >"$work/floor-hummingbird-upstream.log" 2>&1 &
-upstream_floor_pid=$!
-pids+=("$upstream_floor_pid")
-floor_path=/v1/cards/card_bench_1/wallet-provisioning/apple-pay
-for port in "$nio_port" "$hummingbird_port" "$upstream_floor_port"; do
-    for _ in $(seq 100); do
-        curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" && break
-        sleep 0.1
+# The baseline gateway of the paired mode (BASELINE_BIN): the same config on its own port and store.
+baseline_pid=
+if [ -n "${BASELINE_BIN:-}" ]; then
+    baseline_port=$((base + 6))
+    sed -e "s/^  port: $gateway_port\$/  port: $baseline_port/" -e "s#$work/gateway.sqlite#$work/baseline.sqlite#" \
+        "$work/gateway.yaml" >"$work/baseline.yaml"
+    "$BASELINE_BIN" --config "$work/baseline.yaml" --log-level warning >"$work/baseline.log" 2>&1 &
+    baseline_pid=$!
+    pids+=("$baseline_pid")
+    wait_for_gateway "$baseline_pid" "$work/baseline.log"
+    curl -sf -o /dev/null -X PUT "http://127.0.0.1:$baseline_port/v1/cards/card_bench_1" \
+        -H "Authorization: Bearer $admin_key" -H 'Content-Type: application/json' \
+        -d '{"issuer":"bridge","program":"bench","issuer_reference":{"customer_id":"cust_bench","card_account_id":"ca_bench"}}'
+    status=$(curl -s -o "$work/first-baseline.json" -w '%{http_code}' -X POST \
+        "http://127.0.0.1:$baseline_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay" \
+        -H "Authorization: Bearer $bench_key" -H 'Content-Type: application/json' --data-binary "@$body_file")
+    if [ "$status" != 200 ]; then
+        echo "the baseline gateway ($BASELINE_BIN) did not provision through the static answer (HTTP $status):" >&2
+        cat "$work/first-baseline.json" >&2; tail -20 "$work/baseline.log" >&2
+        exit 1
+    fi
+else
+    "$floor_bin" nio "$nio_port" "$static_port" >"$work/floor-nio.log" 2>&1 &
+    nio_pid=$!
+    pids+=("$nio_pid")
+    "$floor_bin" hummingbird "$hummingbird_port" "$static_port" >"$work/floor-hummingbird.log" 2>&1 &
+    hummingbird_pid=$!
+    pids+=("$hummingbird_pid")
+    "$floor_bin" hummingbird-upstream "$upstream_floor_port" "$static_port" >"$work/floor-hummingbird-upstream.log" 2>&1 &
+    upstream_floor_pid=$!
+    pids+=("$upstream_floor_pid")
+    floor_path=/v1/cards/card_bench_1/wallet-provisioning/apple-pay
+    for port in "$nio_port" "$hummingbird_port" "$upstream_floor_port"; do
+        for _ in $(seq 100); do
+            curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" && break
+            sleep 0.1
+        done
+        curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" || {
+            echo "proxy-floor on port $port did not forward:" >&2; cat "$work"/floor-*.log >&2; exit 1; }
     done
-    curl -sf -o /dev/null -X POST "http://127.0.0.1:$port$floor_path" -H 'Content-Type: application/json' --data-binary "@$body_file" || {
-        echo "proxy-floor on port $port did not forward:" >&2; cat "$work"/floor-*.log >&2; exit 1; }
-done
+fi
 
 if [ -n "${HOLD:-}" ]; then
     # Keeps everything running for a look by hand (Ctrl-C to stop).
@@ -234,7 +262,8 @@ echo 'wrk.method = "GET"' >"$work/get.lua"
 # whose two servers share their workers).
 measured_pid() {
     case $1 in
-        gateway*) echo "$gateway_pid" ;;
+        gateway*|candidate*) echo "$gateway_pid" ;;
+        baseline*) echo "$baseline_pid" ;;
         "floor: SwiftNIO"*) echo "$nio_pid" ;;
         "floor: Hummingbird + UpstreamHTTP"*) echo "$upstream_floor_pid" ;;
         "floor: Hummingbird"*) echo "$hummingbird_pid" ;;
@@ -329,6 +358,69 @@ else
         exit 1
     fi
 fi
+if [ -n "${BASELINE_BIN:-}" ]; then
+    # Paired mode: the baseline and this checkout's gateway (the candidate) take turns, one burst
+    # each per case and round, the order swapped every round, so the machine's drift over minutes
+    # falls on both alike; the per-round figures show whether a difference holds in every round.
+    rounds=${ROUNDS:-4}
+    baseline_url="http://127.0.0.1:$baseline_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay"
+    read -r steal_start total_start < <(machine_ticks)
+    for round in $(seq "$rounds"); do
+        for conns in "$connections" 1; do
+            for keyed in 0 1; do
+                case_name="$([ "$keyed" = 1 ] && echo keyed || echo unkeyed), $conns connection$([ "$conns" = 1 ] || echo s)"
+                if (( round % 2 )); then order=(baseline candidate); else order=(candidate baseline); fi
+                for who in "${order[@]}"; do
+                    url=$gateway_url
+                    [ "$who" = baseline ] && url=$baseline_url
+                    run "$who: $case_name" "$url" "$conns" "$keyed" "$auth"
+                done
+            done
+        done
+    done
+    read -r steal_end total_end < <(machine_ticks)
+    steal_percent=$(( (steal_end - steal_start) * 100 / (total_end - total_start > 0 ? total_end - total_start : 1) ))
+    python3 - "$results" "$duration" "$rounds" "$steal_percent" "$allocator" "$config" "$BASELINE_BIN" <<'PY'
+import statistics, sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
+duration, rounds, steal, allocator, config, baseline = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:8]
+runs = {}
+for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, syscalls, measured in rows:
+    who, case = name.split(": ", 1)
+    total = int(total)
+    runs.setdefault((case, who), []).append(dict(
+        rps=float(rps), p50=float(p50), p99=float(p99), cpu=float(cpu_ms) / max(total, 1),
+        switches=int(switches) / max(total, 1) if switches else None,
+        syscalls=int(syscalls) / max(total, 1) if syscalls else None, non2xx=int(non2xx)))
+print(f"\npaired runs: baseline {baseline} against this checkout's {config} gateway (candidate), on {allocator};")
+print(f"{rounds} rounds of {duration} s bursts, the order swapped every round; {steal} % of the machine's CPU stolen\n")
+print("| case | figure | baseline | candidate | candidate / baseline | candidate lower in rounds |")
+print("|---|---|---|---|---|---|")
+figures = (("CPU per request (ms)", "cpu", "{:.3f}", True), ("context switches per request", "switches", "{:.2f}", True),
+           ("system calls per request", "syscalls", "{:.1f}", True), ("requests/s", "rps", "{:,.0f}", False),
+           ("p50 (ms)", "p50", "{:.2f}", True), ("p99 (ms)", "p99", "{:.2f}", True))
+cases = list(dict.fromkeys(case for case, _ in runs))
+for case in cases:
+    base, cand = runs[(case, "baseline")], runs[(case, "candidate")]
+    for label, key, fmt, lower_better in figures:
+        if base[0][key] is None or cand[0][key] is None:
+            continue
+        b, c = statistics.mean(r[key] for r in base), statistics.mean(r[key] for r in cand)
+        # Rounds are paired by their position: round i's baseline burst beside round i's candidate burst.
+        lower = sum(1 for rb, rc in zip(base, cand) if rc[key] < rb[key])
+        print(f"| {case} | {label} | {fmt.format(b)} | {fmt.format(c)} | {c / b if b else float('nan'):.3f} | {lower} of {len(base)} |")
+print("\nCPU per request by round (ms), baseline / candidate:")
+for case in cases:
+    pairs = ", ".join(f"{rb['cpu']:.3f} / {rc['cpu']:.3f}" for rb, rc in zip(runs[(case, "baseline")], runs[(case, "candidate")]))
+    print(f"  {case}: {pairs}")
+bad = sum(r["non2xx"] for rs in runs.values() for r in rs)
+if bad:
+    print(f"WARNING: {bad} answers were not 2xx: the figures above are not provisionings")
+    sys.exit(1)
+PY
+    exit 0
+fi
+
 read -r steal_start total_start < <(machine_ticks)
 for conns in "$connections" 1; do
     run "nginx static answer, direct" "http://127.0.0.1:$static_port/v0/x" "$conns"
