@@ -283,3 +283,79 @@ extension TracingTests {
         #expect(!captured.text.contains(GatewayHarness.demoKey), "a log line holds the API key")
     }
 }
+
+/// Spans that record nothing (what swift-otel gives for a trace that is not sampled, so for every
+/// span without a collector) are given no attributes: building each one (a boxed value in a
+/// dictionary the span drops) is work on every request for nothing. Their context still travels:
+/// the upstream gets the attempt's `traceparent`.
+struct UnsampledSpanTests {
+    /// Wraps `InMemoryTracer` (for its ids and W3C propagation) and hands out spans that say they
+    /// record nothing and count what is still written to them.
+    final class UnsampledTracer: Tracer {
+        let inner = InMemoryTracer()
+        let attributeWrites = Locked(0)
+        let ended = Locked(0)
+
+        final class UnsampledSpan: Tracing.Span {
+            let inner: InMemorySpan
+            let tracer: UnsampledTracer
+            init(_ inner: InMemorySpan, tracer: UnsampledTracer) {
+                self.inner = inner
+                self.tracer = tracer
+            }
+            var context: InstrumentationContext { inner.context }
+            var operationName: String {
+                get { inner.operationName }
+                set { inner.operationName = newValue }
+            }
+            var isRecording: Bool { false }
+            var attributes: SpanAttributes {
+                get { [:] }
+                set { tracer.attributeWrites.withLock { $0 += 1 } }
+            }
+            func setStatus(_ status: SpanStatus) {}
+            func addEvent(_ event: SpanEvent) {}
+            func recordError<Instant: TracerInstant>(_ error: any Error, attributes: SpanAttributes, at instant: @autoclosure () -> Instant) {}
+            func addLink(_ link: SpanLink) {}
+            func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {
+                tracer.ended.withLock { $0 += 1 }
+            }
+        }
+
+        func startSpan<Instant: TracerInstant>(
+            _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
+            at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+        ) -> UnsampledSpan {
+            UnsampledSpan(inner.startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function,
+                                          file: fileID, line: line), tracer: self)
+        }
+
+        func forceFlush() {}
+
+        func extract<Carrier, Extract>(_ carrier: Carrier, into context: inout InstrumentationContext, using extractor: Extract)
+        where Extract: Extractor, Extract.Carrier == Carrier {
+            inner.extract(carrier, into: &context, using: extractor)
+        }
+
+        func inject<Carrier, Inject>(_ context: InstrumentationContext, into carrier: inout Carrier, using injector: Inject)
+        where Inject: Injector, Inject.Carrier == Carrier {
+            inner.inject(context, into: &carrier, using: injector)
+        }
+    }
+
+    @Test func aSpanThatRecordsNothingIsGivenNoAttributesAndStillReachesTheUpstream() async throws {
+        let tracer = UnsampledTracer()
+        try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, sandbox in
+            // A retried provisioning: two attempt spans, one of them failed, and the request's span.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":1}"#)
+            let response = try await TracingTests.provision(client)
+            #expect(response.status == .ok)
+            let seen = await sandbox.bridge.log.requests
+            #expect(seen.count == 2, "a 503 and a retry: \(seen)")
+            #expect(seen.allSatisfy { $0.traceparent.flatMap(TraceIdentity.init(traceparent:)) != nil },
+                    "\(seen.map(\.traceparent))")
+        }
+        #expect(tracer.ended.withLock { $0 } >= 3, "the request's span and its two attempts' spans were not all ended")
+        #expect(tracer.attributeWrites.withLock { $0 } == 0, "attributes were built for spans that record nothing")
+    }
+}

@@ -20,19 +20,28 @@ struct AttemptSpan: Sendable {
 
     init(tracer: any Tracer, issuer: IssuerID, endpoint: String, attempt: Int) {
         let span = tracer.startSpan(Self.name, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
-        span.attributes["gateway.issuer"] = issuer.rawValue
-        span.attributes["gateway.endpoint"] = endpoint
-        span.attributes["gateway.attempt"] = attempt
+        // A span that records nothing (not sampled: every span without a collector) keeps no
+        // attributes, so none are made: each is a boxed value in a dictionary built and dropped.
+        if span.isRecording {
+            span.attributes["gateway.issuer"] = issuer.rawValue
+            span.attributes["gateway.endpoint"] = endpoint
+            span.attributes["gateway.attempt"] = attempt
+        }
         var headers = TraceHeaders()
         tracer.inject(span.context, into: &headers, using: TraceHeaders.Injector())
         self.span = span
         self.upstreamTrace = UpstreamAttemptTrace(headers: headers.fields) { status in
+            guard span.isRecording else { return }
             span.attributes["http.response.status_code"] = status
         }
     }
 
     /// `failure` nil: the attempt succeeded.
     func end(outcome failure: GatewayError?) {
+        guard span.isRecording else {
+            span.end()
+            return
+        }
         if let failure {
             span.attributes["gateway.outcome"] = failure.code.rawValue
             // The code only: an error's detail may name a card.

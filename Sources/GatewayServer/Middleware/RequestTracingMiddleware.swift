@@ -27,9 +27,13 @@ struct RequestTracingMiddleware<Context: RequestContext>: RouterMiddleware {
         let route = RequestMetricsMiddleware<Context>.route(context.endpointPath)
         let method = RequestMetricsMiddleware<Context>.method(request.method)
         let span = tracer.startSpan("\(method) \(route)", context: parent, ofKind: .server)
-        span.attributes["http.request.method"] = method
-        span.attributes["http.route"] = route
-        span.attributes["gateway.request_id"] = RequestScope.requestID
+        // Attributes only on a span that keeps them: one not sampled (every span without a
+        // collector, unless the caller's trace is sampled) records nothing.
+        if span.isRecording {
+            span.attributes["http.request.method"] = method
+            span.attributes["http.route"] = route
+            span.attributes["gateway.request_id"] = RequestScope.requestID
+        }
 
         var context = context
         var logger = RequestScope.logger
@@ -52,6 +56,10 @@ struct RequestTracingMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func end(_ span: any Span, status: HTTPResponse.Status) {
+        guard span.isRecording else {
+            span.end()
+            return
+        }
         span.attributes["http.response.status_code"] = status.code
         // As OpenTelemetry's HTTP conventions say for a server: only a 5xx is the span's error.
         if status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
