@@ -61,6 +61,48 @@ import Testing
         }
     }
 
+    /// The read timeout is each request's own, on a kept-alive connection too: a request that
+    /// starts late in the span the request before it had still has its whole read timeout (a
+    /// timer left over from that request must not cut it), and a slow drip after a first request
+    /// is still cut off.
+    @Test func aLaterRequestOnTheConnectionHasItsOwnWholeReadTimeout() async throws {
+        let config = try LiveListener.config {
+            $0.readTimeoutMS = 1_000
+            $0.idleTimeoutMS = 10_000
+        }
+        try await LiveListener.run(config) { port in
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send(Self.healthz)
+            #expect(await connection.eventually { $0.count(Self.ok) == 1 })
+            // The first request's read timeout would end about 1 s after its first byte. The second
+            // request starts 0.6 s after the first and takes 0.5 s to arrive: past that second,
+            // within its own.
+            try await Task.sleep(for: .milliseconds(600))
+            let head = Array(Self.healthz.utf8)
+            let chunk = (head.count + 5) / 6
+            for start in stride(from: 0, to: head.count, by: chunk) {
+                if start > 0 { try await Task.sleep(for: .milliseconds(100)) }
+                try await connection.send(bytes: Array(head[start..<min(start + chunk, head.count)]))
+            }
+            #expect(await connection.eventually { $0.count(Self.ok) == 2 }, "a request within its own read timeout was not answered")
+            #expect(connection.isOpen, "a request within its own read timeout was cut off by the timer of the request before")
+
+            // Then a slow drip on the same connection: one byte every 60 ms, a second's worth of
+            // bytes short of the whole head, is still cut off.
+            var sent = 0
+            let drip = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: one-byte-at-a-time-after-a-first-request\r\n\r\n".utf8)
+            for byte in drip {
+                guard connection.isOpen, (try? await connection.send(bytes: [byte])) != nil else { break }
+                sent += 1
+                try await Task.sleep(for: .milliseconds(60))
+            }
+            #expect(await connection.eventually { !$0.isOpen }, "a slow drip after a first request was not cut off")
+            #expect(sent < drip.count, "the whole dripped head arrived (\(sent) bytes, one every 60 ms) before the server cut the connection")
+            #expect(connection.count("HTTP/1.1") == 2)
+        }
+    }
+
     @Test func idleConnectionsAreClosed() async throws {
         // Long enough that opening a connection and sending on it never races the timeout on a
         // loaded machine; the waits below are bounds, not measurements.
