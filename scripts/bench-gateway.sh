@@ -152,21 +152,30 @@ store:
   sqlite:
     path: $work/gateway.sqlite
 EOF
-"$gateway_bin" --config "$work/gateway.yaml" --log-level warning >"$work/gateway.log" 2>&1 &
-gateway_pid=$!
-pids+=("$gateway_pid")
-wait_for_gateway "$gateway_pid" "$work/gateway.log"
-curl -sf -o /dev/null -X PUT "http://127.0.0.1:$gateway_port/v1/cards/card_bench_1" \
-    -H "Authorization: Bearer $admin_key" -H 'Content-Type: application/json' \
-    -d '{"issuer":"bridge","program":"bench","issuer_reference":{"customer_id":"cust_bench","card_account_id":"ca_bench"}}'
 body_file=Config/sandbox/apple-pay-request.json
-status=$(curl -s -o "$work/first.json" -w '%{http_code}' -X POST "http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay" \
-    -H "Authorization: Bearer $bench_key" -H 'Content-Type: application/json' --data-binary "@$body_file")
-if [ "$status" != 200 ]; then
-    echo "the gateway did not provision through the static answer (HTTP $status):" >&2
-    cat "$work/first.json" >&2; tail -20 "$work/gateway.log" >&2
-    exit 1
-fi
+# start_gateway BINARY CONFIG NAME: starts a gateway (its pid in started_pid), registers the bench
+# card through its API and checks that one provisioning goes through the static answer.
+start_gateway() {
+    local binary=$1 config_file=$2 name=$3 port
+    port=$(awk '/^  port: / {print $2; exit}' "$config_file")
+    "$binary" --config "$config_file" --log-level warning >"$work/$name.log" 2>&1 &
+    started_pid=$!
+    pids+=("$started_pid")
+    wait_for_gateway "$started_pid" "$work/$name.log"
+    curl -sf -o /dev/null -X PUT "http://127.0.0.1:$port/v1/cards/card_bench_1" \
+        -H "Authorization: Bearer $admin_key" -H 'Content-Type: application/json' \
+        -d '{"issuer":"bridge","program":"bench","issuer_reference":{"customer_id":"cust_bench","card_account_id":"ca_bench"}}'
+    local status
+    status=$(curl -s -o "$work/first-$name.json" -w '%{http_code}' -X POST "http://127.0.0.1:$port/v1/cards/card_bench_1/wallet-provisioning/apple-pay" \
+        -H "Authorization: Bearer $bench_key" -H 'Content-Type: application/json' --data-binary "@$body_file")
+    if [ "$status" != 200 ]; then
+        echo "the $name ($binary) did not provision through the static answer (HTTP $status):" >&2
+        cat "$work/first-$name.json" >&2; tail -20 "$work/$name.log" >&2
+        exit 1
+    fi
+}
+start_gateway "$gateway_bin" "$work/gateway.yaml" gateway
+gateway_pid=$started_pid
 
 # The baseline gateway of the paired mode (BASELINE_BIN): the same config on its own port and store.
 baseline_pid=
@@ -174,21 +183,8 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     baseline_port=$((base + 6))
     sed -e "s/^  port: $gateway_port\$/  port: $baseline_port/" -e "s#$work/gateway.sqlite#$work/baseline.sqlite#" \
         "$work/gateway.yaml" >"$work/baseline.yaml"
-    "$BASELINE_BIN" --config "$work/baseline.yaml" --log-level warning >"$work/baseline.log" 2>&1 &
-    baseline_pid=$!
-    pids+=("$baseline_pid")
-    wait_for_gateway "$baseline_pid" "$work/baseline.log"
-    curl -sf -o /dev/null -X PUT "http://127.0.0.1:$baseline_port/v1/cards/card_bench_1" \
-        -H "Authorization: Bearer $admin_key" -H 'Content-Type: application/json' \
-        -d '{"issuer":"bridge","program":"bench","issuer_reference":{"customer_id":"cust_bench","card_account_id":"ca_bench"}}'
-    status=$(curl -s -o "$work/first-baseline.json" -w '%{http_code}' -X POST \
-        "http://127.0.0.1:$baseline_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay" \
-        -H "Authorization: Bearer $bench_key" -H 'Content-Type: application/json' --data-binary "@$body_file")
-    if [ "$status" != 200 ]; then
-        echo "the baseline gateway ($BASELINE_BIN) did not provision through the static answer (HTTP $status):" >&2
-        cat "$work/first-baseline.json" >&2; tail -20 "$work/baseline.log" >&2
-        exit 1
-    fi
+    start_gateway "$BASELINE_BIN" "$work/baseline.yaml" baseline
+    baseline_pid=$started_pid
 else
     "$floor_bin" nio "$nio_port" "$static_port" >"$work/floor-nio.log" 2>&1 &
     nio_pid=$!
