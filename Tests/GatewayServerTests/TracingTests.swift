@@ -286,8 +286,8 @@ extension TracingTests {
 
 /// Spans that record nothing (what swift-otel gives for a trace that is not sampled, so for every
 /// span without a collector) are given no attributes: building each one (a boxed value in a
-/// dictionary the span drops) is work on every request for nothing. Their context still travels:
-/// the upstream gets the attempt's `traceparent`.
+/// dictionary the span drops) is work on every request for nothing. Their context still travels
+/// (`TracingTests.withoutATraceparentTheUpstreamStillGetsANewTrace`, on swift-otel's unsampled spans).
 struct UnsampledSpanTests {
     /// Wraps `InMemoryTracer` (for its ids and W3C propagation) and hands out spans that say they
     /// record nothing and count what is still written to them.
@@ -343,7 +343,7 @@ struct UnsampledSpanTests {
         }
     }
 
-    @Test func aSpanThatRecordsNothingIsGivenNoAttributesAndStillReachesTheUpstream() async throws {
+    @Test func aSpanThatRecordsNothingIsGivenNoAttributes() async throws {
         let tracer = UnsampledTracer()
         try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, sandbox in
             // A retried provisioning: two attempt spans, one of them failed, and the request's span.
@@ -352,8 +352,6 @@ struct UnsampledSpanTests {
             #expect(response.status == .ok)
             let seen = await sandbox.bridge.log.requests
             #expect(seen.count == 2, "a 503 and a retry: \(seen)")
-            #expect(seen.allSatisfy { $0.traceparent.flatMap(TraceIdentity.init(traceparent:)) != nil },
-                    "\(seen.map(\.traceparent))")
         }
         #expect(tracer.ended.withLock { $0 } >= 3, "the request's span and its two attempts' spans were not all ended")
         #expect(tracer.attributeWrites.withLock { $0 } == 0, "attributes were built for spans that record nothing")
