@@ -67,7 +67,7 @@ import Testing
     /// is still cut off.
     @Test func aLaterRequestOnTheConnectionHasItsOwnWholeReadTimeout() async throws {
         let config = try LiveListener.config {
-            $0.readTimeoutMS = 1_000
+            $0.readTimeoutMS = 1_500
             $0.idleTimeoutMS = 10_000
         }
         try await LiveListener.run(config) { port in
@@ -75,21 +75,22 @@ import Testing
             defer { connection.close() }
             try await connection.send(Self.healthz)
             #expect(await connection.eventually { $0.count(Self.ok) == 1 })
-            // The first request's read timeout would end about 1 s after its first byte. The second
-            // request starts 0.6 s after the first and takes 0.5 s to arrive: past that second,
+            // The first request's read timeout would end 1.5 s after its first byte. The second
+            // request starts 1 s after the first and takes 0.6 s to arrive (more on a loaded
+            // machine, which only moves it further past the first's span): past that span, well
             // within its own.
-            try await Task.sleep(for: .milliseconds(600))
+            try await Task.sleep(for: .milliseconds(1_000))
             let head = Array(Self.healthz.utf8)
             let chunk = (head.count + 5) / 6
             for start in stride(from: 0, to: head.count, by: chunk) {
-                if start > 0 { try await Task.sleep(for: .milliseconds(100)) }
+                if start > 0 { try await Task.sleep(for: .milliseconds(120)) }
                 try await connection.send(bytes: Array(head[start..<min(start + chunk, head.count)]))
             }
             #expect(await connection.eventually { $0.count(Self.ok) == 2 }, "a request within its own read timeout was not answered")
             #expect(connection.isOpen, "a request within its own read timeout was cut off by the timer of the request before")
 
-            // Then a slow drip on the same connection: one byte every 60 ms, a second's worth of
-            // bytes short of the whole head, is still cut off.
+            // Then a slow drip on the same connection, one byte every 60 ms (the whole head would
+            // take 6 s), is still cut off.
             var sent = 0
             let drip = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: one-byte-at-a-time-after-a-first-request\r\n\r\n".utf8)
             for byte in drip {
