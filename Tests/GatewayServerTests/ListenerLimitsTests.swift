@@ -42,16 +42,22 @@ import Testing
         }
     }
 
+    /// A connection on which one request was answered (kept alive); the caller closes it.
+    static func keptAlive(port: Int) async throws -> RawConnection {
+        let connection = try await RawConnection.open(port: port)
+        try await connection.send(healthz)
+        #expect(await connection.eventually { $0.count(ok) == 1 })
+        return connection
+    }
+
     @Test func aKeepAliveConnectionIdleBetweenRequestsOutlivesTheReadTimeout() async throws {
         let config = try LiveListener.config {
             $0.readTimeoutMS = 300
             $0.idleTimeoutMS = 10_000
         }
         try await LiveListener.run(config) { port in
-            let connection = try await RawConnection.open(port: port)
+            let connection = try await Self.keptAlive(port: port)
             defer { connection.close() }
-            try await connection.send(Self.healthz)
-            #expect(await connection.eventually { $0.count(Self.ok) == 1 })
             // Three read timeouts of silence between requests: the read timeout counts from a
             // request's first byte, so it is not running now.
             try await Task.sleep(for: .milliseconds(900))
@@ -71,10 +77,8 @@ import Testing
             $0.idleTimeoutMS = 10_000
         }
         try await LiveListener.run(config) { port in
-            let connection = try await RawConnection.open(port: port)
+            let connection = try await Self.keptAlive(port: port)
             defer { connection.close() }
-            try await connection.send(Self.healthz)
-            #expect(await connection.eventually { $0.count(Self.ok) == 1 })
             // The first request's read timeout would end 1.5 s after its first byte. The second
             // request starts 1 s after the first and takes 0.6 s to arrive (more on a loaded
             // machine, which only moves it further past the first's span): past that span, well

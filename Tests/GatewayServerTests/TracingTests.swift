@@ -94,13 +94,23 @@ struct TracingTests {
         }
     }
 
-    @Test func aRetriedProvisioningHasOneSpanPerAttemptWithItsOutcome() async throws {
-        let tracer = InMemoryTracer()
-        try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, _ in
+    /// One provisioning that Bridge answers 503 once, then 200 (two attempts), under `tracer`;
+    /// the requests Bridge saw.
+    static func retriedProvisioning(tracer: any Tracer) async throws -> [String?] {
+        let seen = Locked<[String?]>([])
+        try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, sandbox in
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":1}"#)
             let response = try await Self.provision(client)
             #expect(response.status == .ok)
+            let requests = await sandbox.bridge.log.requests
+            seen.withLock { $0 = requests.map(\.traceparent) }
         }
+        return seen.withLock { $0 }
+    }
+
+    @Test func aRetriedProvisioningHasOneSpanPerAttemptWithItsOutcome() async throws {
+        let tracer = InMemoryTracer()
+        _ = try await Self.retriedProvisioning(tracer: tracer)
         let request = try #require(tracer.finishedSpans.first { $0.kind == .server && $0.operationName == "POST \(Self.route)" })
         let attempts = Self.attemptSpans(tracer)
         #expect(attempts.map { $0.attributes.get("gateway.attempt") } == [.int64(1), .int64(2)])
@@ -345,14 +355,9 @@ struct UnsampledSpanTests {
 
     @Test func aSpanThatRecordsNothingIsGivenNoAttributes() async throws {
         let tracer = UnsampledTracer()
-        try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, sandbox in
-            // A retried provisioning: two attempt spans, one of them failed, and the request's span.
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":1}"#)
-            let response = try await TracingTests.provision(client)
-            #expect(response.status == .ok)
-            let seen = await sandbox.bridge.log.requests
-            #expect(seen.count == 2, "a 503 and a retry: \(seen)")
-        }
+        // A retried provisioning: two attempt spans, one of them failed, and the request's span.
+        let seen = try await TracingTests.retriedProvisioning(tracer: tracer)
+        #expect(seen.count == 2, "a 503 and a retry: \(seen)")
         #expect(tracer.ended.withLock { $0 } >= 3, "the request's span and its two attempts' spans were not all ended")
         #expect(tracer.attributeWrites.withLock { $0 } == 0, "attributes were built for spans that record nothing")
     }
