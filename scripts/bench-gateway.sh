@@ -209,6 +209,7 @@ fi
 if [ -n "${HOLD:-}" ]; then
     # Keeps everything running for a look by hand (Ctrl-C to stop).
     echo "gateway: http://127.0.0.1:$gateway_port (pid $gateway_pid), key $bench_key; log $work/gateway.log"
+    [ -n "$baseline_pid" ] && echo "baseline: http://127.0.0.1:$baseline_port (pid $baseline_pid); log $work/baseline.log"
     echo "curl -s -X POST http://127.0.0.1:$gateway_port/v1/cards/card_bench_1/wallet-provisioning/apple-pay -H 'Authorization: Bearer $bench_key' -H 'Content-Type: application/json' --data-binary @$body_file"
     sleep infinity
 fi
@@ -269,6 +270,12 @@ cpu_ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else
 # The machine's steal and total ticks (/proc/stat): on a shared VM, time the hypervisor gave to
 # other guests. A run with much steal has slower, noisier figures than one without.
 machine_ticks() { awk '/^cpu / {total = 0; for (i = 2; i <= NF; i++) total += $i; print $9, total}' /proc/stat; }
+# The share of the machine's CPU stolen since `read -r steal_start total_start < <(machine_ticks)`, in %.
+steal_percent_since_start() {
+    local steal_end total_end
+    read -r steal_end total_end < <(machine_ticks)
+    echo $(( (steal_end - steal_start) * 100 / (total_end - total_start > 0 ? total_end - total_start : 1) ))
+}
 ticks_per_second=$(getconf CLK_TCK)
 perf_stat=
 # Attaching to a running process is what the runs do, so that is what is tried.
@@ -374,8 +381,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
             done
         done
     done
-    read -r steal_end total_end < <(machine_ticks)
-    steal_percent=$(( (steal_end - steal_start) * 100 / (total_end - total_start > 0 ? total_end - total_start : 1) ))
+    steal_percent=$(steal_percent_since_start)
     python3 - "$results" "$duration" "$rounds" "$steal_percent" "$allocator" "$config" "$BASELINE_BIN" <<'PY'
 import statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
@@ -390,7 +396,7 @@ for name, conns, rps, p50, p99, total, cpu_ms, non2xx, errors, switches, syscall
         syscalls=int(syscalls) / max(total, 1) if syscalls else None, non2xx=int(non2xx)))
 print(f"\npaired runs: baseline {baseline} against this checkout's {config} gateway (candidate), on {allocator};")
 print(f"{rounds} rounds of {duration} s bursts, the order swapped every round; {steal} % of the machine's CPU stolen\n")
-print("| case | figure | baseline | candidate | candidate / baseline | candidate lower in rounds |")
+print("| case | figure | baseline | candidate | candidate / baseline | candidate better in rounds |")
 print("|---|---|---|---|---|---|")
 figures = (("CPU per request (ms)", "cpu", "{:.3f}", True), ("context switches per request", "switches", "{:.2f}", True),
            ("system calls per request", "syscalls", "{:.1f}", True), ("requests/s", "rps", "{:,.0f}", False),
@@ -402,9 +408,10 @@ for case in cases:
         if base[0][key] is None or cand[0][key] is None:
             continue
         b, c = statistics.mean(r[key] for r in base), statistics.mean(r[key] for r in cand)
-        # Rounds are paired by their position: round i's baseline burst beside round i's candidate burst.
-        lower = sum(1 for rb, rc in zip(base, cand) if rc[key] < rb[key])
-        print(f"| {case} | {label} | {fmt.format(b)} | {fmt.format(c)} | {c / b if b else float('nan'):.3f} | {lower} of {len(base)} |")
+        # Rounds are paired by their position: round i's baseline burst beside round i's candidate
+        # burst; better is lower, but for requests/s.
+        better = sum(1 for rb, rc in zip(base, cand) if (rc[key] < rb[key]) == lower_better and rc[key] != rb[key])
+        print(f"| {case} | {label} | {fmt.format(b)} | {fmt.format(c)} | {c / b if b else float('nan'):.3f} | {better} of {len(base)} |")
 print("\nCPU per request by round (ms), baseline / candidate:")
 for case in cases:
     pairs = ", ".join(f"{rb['cpu']:.3f} / {rc['cpu']:.3f}" for rb, rc in zip(runs[(case, "baseline")], runs[(case, "candidate")]))
@@ -428,8 +435,7 @@ for conns in "$connections" 1; do
     run "gateway -> static answer (no Idempotency-Key)" "$gateway_url" "$conns" 0 "$auth"
     run "gateway -> static answer (fresh Idempotency-Key)" "$gateway_url" "$conns" 1 "$auth"
 done
-read -r steal_end total_end < <(machine_ticks)
-steal_percent=$(( (steal_end - steal_start) * 100 / (total_end - total_start > 0 ? total_end - total_start : 1) ))
+steal_percent=$(steal_percent_since_start)
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
 rss_peak=$(awk '/VmHWM/ {print $2}' "/proc/$gateway_pid/status")
 

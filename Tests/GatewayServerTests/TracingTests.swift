@@ -95,7 +95,7 @@ struct TracingTests {
     }
 
     /// One provisioning that Bridge answers 503 once, then 200 (two attempts), under `tracer`;
-    /// the requests Bridge saw.
+    /// the `traceparent` of each request Bridge saw.
     static func retriedProvisioning(tracer: any Tracer) async throws -> [String?] {
         let seen = Locked<[String?]>([])
         try await GatewayHarness.run(config: try ResilienceTests.config(), tracing: GatewayTracing(tracer: tracer)) { client, sandbox in
