@@ -20,7 +20,9 @@
 #   beside this checkout's on its own port and store; wrk alternates between the two, ROUNDS=4
 #   rounds of DURATION-second bursts, unkeyed and keyed, at CONNECTIONS and 1, the order swapped
 #   every round; prints each one's CPU, context switches and system calls per request, requests/s,
-#   p50 and p99, and candidate/baseline ratios, instead of the nginx table)
+#   p50 and p99, and candidate/baseline ratios, instead of the nginx table),
+#   GATEWAY_ARGS / BASELINE_ARGS (extra arguments to the gateway's / the baseline's `serve`, e.g.
+#   GATEWAY_ARGS="--executor event-loops" BASELINE_BIN=<the same binary> weighs the two executors)
 # Installs nginx and wrk (and libjemalloc-dev for TRAITS=Jemalloc) from Debian's packages when they
 # are missing (apt-get, as root).
 set -euo pipefail
@@ -153,12 +155,14 @@ store:
     path: $work/gateway.sqlite
 EOF
 body_file=Config/sandbox/apple-pay-request.json
-# start_gateway BINARY CONFIG NAME: starts a gateway (its pid in started_pid), registers the bench
-# card through its API and checks that one provisioning goes through the static answer.
+# start_gateway BINARY CONFIG NAME [ARGUMENTS...]: starts a gateway with those extra arguments to
+# `serve` (its pid in started_pid), registers the bench card through its API and checks that one
+# provisioning goes through the static answer.
 start_gateway() {
     local binary=$1 config_file=$2 name=$3 port
+    shift 3
     port=$(awk '/^  port: / {print $2; exit}' "$config_file")
-    "$binary" --config "$config_file" --log-level warning >"$work/$name.log" 2>&1 &
+    "$binary" --config "$config_file" --log-level warning "$@" >"$work/$name.log" 2>&1 &
     started_pid=$!
     pids+=("$started_pid")
     wait_for_gateway "$started_pid" "$work/$name.log"
@@ -174,7 +178,10 @@ start_gateway() {
         exit 1
     fi
 }
-start_gateway "$gateway_bin" "$work/gateway.yaml" gateway
+# GATEWAY_ARGS / BASELINE_ARGS: extra arguments to each one's `serve` (e.g. "--executor event-loops").
+read -r -a gateway_args <<<"${GATEWAY_ARGS:-}"
+read -r -a baseline_args <<<"${BASELINE_ARGS:-}"
+start_gateway "$gateway_bin" "$work/gateway.yaml" gateway "${gateway_args[@]}"
 gateway_pid=$started_pid
 
 # The baseline gateway of the paired mode (BASELINE_BIN): the same config on its own port and store.
@@ -183,7 +190,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     baseline_port=$((base + 6))
     sed -e "s/^  port: $gateway_port\$/  port: $baseline_port/" -e "s#$work/gateway.sqlite#$work/baseline.sqlite#" \
         "$work/gateway.yaml" >"$work/baseline.yaml"
-    start_gateway "$BASELINE_BIN" "$work/baseline.yaml" baseline
+    start_gateway "$BASELINE_BIN" "$work/baseline.yaml" baseline "${baseline_args[@]}"
     baseline_pid=$started_pid
 else
     "$floor_bin" nio "$nio_port" "$static_port" >"$work/floor-nio.log" 2>&1 &

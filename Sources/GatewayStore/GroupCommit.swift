@@ -5,10 +5,14 @@ import Synchronization
 /// the answer is sent" holds for every caller, and a burst of N requests costs one commit (one WAL
 /// sync) instead of N.
 ///
-/// A caller that finds no write in progress commits its own item at once, on its own thread
-/// (`commitHere`, GRDB's synchronous write, which runs on the calling thread when the writer's
-/// queue is idle): no hand-off to the writer's queue and back, which at one request at a time was
-/// a tenth of a provisioning's CPU. Callers that arrive meanwhile queue; when that commit is over,
+/// A caller that finds no write in progress, while the last commit held one item (no other caller
+/// in sight), commits its own item at once, on its own thread (`commitHere`, GRDB's synchronous
+/// write, which runs on the calling thread when the writer's queue is idle): no hand-off to the
+/// writer's queue and back, which at one request at a time was a tenth of a provisioning's CPU.
+/// Once a commit held several items, callers have company: the next one joins the queue even if
+/// the writer is idle, so that the callers right behind it share its commit (one WAL sync) and no
+/// caller's thread waits on a sync the others could have shared; a batch of one turns it back.
+/// Callers that arrive meanwhile queue; when that commit is over,
 /// what they queued (up to `maxBatch`) is handed to `commit`, which runs it on the store's writer
 /// queue, and that commit's completion wakes its callers and starts the next batch itself, so
 /// under load no caller's task leads a batch or is woken to hand one on. At most one caller's
@@ -30,6 +34,9 @@ final class GroupCommit<Item: Sendable>: Sendable {
     private struct State {
         var queued: [Entry] = []
         var writing = false
+        /// How many items the last commit held: a caller commits its own item at once only while
+        /// the last commit held one (no other caller in sight). With company, it joins a batch.
+        var lastBatch = 1
     }
 
     private let state = Mutex(State())
@@ -89,7 +96,7 @@ final class GroupCommit<Item: Sendable>: Sendable {
     /// Returns once `item` is committed; throws the commit's error when its batch failed.
     func write(_ item: Item) async throws {
         if let commitHere, state.withLock({ state in
-            guard !state.writing else { return false }
+            guard !state.writing, state.lastBatch <= 1 else { return false }
             state.writing = true
             return true
         }) {
@@ -104,7 +111,7 @@ final class GroupCommit<Item: Sendable>: Sendable {
                 committed.add(1, ordering: .relaxed)
                 committedHere.add(1, ordering: .relaxed)
             }
-            if let next = nextBatch() { start(next) }
+            if let next = nextBatch(after: 1) { start(next) }
             return try result.get()
         }
         try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Void, any Error>) in
@@ -130,14 +137,15 @@ final class GroupCommit<Item: Sendable>: Sendable {
         commit(batch.map(\.item)) { result in
             if case .success = result { self.committed.add(1, ordering: .relaxed) }
             for entry in batch { entry.caller.resume(with: result) }
-            if let next = self.nextBatch() { self.start(next) }
+            if let next = self.nextBatch(after: batch.count) { self.start(next) }
         }
     }
 
     /// The next batch, once a commit is over: whatever queued meanwhile, or nil (and no write in
     /// progress any more).
-    private func nextBatch() -> [Entry]? {
+    private func nextBatch(after committed: Int) -> [Entry]? {
         state.withLock { state -> [Entry]? in
+            state.lastBatch = committed
             guard !state.queued.isEmpty else {
                 state.writing = false
                 return nil

@@ -219,11 +219,52 @@ import Testing
         #expect(paths.queued.withLock { $0.map(Set.init) } == [Set(1...others)])
         #expect(writer.batchesCommitted == 2)
         #expect(writer.batchesCommittedHere == 1)
-        // The writer is idle again: the next caller commits here.
+        // The writer is idle again, but its last commit held several callers' items: the next
+        // caller joins the queue (a batch of one here, as nobody else comes) rather than commit
+        // on its own thread, and the caller after that one, whose last commit held one item,
+        // commits here again.
         paths.holdHere.withLock { $0 = false }
         try await writer.write(others + 1)
-        #expect(paths.here.withLock { $0.last } == [others + 1])
+        #expect(paths.queued.withLock { $0.last } == [others + 1])
+        #expect(paths.here.withLock { $0 } == [[0]])
+        #expect(writer.batchesCommittedHere == 1)
+        try await writer.write(others + 2)
+        #expect(paths.here.withLock { $0.last } == [others + 2])
         #expect(writer.batchesCommittedHere == 2)
+        #expect(writer.commitsDeclinedHere == 0)
+    }
+
+    @Test func aCallerCommitsHereOnlyWhileTheLastCommitHeldOneItem() async throws {
+        let paths = TwoPaths()
+        let writer = paths.writer()
+        // Alone, one after another: every caller commits on its own thread.
+        let alone = Int.random(in: 2...6)
+        for item in 0..<alone { try await writer.write(item) }
+        #expect(paths.here.withLock { $0 } == (0..<alone).map { [$0] })
+        #expect(paths.queued.withLock { $0.isEmpty })
+        // Company: while one caller's commit here is held, `others` queue and are committed
+        // together by the queue.
+        paths.holdHere.withLock { $0 = true }
+        let others = Int.random(in: 2...9)
+        let returned = Outcomes()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask(operation: paths.caller(100, writer, returned))
+            while paths.here.withLock({ $0.count }) == alone { await Task.yield() }
+            for item in 101...(100 + others) { group.addTask(operation: paths.caller(item, writer, returned)) }
+            while writer.queuedCount < others { await Task.yield() }
+            paths.gate.signal()
+            try await group.waitForAll()
+        }
+        paths.holdHere.withLock { $0 = false }
+        #expect(paths.queued.withLock { $0.map(Set.init) } == [Set(101...(100 + others))])
+        // The last commit held `others` items: the next caller goes to the queue, though the
+        // writer is idle; its commit held one, so the caller after it commits here.
+        try await writer.write(200)
+        #expect(paths.queued.withLock { $0.last } == [200])
+        try await writer.write(201)
+        #expect(paths.here.withLock { $0.last } == [201])
+        #expect(writer.batchesCommittedHere == alone + 2)
+        #expect(writer.batchesCommitted == alone + 4)
         #expect(writer.commitsDeclinedHere == 0)
     }
 
