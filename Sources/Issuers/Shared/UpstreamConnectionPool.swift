@@ -188,13 +188,6 @@ final class UpstreamConnectionPool: Sendable {
                 guard !state.shutDown else { return .refuse }
                 var host = state.hosts[target] ?? Host()
                 defer { state.hosts[target] = host }
-                // On an event loop (`serve --executor event-loops`), an idle connection of that
-                // loop first: the answer then resumes the task where it runs. Else the one used last.
-                if let index = host.idle.lastIndex(where: { $0.channel.eventLoop.inEventLoop }) {
-                    let idle = host.idle.remove(at: index)
-                    if idle.channel.isActive, idle.since.duration(to: now) < idleTimeout { return .use(idle.channel) }
-                    stale.append(idle.channel)
-                }
                 while let idle = host.idle.popLast() {
                     if idle.channel.isActive, idle.since.duration(to: now) < idleTimeout { return .use(idle.channel) }
                     stale.append(idle.channel)
@@ -326,9 +319,7 @@ final class UpstreamConnectionPool: Sendable {
         let serverName = (try? SocketAddress(ipAddress: target.host, port: 0)) == nil ? target.host : nil
         let timeout = min(connectTimeout, deadline - NIODeadline.now())
         guard timeout > .zero else { throw UpstreamTransportError.waitedTooLong }
-        // The current event loop when the call runs on one (`group.any()`), so that the connection's
-        // I/O and the task that uses it share a thread; else the group's next loop.
-        let bootstrap = ClientBootstrap(group: group.any())
+        let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { [self] channel in

@@ -118,53 +118,6 @@ import Testing
         }
     }
 
-    /// With tasks on the event loops (`serve --executor event-loops`), a call opens its connection
-    /// on the loop it runs on and takes an idle connection of that loop first, so the answer
-    /// resumes the task on its own thread: with one connection opened from each loop, every later
-    /// call uses the one its loop opened, where the most recently used one would serve them all
-    /// (and a connection opened on the group's next loop would belong to the other loop half the
-    /// time: hence four rounds, each with a pool and a server of its own).
-    @Test func onAnEventLoopACallUsesAConnectionOfThatLoop() async throws {
-        let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator().prefix(2))
-        try #require(loops.count == 2, "needs two event loops (two cores)")
-        let executors = loops.map(EventLoopTaskExecutor.init)
-        for _ in 0..<4 {
-            // The first two calls run at once (their answers held 60 ms), one from each loop: two connections.
-            let held = ScriptedUpstream.Reply.answer(delay: .milliseconds(60))
-            try await ScriptedUpstream.with(byPath: ["/open0": held, "/open1": held]) { server in
-                try await Self.with(Self.http()) { http in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        for (index, executor) in executors.enumerated() {
-                            group.addTask(executorPreference: executor) {
-                                _ = try await Self.get(http, server.url.appendingPathComponent("open\(index)"))
-                            }
-                        }
-                        try await group.waitForAll()
-                    }
-                    #expect(server.accepted == 2)
-                    #expect(await Self.eventually { http.connections.idle == 2 })
-                    let opened = Dictionary(uniqueKeysWithValues: server.seen.map { ($0.head.uri == "/open0" ? 0 : 1, $0.connection) })
-                    // Then one call at a time, from either loop in random order: each on the
-                    // connection its loop opened.
-                    let order = ((0..<6).map { _ in Int.random(in: 0..<2) } + [0, 1]).shuffled()
-                    for index in order {
-                        let status = try await withTaskExecutorPreference(executors[index]) {
-                            #expect(loops[index].inEventLoop)
-                            return try await Self.get(http, server.url.appendingPathComponent("from\(index)")).status
-                        }
-                        #expect(status == 200)
-                    }
-                    for seen in server.seen.dropFirst(2) {
-                        let index = seen.head.uri == "/from0" ? 0 : 1
-                        #expect(seen.connection == opened[index], "loop \(index) used connection \(seen.connection), its own is \(opened[index] ?? 0)")
-                    }
-                    #expect(server.seen.count == 2 + order.count)
-                    #expect(server.accepted == 2)
-                }
-            }
-        }
-    }
-
     @Test func neverMoreConnectionsPerHostThanTheBoundAndTheRestWaitTheirTurn() async throws {
         let replies = Array(repeating: ScriptedUpstream.Reply.answer(delay: .milliseconds(40)), count: 8)
         try await ScriptedUpstream.with(replies) { server in
