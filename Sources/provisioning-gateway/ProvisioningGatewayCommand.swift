@@ -151,8 +151,9 @@ extension LogFormat: ExpressibleByArgument {}
 ///   tasks run on the event loops themselves, and a task resumed by an event loop stays on it.
 ///   Measured beside the pool (README, "Performance"): 30-42 % fewer context switches and
 ///   10-16 % fewer system calls per provisioning, 3-8 % less CPU at one connection and none at
-///   16, and a longer p99 at 16 connections, since a task that blocks its thread (a store read, a commit on the request's
-///   thread) now holds up that event loop's I/O too. It must be installed before any task starts,
+///   16, and a longer p99 at 16 connections, since a task that blocks its thread (a store read,
+///   a commit on the request's thread) now holds up that event loop's I/O too, and a loop's
+///   queued tasks cannot move to an idle thread. It must be installed before any task starts,
 ///   once per process, which is why `Entry.main` parses the command line first.
 enum TaskPlacement: String, ExpressibleByArgument, CaseIterable, CustomStringConvertible {
     case taskPool = "task-pool"
