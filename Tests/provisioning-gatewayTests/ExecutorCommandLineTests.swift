@@ -20,20 +20,31 @@ import Testing
         let hasPassData: Bool
     }
 
-    @Test func onTheEventLoopsConcurrentProvisioningsAreServedAndSigtermStopsCleanly() async throws {
+    /// Runs the sandbox executable (its store in a directory of its own) with `arguments` after
+    /// `--config` and `--port 0`; `body` gets it once it printed its first line.
+    static func withSandbox<T: Sendable>(
+        _ arguments: [String], _ body: @escaping @Sendable (Command.Running) async throws -> T
+    ) async throws -> (value: T, status: Int32) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("executor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try ListenerCommandLineTests.sandboxConfig(directory: directory)
         defer { try? FileManager.default.removeItem(at: config) }
+        return try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"] + arguments,
+            workingDirectory: CommandLineTests.packageRoot.path, body)
+    }
+
+    static func base(_ running: Command.Running) throws -> String {
+        try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+    }
+
+    @Test func onTheEventLoopsConcurrentProvisioningsAreServedAndSigtermStopsCleanly() async throws {
         let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
         let perCard = Int.random(in: 3...6)
 
-        let (seen, status) = try await Command.withRunning(
-            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0", "--executor", "event-loops"],
-            workingDirectory: CommandLineTests.packageRoot.path
-        ) { running in
-            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let (seen, status) = try await Self.withSandbox(["--executor", "event-loops"]) { running in
+            let base = try Self.base(running)
             // Every card's provisionings at once: group commits, upstream calls on several
             // connections, and the local encryptor, all from tasks on the event loops.
             let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
@@ -65,18 +76,20 @@ import Testing
         #expect(status == 0)
     }
 
-    @Test func theDefaultKeepsTasksOnTheCooperativePool() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("executor-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let (firstLine, status) = try await Command.withRunning(
-            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"],
-            workingDirectory: CommandLineTests.packageRoot.path
-        ) { running in running.firstLine }
-        #expect(firstLine.hasPrefix("provisioning-gateway listening on http://127.0.0.1:"))
-        #expect(!firstLine.contains("event loops"))
+    /// Without the flag, and with `--executor task-pool`, there is no takeover: the banner says
+    /// nothing of event loops and the gateway serves (the tasks' placement itself is only checked
+    /// from inside, by `serve`, for the event loops).
+    @Test(arguments: [[], ["--executor", "task-pool"]])
+    func theDefaultAndTaskPoolLeaveTheEventLoopsAlone(_ arguments: [String]) async throws {
+        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let (seen, status) = try await Self.withSandbox(arguments) { running in
+            let answer = try await GracefulShutdownTests.send(
+                .POST, "\(try Self.base(running))/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body)
+            return (firstLine: running.firstLine, status: answer.status)
+        }
+        #expect(seen.firstLine.hasPrefix("provisioning-gateway listening on http://127.0.0.1:"))
+        #expect(!seen.firstLine.contains("event loops"))
+        #expect(seen.status == 200)
         #expect(status == 0)
     }
 
