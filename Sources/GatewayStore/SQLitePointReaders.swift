@@ -15,14 +15,13 @@ import Synchronization
 /// readers the same connection, and then for one short statement, never for a suspended task: no
 /// read here holds its connection across an `await`.
 ///
-/// What a read sees is what `DatabasePool.unsafeRead` gave: SQLite runs a lone statement in a
-/// read transaction of its own, on the latest commit, ended when the statement is reset (WAL
-/// mode lets it run beside the writer). Like GRDB's readers, each read first compares the
-/// database's schema version with the one its connection last saw and, when a migration (this
-/// process's or another's) changed it, clears the connection's schema and statement caches: GRDB
-/// keeps a cached statement's column names, so a `SELECT *` cached before a migration that added a
-/// column would otherwise go on reading the old columns. Two statements that must agree do not
-/// belong here.
+/// What a read sees is the latest commit: each read is one deferred read transaction, begun
+/// before its statement and ended after it (WAL mode lets it run beside the writer). Like GRDB's
+/// readers, each read first compares, in that transaction, the database's schema version with
+/// the one its connection last saw and, when a migration (this process's or another's) changed
+/// it, clears the connection's schema and statement caches: GRDB keeps a cached statement's
+/// column names, so a `SELECT *` cached before a migration that added a column would otherwise go
+/// on reading the old columns. Two statements that must agree do not belong here.
 final class SQLitePointReaders: Sendable {
     /// The default number of connections: as many as GRDB's own reader pool keeps (5), or one
     /// per core where there are more (each is a file descriptor and a page cache of its own).
@@ -61,12 +60,25 @@ final class SQLitePointReaders: Sendable {
         let index = turn.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(connections.count)
         let connection = connections[Int(index)]
         return try connection.queue.unsafeRead { db in
-            let version = try db.schemaVersion()
-            if version != connection.schemaVersion {
-                db.clearSchemaCache()
-                connection.schemaVersion = version
+            // The schema check and the statement in one read transaction: one snapshot, and one
+            // start of a read (its locks on the WAL index, and the page cache SQLite drops when
+            // anything was committed since this connection's last read) where two autocommit
+            // statements paid it twice.
+            // A read that fails, its end included, leaves no transaction open behind it.
+            try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+            do {
+                let version = try db.schemaVersion()
+                if version != connection.schemaVersion {
+                    db.clearSchemaCache()
+                    connection.schemaVersion = version
+                }
+                let value = try body(db)
+                try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                return value
+            } catch {
+                if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
+                throw error
             }
-            return try body(db)
         }
     }
 }

@@ -22,7 +22,12 @@ import Testing
 
     /// Row 1's value, read as the store reads a card: one cached statement on the next connection.
     static func value(_ readers: SQLitePointReaders) throws -> String? {
-        try readers.read { db in try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM t WHERE id = ?"), arguments: [1]) }
+        try readers.read(valueHere)
+    }
+
+    /// Row 1's value, on a connection already given.
+    static func valueHere(_ db: Database) throws -> String? {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM t WHERE id = ?"), arguments: [1])
     }
 
     @Test func eachReadTakesTheNextConnectionInTurn() async throws {
@@ -51,6 +56,28 @@ import Testing
             let missing = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent("missing.sqlite").path
             #expect(throws: (any Error).self) { try SQLitePointReaders(path: missing, count: 1) }
             #expect(!FileManager.default.fileExists(atPath: missing))
+        }
+    }
+
+    /// A read is one read transaction: its statement runs inside it (with the schema check before
+    /// it, on one snapshot), and it is over when the read returns or throws, so the connection's
+    /// next read sees what was committed meanwhile.
+    @Test func aReadIsOneTransactionEndedWhenItReturnsOrThrows() async throws {
+        struct Refused: Error {}
+        try await withDatabase { path, writer in
+            let readers = try SQLitePointReaders(path: path, count: 1)
+            let inside = try readers.read { db in db.isInsideTransaction }
+            #expect(inside)
+            #expect(try readers.read { db in db.isInsideTransaction ? try Self.valueHere(db) : nil } == "v0")
+            for (index, failing) in [true, false, true].enumerated() {
+                if failing {
+                    #expect(throws: Refused.self) { try readers.read { db in _ = try Self.valueHere(db); throw Refused() } }
+                } else {
+                    _ = try Self.value(readers)
+                }
+                try await writer.write { db in try db.execute(sql: "UPDATE t SET value = ? WHERE id = 1", arguments: ["w\(index)"]) }
+                #expect(try readers.read { db in (db.isInsideTransaction, try Self.valueHere(db)) } == (true, "w\(index)"))
+            }
         }
     }
 
