@@ -63,8 +63,8 @@ final class SQLitePointReaders: Sendable {
             // The schema check and the statement in one read transaction: one snapshot, and one
             // start of a read (its locks on the WAL index, and the page cache SQLite drops when
             // anything was committed since this connection's last read) where two autocommit
-            // statements paid it twice.
-            // A read that fails, its end included, leaves no transaction open behind it.
+            // statements paid it twice. A read that fails, its end included, leaves no
+            // transaction open behind it.
             try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
             do {
                 let version = try db.schemaVersion()
