@@ -395,16 +395,17 @@ public final class PostgresGatewayStore: GatewayStore {
         client clientID: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date
     ) async throws -> IdempotencyClaim {
         let nowMS = StoreRows.milliseconds(now)
-        try await client.query(
-            "DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key) AND expires_at <= \(nowMS)",
-            logger: logger)
-        // The primary key decides between concurrent claims, across instances.
-        let inserted = try await client.query("""
-            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at)
-            VALUES (\(clientID.rawValue), \(key), \(requestHash), \(nowMS), \(StoreRows.milliseconds(expiresAt)))
-            ON CONFLICT (client_id, key) DO NOTHING RETURNING key
-            """, logger: logger)
-        for try await _ in inserted.decode(String.self) { return .acquired }
+        // One statement, one round trip for a fresh or expired key (`StoreRows.claimUpsert`); the
+        // primary key decides between concurrent claims, across instances.
+        var binds = PostgresBindings(capacity: 6)
+        binds.append(clientID.rawValue)
+        binds.append(key)
+        binds.append(requestHash)
+        binds.append(nowMS)
+        binds.append(StoreRows.milliseconds(expiresAt))
+        binds.append(nowMS)
+        let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...6).map { "$\($0)" }) + " RETURNING key", binds: binds)
+        for try await _ in try await client.query(upsert, logger: logger).decode(String.self) { return .acquired }
         let existing = try await client.query("""
             SELECT request_hash, response_status, response_body, created_at FROM idempotency_keys
             WHERE client_id = \(clientID.rawValue) AND key = \(key)

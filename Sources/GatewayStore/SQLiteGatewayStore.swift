@@ -422,19 +422,20 @@ public final class SQLiteGatewayStore: GatewayStore {
         async throws -> IdempotencyClaim
     {
         // One write (in a group commit: SQLite applies writes one at a time), so two claims
-        // cannot both acquire; it returns once committed, before the upstream is called.
+        // cannot both acquire; it returns once committed, before the upstream is called. A fresh
+        // key is one statement (`StoreRows.claimUpsert`); only a key already held is read back.
         try await batched { db in
-            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND expires_at <= ?")
-                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(now)])
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
-                                          arguments: [client.rawValue, key]) {
-                return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
-                                       body: row["response_body"], createdAt: row["created_at"], requestHash: requestHash,
-                                       staleBefore: StoreRows.milliseconds(staleBefore))
+            let nowMS = StoreRows.milliseconds(now)
+            try db.cachedStatement(sql: StoreRows.claimUpsert(placeholders: ["?", "?", "?", "?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, requestHash, nowMS, StoreRows.milliseconds(expiresAt), nowMS])
+            guard db.changesCount == 0 else { return .acquired }
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
+                                             arguments: [client.rawValue, key]) else {
+                throw StoreError(store: "sqlite", reason: "an idempotency claim neither took its key nor found it held")
             }
-            try db.cachedStatement(sql: "INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-                .execute(arguments: [client.rawValue, key, requestHash, StoreRows.milliseconds(now), StoreRows.milliseconds(expiresAt)])
-            return .acquired
+            return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
+                                   body: row["response_body"], createdAt: row["created_at"], requestHash: requestHash,
+                                   staleBefore: StoreRows.milliseconds(staleBefore))
         }
     }
 

@@ -128,6 +128,21 @@ enum StoreRows {
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
+    /// An idempotency claim in one statement, the same on both stores: it inserts the key, or
+    /// takes over the row of an expired one (its answer cleared), and changes nothing when the key
+    /// is held and unexpired; so a fresh key is one statement (on PostgreSQL one round trip), and
+    /// the primary key still decides between concurrent claims, across instances. The
+    /// placeholders, in order: client id, key, request hash, now, expiry (milliseconds), now again.
+    static func claimUpsert(placeholders p: [String]) -> String {
+        precondition(p.count == 6)
+        return """
+            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (\(p[0]), \(p[1]), \(p[2]), \(p[3]), \(p[4]))
+            ON CONFLICT (client_id, key) DO UPDATE SET request_hash = excluded.request_hash, response_status = NULL,
+                response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at
+            WHERE idempotency_keys.expires_at <= \(p[5])
+            """
+    }
+
     /// Decides a claim from an existing row: an unfinished one claimed at or before `staleBefore`
     /// (both in milliseconds) is abandoned.
     static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, requestHash: String, staleBefore: Int64)
