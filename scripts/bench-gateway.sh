@@ -294,6 +294,14 @@ if [ -n "$perf_stat" ] && perf stat -x, -e raw_syscalls:sys_enter -p $$ -- sleep
     stat_events=context-switches,raw_syscalls:sys_enter
 fi
 results="$work/results.tsv"
+# The SQLite store's group commit, as the gateway's /metrics counts it (README, "Metrics"): its
+# synced commits and the writes they held, "- -" from a gateway that does not export them.
+commits="$work/commits.tsv"
+store_commits() {
+    curl -sf -H "Authorization: Bearer $admin_key" "http://127.0.0.1:$gateway_port/metrics" 2>/dev/null |
+        awk '$1 == "gateway_store_commits_total" {c = $2} $1 == "gateway_store_committed_writes_total" {w = $2}
+             END {print (c == "" ? "-" : c), (w == "" ? "-" : w)}'
+}
 run_id=$RANDOM
 # run NAME URL CONNECTIONS [KEYED] [AUTH]: one wrk run, one line of results.
 run() {
@@ -318,6 +326,8 @@ run() {
         stat_pid=$!
         sleep 0.3
     fi
+    local commits_before= writes_before= commits_after= writes_after=
+    if [[ $name == "gateway -> "* ]]; then read -r commits_before writes_before < <(store_commits); fi
     before=$(cpu_ticks "$pid")
     run_id=$((run_id + 1))
     local script="$work/post.lua"
@@ -325,6 +335,10 @@ run() {
     local measured=$(( ${#pid} > 0 ))
     out=$(RUN_ID=$run_id KEYED=$keyed BENCH_AUTH="$auth" wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$script" "$url")
     after=$(cpu_ticks "$pid")
+    if [[ $name == "gateway -> "* ]]; then
+        read -r commits_after writes_after < <(store_commits)
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$conns" "$commits_before" "$writes_before" "$commits_after" "$writes_after" >>"$commits"
+    fi
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true; fi
     local switches= syscalls=
     if [ -n "$stat_pid" ]; then
@@ -446,8 +460,8 @@ steal_percent=$(steal_percent_since_start)
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$gateway_pid/status")
 rss_peak=$(awk '/VmHWM/ {print $2}' "/proc/$gateway_pid/status")
 
-python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" "$steal_percent" "$allocator" "$config" <<'PY'
-import sys
+python3 - "$results" "$duration" "$rss_start" "$rss_end" "$rss_peak" "$connections" "$steal_percent" "$allocator" "$config" "$commits" <<'PY'
+import os, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 duration, rss_start, rss_end, rss_peak, many, steal = sys.argv[2], *map(int, sys.argv[3:6]), sys.argv[6], int(sys.argv[7])
 allocator, config = sys.argv[8], sys.argv[9]
@@ -492,6 +506,14 @@ for label, name in (("SwiftNIO alone", nio), ("Hummingbird + AsyncHTTPClient", h
     # gateway on that stack can meet it.
     floor_cpu, floor_count = combined(name)
     print(f"  by the CPU target's formula ({many} and 1 connections together): {floor_cpu / max(floor_count, 1):.3f} ms per request   (target <= 0.15)")
+# The group commit: how many provisionings' writes shared one synced commit in each run.
+for line in (open(sys.argv[10]) if os.path.exists(sys.argv[10]) else []):
+    name, conns, c0, w0, c1, w1 = line.rstrip("\n").split("\t")
+    if "-" in (c0, w0, c1, w1) or float(c1) <= float(c0):
+        continue
+    commits, writes, total = float(c1) - float(c0), float(w1) - float(w0), by[(name, conns)]["total"]
+    print(f"store commits, {name.removeprefix('gateway -> static answer ')} at {conns} connection(s): "
+          f"{writes / commits:.2f} writes per synced commit, {commits / max(total, 1):.2f} commits per request")
 print(f"a provisioning's CPU over the Hummingbird + UpstreamHTTP floor ({many} connections): "
       f"{per_request(g, many) - per_request(hbu, many):+.3f} ms unkeyed, {per_request(gk, many) - per_request(hbu, many):+.3f} ms keyed")
 bad = sum(r["non2xx"] for (n, _), r in by.items() if n.startswith("gateway") or n.startswith("floor"))

@@ -431,6 +431,7 @@ struct APIHandler: APIProtocol {
 extension APIHandler {
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
         metrics.upstreamConnections(upstreams.connections())
+        metrics.storeCommits(store.commitCounts)
         return .ok(.init(body: .plainText(.init(metrics.exposition()))))
     }
 

@@ -86,6 +86,12 @@ final class GroupCommit<Item: Sendable>: Sendable {
     /// Items waiting for the next batch (not those of the commit in progress).
     var queuedCount: Int { state.withLock { $0.queued.count } }
 
+    private let items = Atomic<Int>(0)
+    /// Items (callers' writes) in the transactions committed so far: with `batchesCommitted`, how
+    /// many writes share a commit (`gateway_store_committed_writes_total` over
+    /// `gateway_store_commits_total`). A rolled-back batch counts in neither.
+    var itemsCommitted: Int { items.load(ordering: .relaxed) }
+
     private let committedHere = Atomic<Int>(0)
     /// Of `batchesCommitted`, those a caller committed on its own thread.
     var batchesCommittedHere: Int { committedHere.load(ordering: .relaxed) }
@@ -109,6 +115,7 @@ final class GroupCommit<Item: Sendable>: Sendable {
             }
             if case .success = result {
                 committed.add(1, ordering: .relaxed)
+                items.add(1, ordering: .relaxed)
                 committedHere.add(1, ordering: .relaxed)
             }
             if let next = nextBatch(after: 1) { start(next) }
@@ -135,7 +142,10 @@ final class GroupCommit<Item: Sendable>: Sendable {
 
     private func start(_ batch: [Entry]) {
         commit(batch.map(\.item)) { result in
-            if case .success = result { self.committed.add(1, ordering: .relaxed) }
+            if case .success = result {
+                self.committed.add(1, ordering: .relaxed)
+                self.items.add(batch.count, ordering: .relaxed)
+            }
             for entry in batch { entry.caller.resume(with: result) }
             if let next = self.nextBatch(after: batch.count) { self.start(next) }
         }

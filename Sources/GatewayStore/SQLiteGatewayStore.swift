@@ -416,6 +416,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// The group commit's figures: every write of the request path (audit events, claims, kept
+    /// answers) goes through it.
+    public var commitCounts: StoreCommitCounts? {
+        StoreCommitCounts(commits: writer.batchesCommitted, writes: writer.itemsCommitted)
+    }
+
     // MARK: Idempotency
 
     public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)

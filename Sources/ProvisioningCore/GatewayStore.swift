@@ -105,9 +105,28 @@ public protocol GatewayStore: CardRegistry {
     func releaseIdempotencyKey(client: ClientID, key: String) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
     @discardableResult func purgeExpired(now: Date) async throws -> Int
+    /// The request path's commits so far and the writes they held, for a store that groups
+    /// concurrent requests' writes into shared commits (SQLite's group commit); nil for one whose
+    /// every write is its own transaction (PostgreSQL, whose own statistics count them).
+    var commitCounts: StoreCommitCounts? { get }
+}
+
+/// How a store's request-path writes were committed: `writes` over `commits` is how many
+/// requests' writes shared one synced commit (one WAL sync).
+public struct StoreCommitCounts: Sendable, Equatable {
+    /// Transactions committed (each one sync).
+    public var commits: Int
+    /// Writes (an audit event, a claim, a kept answer with its events) in those transactions.
+    public var writes: Int
+    public init(commits: Int, writes: Int) {
+        self.commits = commits
+        self.writes = writes
+    }
 }
 
 extension GatewayStore {
+    public var commitCounts: StoreCommitCounts? { nil }
+
     /// Keeps the answer alone.
     public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
         try await completeIdempotencyKey(client: client, key: key, response: response, audit: [])

@@ -53,6 +53,34 @@ struct RequestMetricsTests {
         }
     }
 
+    /// The SQLite store's group commit on `/metrics`: each scrape shows the commits and writes
+    /// the store has counted, and every provisioning's audit write is among them.
+    @Test func theStoresCommitsAndTheirWritesAreOnTheCounters() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, _ in
+            func scrape() async throws -> (commits: Double?, writes: Double?) {
+                let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                func value(_ name: String) -> Double? {
+                    text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+                }
+                return (value("gateway_store_commits_total"), value("gateway_store_committed_writes_total"))
+            }
+            let before = try await scrape()
+            let provisionings = Int.random(in: 2...5)
+            for round in 0..<2 {
+                for _ in 0..<provisionings {
+                    #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
+                }
+                let after = try await scrape()
+                let counts = try #require(store.commitCounts)
+                #expect(after.commits == Double(counts.commits), "round \(round)")
+                #expect(after.writes == Double(counts.writes), "round \(round)")
+                #expect((after.writes ?? 0) - (before.writes ?? 0) >= Double(provisionings * (round + 1)))
+                #expect((after.commits ?? 0) <= (after.writes ?? 0))
+            }
+        }
+    }
+
     @Test func refusedRequestsAreCountedPerClientAndBreakersShowTheirState() async throws {
         let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 1, burst: 1), GatewayHarness.sandboxConfig())
         try await GatewayHarness.run(config: config, clock: TestClock()) { client, _ in

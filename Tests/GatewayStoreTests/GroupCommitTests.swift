@@ -105,10 +105,13 @@ import Testing
         #expect(held.batches.withLock { $0 } == [[0], [1, 2], [3, 4]])
         #expect(outcomes.value.withLock { $0 } == [0: true, 1: false, 2: false, 3: true, 4: true])
         #expect(held.committed.withLock { $0 } == [0, 3, 4])
+        // The rolled-back batch counts in neither figure.
+        #expect((writer.batchesCommitted, writer.itemsCommitted) == (2, 3))
         // The writer is free again: a later write opens a batch of its own.
         held.open()
         try await writer.write(5)
         #expect(held.batches.withLock { $0.last } == [5])
+        #expect((writer.batchesCommitted, writer.itemsCommitted) == (3, 4))
     }
 
     /// The store's form: the commit runs on a queue of its own and calls back there (as GRDB's
@@ -143,10 +146,12 @@ import Testing
         #expect(held.batches.withLock { $0.count } == 2)
         #expect(Set(held.batches.withLock { $0.last } ?? []) == Set(1...others), "\(others) callers queued")
         #expect(writer.batchesCommitted == 2)
+        #expect(writer.itemsCommitted == others + 1)
         gate.signal()
         try await writer.write(others + 1)
         #expect(held.batches.withLock { $0.last } == [others + 1])
         #expect(writer.batchesCommitted == 3)
+        #expect(writer.itemsCommitted == others + 2)
     }
 }
 
@@ -265,6 +270,8 @@ import Testing
         #expect(paths.here.withLock { $0.last } == [201])
         #expect(writer.batchesCommittedHere == alone + 2)
         #expect(writer.batchesCommitted == alone + 4)
+        // Every item in exactly one commit, whichever path took it.
+        #expect(writer.itemsCommitted == alone + 1 + others + 2)
         #expect(writer.commitsDeclinedHere == 0)
     }
 

@@ -170,6 +170,25 @@ public final class GatewayMetrics: Sendable {
         return [(connections("open"), \.open), (connections("idle"), \.idle), (waiters, \.waiting)]
     }
 
+    /// The figures last exported by `storeCommits`, so each scrape adds only what is new.
+    private let exportedCommits = Mutex(StoreCommitCounts(commits: 0, writes: 0))
+
+    /// The store's commits, read when `/metrics` is scraped: `gateway_store_commits_total` (synced
+    /// transactions of the request path) and `gateway_store_committed_writes_total` (the writes
+    /// they held); their rates' ratio is how many requests' writes shared one sync. Nothing for a
+    /// store that does not group its writes (PostgreSQL).
+    public func storeCommits(_ counts: StoreCommitCounts?) {
+        guard let counts else { return }
+        let commits = Counter(label: "gateway_store_commits_total", factory: factory)
+        let writes = Counter(label: "gateway_store_committed_writes_total", factory: factory)
+        // Under the lock: two scrapes at once add each commit once.
+        exportedCommits.withLock { exported in
+            commits.increment(by: max(0, counts.commits - exported.commits))
+            writes.increment(by: max(0, counts.writes - exported.writes))
+            exported = StoreCommitCounts(commits: max(exported.commits, counts.commits), writes: max(exported.writes, counts.writes))
+        }
+    }
+
     /// The Prometheus text exposition of everything recorded so far.
     public func exposition() -> String { registry.emitToString() }
 }

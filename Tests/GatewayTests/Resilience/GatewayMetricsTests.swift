@@ -10,6 +10,33 @@ import Testing
         metrics.exposition().split(separator: "\n").map(String.init).filter { $0.hasPrefix(family + "{") }.sorted()
     }
 
+    /// The value of a metric without labels, nil when the exposition has no such series.
+    static func value(_ metrics: GatewayMetrics, _ name: String) -> Double? {
+        metrics.exposition().split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+    }
+
+    /// The store's cumulative figures, read at each scrape, become counters that show them: a
+    /// scrape adds only what is new, however often it runs; a store without a group commit adds
+    /// no series.
+    @Test func theStoresCommitCountsAreCountersThatFollowThem() {
+        let metrics = GatewayMetrics()
+        metrics.storeCommits(nil)
+        #expect(Self.value(metrics, "gateway_store_commits_total") == nil)
+        #expect(Self.value(metrics, "gateway_store_committed_writes_total") == nil)
+        var counts = StoreCommitCounts(commits: 0, writes: 0)
+        for _ in 0..<Int.random(in: 2...5) {
+            let commits = Int.random(in: 0...40)
+            counts.commits += commits
+            counts.writes += commits + Int.random(in: 0...commits * 3)
+            // Scraped twice in a row: the second adds nothing.
+            for _ in 0..<2 {
+                metrics.storeCommits(counts)
+                #expect(Self.value(metrics, "gateway_store_commits_total") == Double(counts.commits))
+                #expect(Self.value(metrics, "gateway_store_committed_writes_total") == Double(counts.writes))
+            }
+        }
+    }
+
     @Test func eachIssuersPoolIsRecordedAndARemovedIssuerLeavesTheExposition() {
         let metrics = GatewayMetrics()
         metrics.upstreamConnections([
