@@ -68,7 +68,7 @@ import Testing
             #expect(try await store.card("c2") == nil)
             // No reader holds a snapshot: a TRUNCATE checkpoint from another connection is not busy
             // and leaves nothing in the WAL.
-            let checkpoint = try await DatabaseQueue(path: store.path).writeWithoutTransaction { db in
+            let checkpoint = try DatabaseQueue(path: store.path).writeWithoutTransaction { db in
                 try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }
             let busy: Int? = checkpoint?[0]
