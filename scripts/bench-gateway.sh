@@ -294,8 +294,8 @@ if [ -n "$perf_stat" ] && perf stat -x, -e raw_syscalls:sys_enter -p $$ -- sleep
     stat_events=context-switches,raw_syscalls:sys_enter
 fi
 results="$work/results.tsv"
-# The SQLite store's group commit, as the gateway's /metrics counts it (README, "Metrics"): its
-# synced commits and the writes they held, "- -" from a gateway that does not export them.
+# The SQLite store's group commit, as the gateway's /metrics counts it (README, "Upstream health
+# and metrics"): its synced commits and the writes they held; "- -" from a gateway without them.
 commits="$work/commits.tsv"
 store_commits() {
     curl -sf -H "Authorization: Bearer $admin_key" "http://127.0.0.1:$gateway_port/metrics" 2>/dev/null |
