@@ -63,6 +63,9 @@ public struct ProvisioningService: Sendable {
     let activationIssuer: IssuerID?
     /// Issuer accounts limited to some programs (`issuers.<name>.programs`); absent means any.
     let issuerPrograms: [IssuerID: Set<ProgramID>]
+    /// Every program some client provisions for (`clients[].programs`, admins aside): an account
+    /// without `programs` serves all of them.
+    let everyClientProgram: Set<ProgramID>
     /// Deadlines and latencies are read from it.
     let clock: GatewayClock
 
@@ -70,12 +73,13 @@ public struct ProvisioningService: Sendable {
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
-        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], clock: GatewayClock = .continuous, tracer: any Tracer = NoOpTracer(),
-        logger: Logger
+        issuerPrograms: [IssuerID: Set<ProgramID>] = [:], everyClientProgram: Set<ProgramID> = [], clock: GatewayClock = .continuous,
+        tracer: any Tracer = NoOpTracer(), logger: Logger
     ) {
         self.clock = clock
         self.activationIssuer = activationIssuer
         self.issuerPrograms = issuerPrograms
+        self.everyClientProgram = everyClientProgram
         self.store = store
         self.upstreams = upstreams
         self.local = local
@@ -267,13 +271,6 @@ public struct ProvisioningService: Sendable {
             if let card, let allowed = issuerPrograms[issuer], !allowed.contains(card.program) {
                 throw GatewayError(.forbidden, "issuer \(issuer) does not serve program \(card.program)")
             }
-            // Without a card there is only a token reference, which may be any card's at that account:
-            // the account must serve this client's programs and no other's (also checked in the config).
-            if card == nil {
-                guard let allowed = issuerPrograms[issuer], allowed.isSubset(of: client.programs) else {
-                    throw GatewayError(.forbidden, "issuer \(issuer) serves other programs than this client's: activate with card_id")
-                }
-            }
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"
             trail.logger = logger
@@ -290,6 +287,25 @@ public struct ProvisioningService: Sendable {
             // Nor is an issuer the config narrowed to other wallets (the token operations are no wallet).
             if operation.wallet != nil, let used = upstreams.issuer(issuer)?.wallets, !used.contains(wallet) {
                 throw GatewayError(.walletNotSupported, "\(issuer) is not used for \(wallet.rawValue) (issuers.\(issuer).wallets)")
+            }
+            // An activation reaches the issuer as a token reference alone (no connector sends the
+            // card; a card named here only routes it), which may be any card's at that account. So
+            // the account must not serve another client's programs, or a client could activate
+            // another's token through a card of its own; an account that lists no programs serves
+            // every client's. Without a card, the account must list its programs, all of them this
+            // client's (also checked in the config).
+            if operation == .tokenActivation {
+                if card == nil {
+                    guard let served = issuerPrograms[issuer], served.isSubset(of: client.programs) else {
+                        throw GatewayError(.forbidden, "issuer \(issuer) serves other programs than this client's: activate with card_id")
+                    }
+                } else {
+                    let othersPrograms = everyClientProgram.subtracting(client.programs)
+                    guard (issuerPrograms[issuer] ?? othersPrograms).isDisjoint(with: othersPrograms) else {
+                        throw GatewayError(.forbidden, "issuer \(issuer) also serves other clients' programs, and an activation names only "
+                            + "the token, which could be one of theirs: limit the account to this client's programs (issuers.\(issuer).programs)")
+                    }
+                }
             }
             let deadline = started.advanced(by: rule?.deadline ?? self.deadline)
             let requestLogger = logger

@@ -157,6 +157,36 @@ import Testing
         }
     }
 
+    /// An activation reaches the issuer as a token reference alone, so a card of one's own at an
+    /// account another tenant also uses must not open that tenant's tokens: refused (403) before
+    /// any call, for both tenants, and the refusal says nothing of the token's card. With the
+    /// account limited to the caller's programs, the same activation goes through.
+    @Test func aCardOfOnesOwnOpensNoOtherTenantsTokensAtASharedAccount() async throws {
+        let registration = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_card_other_1"}}"#
+        let token = #""token_unique_reference":"DNITHE000000000000000001""#
+        for shared in [nil, ["demo", "other"]] as [[String]?] {
+            var config = try GatewayHarness.sandboxConfig()
+            config.issuers["tmp"]?.programs = shared
+            try await GatewayHarness.run(config: config) { client, sandbox in
+                #expect(try await Self.put(client, "card_b_tmp", registration, key: Self.other).status == .created)
+                for (card, key) in [("card_b_tmp", Self.other), ("card_tmp_demo", GatewayHarness.demoKey)] {
+                    let refused = try await Self.send(client, .post, "/v1/token-activations", "{\(token),\"card_id\":\"\(card)\"}", key)
+                    #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden", "\(card), \(String(describing: shared))")
+                    #expect(refused.json["card_last4"] == nil && refused.json["result"] == nil)
+                }
+                #expect(await sandbox.tmp.log.count == 0)
+            }
+        }
+        var config = try GatewayHarness.sandboxConfig()
+        config.issuers["tmp"]?.programs = ["other"]
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            #expect(try await Self.put(client, "card_b_tmp", registration, key: Self.other).status == .created)
+            let activated = try await Self.send(client, .post, "/v1/token-activations", "{\(token),\"card_id\":\"card_b_tmp\"}", Self.other)
+            #expect(activated.status == .ok)
+            #expect(await sandbox.tmp.log.count == 1)
+        }
+    }
+
     /// A tenant learns nothing about other programs from a PUT: naming another program is refused
     /// the same way whether that program exists and whichever issuer serves it, and an unknown
     /// issuer's answer does not list the configured ones.

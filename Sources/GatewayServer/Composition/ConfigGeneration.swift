@@ -40,6 +40,7 @@ final class ConfigGeneration: Sendable {
             issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
                 if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
             },
+            everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
             clock: parts.clock, tracer: parts.tracer, logger: parts.logger)
         registration = CardRegistration(config: config)
         routes = RouteExplainer(config: config)
