@@ -109,12 +109,19 @@ public struct IdempotencyGuard: Sendable {
                     if let auditFailure = await writeAlone(deferred.take()) {
                         error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure).afterAttempt(true)
                     }
-                    // A failure the gateway answered for (the issuer refused or failed, the caller
-                    // erred) frees the key for a retry, and so does an internal one before any
-                    // attempt at an issuer. An internal one after an attempt may have come after
-                    // the issuer acted (its answer could not be recorded): the claim stays, and
-                    // the key is never run again.
-                    if error.code != .internal || !error.afterIssuerAttempt {
+                    // A failure that says what happened (the issuer refused, said it did not handle
+                    // the request, or was never reached; the caller erred) frees the key for a
+                    // retry, and so does an internal one before any attempt at an issuer. A
+                    // failure after which the issuer may have acted keeps the claim, and the key
+                    // is never run again: an internal one after an attempt (the issuer's answer
+                    // could not be recorded), and one whose attempt ended without saying (a
+                    // timeout, a lost connection, a 5xx: a retry would provision twice). The
+                    // latter is marked abandoned at once, so a retry, and a duplicate waiting now,
+                    // hear `idempotency_outcome_unknown` instead of waiting it out; should that
+                    // write fail, the claim still turns abandoned when it is old enough.
+                    if error.issuerOutcomeUnknown {
+                        try? await store.abandonIdempotencyKey(client: client, key: key)
+                    } else if error.code != .internal || !error.afterIssuerAttempt {
                         try? await store.releaseIdempotencyKey(client: client, key: key)
                     }
                     deferred.settle(error)

@@ -97,6 +97,11 @@ public struct ProvisioningService: Sendable {
     struct Trail {
         var event: AuditEvent
         var attempts = 0
+        /// An attempt ended without saying whether the issuer acted (`GatewayError.issuerOutcomeUnknown`).
+        var outcomeUnknown = false
+        /// A call to an issuer's upstream began: a request cancelled from then on (a shutdown past
+        /// its timeout) may have been out, and acted on.
+        var upstreamCalled = false
         var lastRecorded: GatewayError?
         /// The request's logger, with its provisioning's metadata.
         var logger: Logger
@@ -352,6 +357,7 @@ public struct ProvisioningService: Sendable {
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
             logger.notice("\(operation.rawValue) failed", metadata: Self.failureMetadata(error))
             throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
+                .outcomeUnknown(trail.outcomeUnknown || (trail.upstreamCalled && Task.isCancelled))
         }
     }
 
@@ -390,6 +396,7 @@ public struct ProvisioningService: Sendable {
     ) async throws(GatewayError) -> T {
         try await prepare(issuer)
         if let upstream = upstreams.issuer(issuer) {
+            trail.upstreamCalled = true
             return try await caller.call(upstream, context: context, logger: trail.logger, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector, attempt) async throws(GatewayError) in
@@ -414,6 +421,9 @@ public struct ProvisioningService: Sendable {
 
     private func audit(_ report: AttemptReport, trail: inout Trail) async throws(GatewayError) {
         trail.attempts += 1
+        if let error = report.error, error.issuerOutcomeUnknown || error.condition?.leavesOutcomeUnknown == true {
+            trail.outcomeUnknown = true
+        }
         var event = trail.event
         event.at = Date()
         event.issuer = report.issuer

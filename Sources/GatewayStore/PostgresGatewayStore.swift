@@ -440,6 +440,13 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public func abandonIdempotencyKey(client clientID: ClientID, key: String) async throws {
+        var binds = PostgresBindings(capacity: 2)
+        binds.append(clientID.rawValue)
+        binds.append(key)
+        try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2"]), binds: binds), logger: logger)
+    }
+
     public func releaseIdempotencyKey(client clientID: ClientID, key: String) async throws {
         try await client.query(
             "DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key) AND response_status IS NULL",

@@ -454,6 +454,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func abandonIdempotencyKey(client: ClientID, key: String) async throws {
+        try await batched { db in
+            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?", "?"])).execute(arguments: [client.rawValue, key])
+        }
+    }
+
     public func releaseIdempotencyKey(client: ClientID, key: String) async throws {
         try await batched { db in
             try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND response_status IS NULL")

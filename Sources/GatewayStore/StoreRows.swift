@@ -143,6 +143,13 @@ enum StoreRows {
             """
     }
 
+    /// Marks an unfinished claim abandoned: its claim time becomes the epoch, older than any
+    /// `staleBefore`, so `claim` answers `.abandoned` for it from now on. Placeholders: client id, key.
+    static func abandonClaim(placeholders p: [String]) -> String {
+        precondition(p.count == 2)
+        return "UPDATE idempotency_keys SET created_at = 0 WHERE client_id = \(p[0]) AND key = \(p[1]) AND response_status IS NULL"
+    }
+
     /// Decides a claim from an existing row: an unfinished one claimed at or before `staleBefore`
     /// (both in milliseconds) is abandoned.
     static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, requestHash: String, staleBefore: Int64)

@@ -103,6 +103,10 @@ public protocol GatewayStore: CardRegistry {
     func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws
     /// Forgets a claim whose request failed in a way worth retrying.
     func releaseIdempotencyKey(client: ClientID, key: String) async throws
+    /// Marks an unfinished claim abandoned now, as if its request had died: its request ended
+    /// without knowing whether the issuer acted, so every later claim of the key is `abandoned`
+    /// and nothing runs it again. A finished claim keeps its answer.
+    func abandonIdempotencyKey(client: ClientID, key: String) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
     @discardableResult func purgeExpired(now: Date) async throws -> Int
     /// The request path's commits so far and the writes they held, for a store that groups

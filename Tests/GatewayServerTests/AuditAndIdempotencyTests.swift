@@ -163,6 +163,38 @@ import Testing
         }
     }
 
+    /// A keyed request whose issuer may have acted without the gateway knowing (TMP's connection
+    /// lost mid-exchange or its answer undocumented; Bridge's three attempts all answered
+    /// undocumented) is never run again under its key: the retry hears `idempotency_outcome_unknown`
+    /// (409, not retryable) and reaches no issuer, while a new key provisions. One the issuer
+    /// refused (422, its outcome known) frees the key, and the retry provisions.
+    @Test(arguments: [
+        ("card_tmp_demo", "tmp", #""mode":"reset","count":1"#, true),
+        ("card_tmp_demo", "tmp", #""mode":"garbage","count":1"#, true),
+        ("card_bridge_demo", "bridge", #""mode":"garbage","count":3"#, true),
+        ("card_tmp_demo", "tmp", #""mode":"rejected","count":1"#, false),
+    ])
+    func aKeyWhoseIssuerMayHaveActedIsNeverRunAgain(card: String, issuer: String, fault: String, unknown: Bool) async throws {
+        try await ResilienceTests.runSkippingWaits(config: try ResilienceTests.config()) { client, sandbox in
+            try await ResilienceTests.addFault(client, #"{"issuer":"\#(issuer)",\#(fault)}"#)
+            let simulator = try #require(sandbox.instance(issuer: issuer))
+            let body = try GatewayHarness.requestBody()
+            let first = try await Self.provision(client, card: card, body: body, idempotencyKey: "order-unknown")
+            #expect(first.status.code >= 400 && first.status != .ok)
+            let calls = await simulator.log.count
+            #expect(calls >= 1)
+            let retry = try await Self.provision(client, card: card, body: body, idempotencyKey: "order-unknown")
+            if unknown {
+                #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(fault)")
+                #expect(await simulator.log.count == calls, "the retry reached \(issuer)")
+                #expect(try await Self.provision(client, card: card, body: body, idempotencyKey: "order-new").status == .ok)
+            } else {
+                #expect(retry.status == .ok, "\(fault)")
+                #expect(await simulator.log.count == calls + 1)
+            }
+        }
+    }
+
     @Test func aMalformedKeyIsRefused() async throws {
         try await GatewayHarness.run { client, sandbox in
             let response = try await Self.provision(client, body: try GatewayHarness.requestBody(),

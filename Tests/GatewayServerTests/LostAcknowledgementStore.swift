@@ -50,5 +50,6 @@ final class LostAcknowledgementStore: GatewayStore {
                                             staleBefore: staleBefore)
     }
     func releaseIdempotencyKey(client: ClientID, key: String) async throws { try await inner.releaseIdempotencyKey(client: client, key: key) }
+    func abandonIdempotencyKey(client: ClientID, key: String) async throws { try await inner.abandonIdempotencyKey(client: client, key: key) }
     func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }
 }

@@ -23,6 +23,7 @@ enum StoreConformance {
         .init(name: "idempotency expires", run: idempotencyExpires),
         .init(name: "an abandoned claim is never taken over", run: anAbandonedClaimIsNeverTakenOver),
         .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
+        .init(name: "a claim marked abandoned is abandoned at once", run: aClaimMarkedAbandonedIsAbandonedAtOnce),
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
@@ -478,6 +479,30 @@ enum StoreConformance {
         // Past its expiry the key is free again.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(3600), expiresAt: instant(7200),
                                                     staleBefore: instant(3580)) == .acquired)
+    }
+
+    /// A claim whose request ended without knowing what the issuer did is marked abandoned: young
+    /// as it is, every later claim finds it abandoned (a reuse is still a reuse), until it expires.
+    /// A finished claim keeps its answer whatever is marked, and another client's key is its own.
+    static func aClaimMarkedAbandonedIsAbandonedAtOnce(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme") async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash, now: instant(now), expiresAt: instant(now + 3600),
+                                                staleBefore: instant(now - 600))
+        }
+        #expect(try await claim("k") == .acquired)
+        #expect(try await claim("k", "h", client: "globex") == .acquired)
+        try await store.abandonIdempotencyKey(client: "acme", key: "k")
+        #expect(try await claim("k") == .abandoned)
+        #expect(try await claim("k", "h2") == .mismatch)
+        #expect(try await claim("k", "h", client: "globex") == .inProgress)
+        #expect(try await claim("k", at: 3601) == .acquired)
+
+        let answer = StoredResponse(status: 200, body: Data("{}".utf8))
+        #expect(try await claim("done") == .acquired)
+        try await store.completeIdempotencyKey(client: "acme", key: "done", response: answer)
+        try await store.abandonIdempotencyKey(client: "acme", key: "done")
+        #expect(try await claim("done") == .replay(answer))
     }
 
     static func concurrentClaimsAcquireOnce(_ store: any GatewayStore) async throws {

@@ -162,13 +162,13 @@ struct IdempotencyGuardTests {
     /// Runs once with `key`, the operation failing with `code` (after an attempt at an issuer when
     /// `attempted`); says whether the operation ran.
     static func runFailing(_ idempotency: IdempotencyGuard, hash: String, code: GatewayError.Code?,
-                           attempted: Bool = true) async -> (ran: Bool, error: GatewayError?) {
+                           attempted: Bool = true, outcomeUnknown: Bool = false) async -> (ran: Bool, error: GatewayError?) {
         let ran = Mutex(false)
         do throws(GatewayError) {
             _ = try await idempotency.run(client: client, key: key, requestHash: hash, stored: { $0 }) {
                 () async throws(GatewayError) -> StoredResponse in
                 ran.withLock { $0 = true }
-                if let code { throw GatewayError(code, "failed on purpose").afterAttempt(attempted) }
+                if let code { throw GatewayError(code, "failed on purpose").afterAttempt(attempted).outcomeUnknown(outcomeUnknown) }
                 return StoredResponse(status: 200, body: Data("ok".utf8))
             }
             return (ran.withLock { $0 }, nil)
@@ -191,6 +191,50 @@ struct IdempotencyGuardTests {
         #expect(first.ran && first.error?.code == code)
         let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
         #expect(retry.ran && retry.error == nil)
+    }
+
+    /// A failure whose attempt left the issuer's outcome unknown (a timeout, a lost connection, a
+    /// 5xx) may have provisioned: the key is never run again, and its claim is abandoned at once,
+    /// so the retry and a duplicate that was waiting meanwhile both hear
+    /// `idempotency_outcome_unknown` without waiting; another body under the key is still a reuse.
+    @Test(arguments: [GatewayError.Code.upstreamTimeout, .upstreamUnavailable, .deadlineExceeded])
+    func aFailureThatLeavesTheIssuersOutcomeUnknownIsNeverRunAgain(code: GatewayError.Code) async throws {
+        let store = try await Self.store()
+        let clock = TestClock()
+        let idempotency = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10),
+                                           sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))),
+                                           pollInterval: .seconds(1), clock: GatewayClock(clock))
+        let started = Mutex(false)
+        let release = AsyncStream<Void>.makeStream()
+        let first = Task { () -> GatewayError? in
+            do throws(GatewayError) {
+                _ = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: { $0 }) {
+                    () async throws(GatewayError) -> StoredResponse in
+                    started.withLock { $0 = true }
+                    for await _ in release.stream { break }
+                    throw GatewayError(code, "no answer from the issuer").afterAttempt(true).outcomeUnknown()
+                }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        while !started.withLock({ $0 }) { await Task.yield() }
+        // A duplicate arrives while the first is out, and waits.
+        let waiting = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
+        #expect(await clock.waitForSleepers())
+        release.continuation.yield()
+        #expect(await first.value?.code == code)
+        let sleeps = clock.requestedSleeps.count
+        clock.advance(by: .seconds(1))
+        let duplicate = await waiting.value
+        #expect(!duplicate.ran && duplicate.error?.code == .idempotencyOutcomeUnknown)
+        #expect(clock.requestedSleeps.count == sleeps, "the duplicate stopped waiting at its next look")
+        for _ in 1...2 {
+            let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
+            #expect(!retry.ran && retry.error?.code == .idempotencyOutcomeUnknown)
+        }
+        #expect(await Self.runFailing(idempotency, hash: "other", code: nil).error?.code == .idempotencyKeyReused)
     }
 
     /// An internal failure after an attempt may come after the issuer acted (its answer could not

@@ -21,6 +21,18 @@ public enum UpstreamCondition: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// True when the attempt may have reached the issuer and been acted on, with no answer that
+    /// says so: what the default table sends again only where resending is safe. A connection never
+    /// made, a 429 or a 503 (the upstream did not handle it) and a 4xx (it refused) say what
+    /// happened; a timeout, a lost connection, an undocumented answer and any other 5xx do not.
+    public var leavesOutcomeUnknown: Bool {
+        switch self {
+        case .connectFailed: false
+        case .timedOut, .connectionReset, .malformed: true
+        case .status(let status): status >= 500 && status != 503
+        }
+    }
+
     /// True when the endpoint looked unhealthy, which is what a circuit breaker counts. A 4xx is
     /// the request's fault (or our credentials'), and a 429 is the upstream shedding load on
     /// purpose: neither opens a breaker.

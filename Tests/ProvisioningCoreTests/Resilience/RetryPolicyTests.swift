@@ -81,6 +81,22 @@ struct RetryPolicyTests {
         #expect(RetryDecisionConfig(on: "500", action: .fail).refusal(for: Profile(resendSafe: false)) == nil)
     }
 
+    /// What leaves an issuer's outcome unknown (so an Idempotency-Key is never run again) agrees
+    /// with what the default table sends again to an issuer where resending is not safe: every
+    /// condition it sends again (no connection, 429, 503) says the request was not handled, and
+    /// every condition it stops on leaves the outcome unknown, but for the 4xx the issuer refused.
+    @Test func anOutcomeIsUnknownExactlyWhereAnUnsafeIssuerIsNotSentAgain() {
+        let unsafe = RetryDecisionTable.defaults(resendSafe: false)
+        let conditions: [UpstreamCondition] = [.connectFailed, .timedOut, .connectionReset, .malformed]
+            + [400, 401, 403, 404, 408, 409, 422, 429, 500, 501, 502, 503, 504, 599].map { .status($0) }
+        for condition in conditions {
+            let action = unsafe.decide(condition)?.action
+            let refused = if case .status(let status) = condition { status / 100 == 4 && status != 429 } else { false }
+            #expect(condition.leavesOutcomeUnknown == (action == .fail && !refused), "\(condition): \(String(describing: action))")
+        }
+        #expect(UpstreamCondition.timedOut.leavesOutcomeUnknown && !UpstreamCondition.connectFailed.leavesOutcomeUnknown)
+    }
+
     @Test func onlyUnhealthyConditionsCountAgainstAnEndpoint() {
         #expect(UpstreamCondition.status(503).countsAgainstEndpoint)
         #expect(UpstreamCondition.timedOut.countsAgainstEndpoint)
