@@ -184,7 +184,8 @@ public struct ProvisioningService: Sendable {
         ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
             let tokens = try await connector.listWalletTokens(card: card!, context: context)
             guard let token = tokens.first(where: { $0.tokenID == tokenID }) else {
-                throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token \(tokenID) at \(connector.issuer)")
+                // The id is not repeated: it is the caller's text, and may be anything pasted there.
+                throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token of that id at \(connector.issuer)")
             }
             return try await connector.transitionWalletToken(token, action, card: card!, context: context)
         }

@@ -4,11 +4,14 @@ import Foundation
 /// CLI): bounded, printable, and unable to start a log line or steer an upstream path.
 public enum InputRules {
     public static let maxCardIDLength = 128
-    public static let cardIDRule = "card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :"
+    public static let cardIDRule = "card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :, not dots alone"
     public static let maxReferenceValueLength = 128
 
+    /// Not dots alone: `.` and `..` are path segments to every URL tool, so a client that
+    /// normalises its URLs could never reach such a card.
     public static func isCardID(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= maxCardIDLength && text.utf8.allSatisfy(isIDByte)
+            && text.utf8.contains { $0 != UInt8(ascii: ".") }
     }
 
     /// Our own provisioning ids are `prv_` and 32 hex digits; anything of 1-64 word characters is

@@ -123,6 +123,25 @@ import Testing
         }
     }
 
+    /// A chunked body whose framing is not HTTP's (a chunk size that is not hexadecimal, a chunk
+    /// longer than it said) is the caller's malformed request, 400 `invalid_request`, not a size:
+    /// the body here is three bytes.
+    @Test(arguments: ["zz\r\nabc\r\n0\r\n\r\n", "2\r\nabcdef\r\n0\r\n\r\n"])
+    func aMalformedChunkedBodyIsInvalidNotTooLarge(chunks: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let connection = try await RawConnection.open(port: client.port)
+            defer { connection.close() }
+            try await connection.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + chunks)
+            #expect(await connection.eventually { $0.text.contains("\r\n\r\n{") && $0.text.hasSuffix("}") })
+            #expect(connection.text.hasPrefix("HTTP/1.1 400 "), "\(connection.text.prefix(200))")
+            #expect(connection.text.contains(#""code":"invalid_request""#))
+            #expect(connection.text.lowercased().contains("content-type: application/problem+json"))
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
     @Test func anUnknownCard() async throws {
         try await GatewayHarness.run { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_nobody", body: try GatewayHarness.requestBody())

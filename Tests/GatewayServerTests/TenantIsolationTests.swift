@@ -271,6 +271,13 @@ import Testing
                                            key: GatewayHarness.demoKey).status == .badRequest)
             }
             #expect(try await Self.send(client, .get, "/v1/cards/card_huge", nil, GatewayHarness.demoKey).status == .notFound)
+            // Dots alone are path segments to URL tools, not a card a client could reach again;
+            // dots among other characters are ids like any.
+            for dots in ["%2E", "%2E%2E", "..."] {
+                let refused = try await Self.put(client, dots, CardRegistryAPITests.bridgeCard, key: GatewayHarness.demoKey)
+                #expect(refused.status == .badRequest && refused.json["code"] as? String == "invalid_request", "\(dots)")
+            }
+            #expect(try await Self.put(client, "demo..1", CardRegistryAPITests.bridgeCard, key: GatewayHarness.demoKey).status == .created)
             #expect(try await Self.send(client, .get, "/v1/provisionings/\(String(repeating: "p", count: 200))", nil,
                                         GatewayHarness.demoKey).status == .badRequest)
             #expect(await Self.upstreamCalls(sandbox) == 0)

@@ -91,8 +91,10 @@ import Testing
             #expect(again.json["code"] as? String == "upstream_rejected")
             #expect(await sandbox.lithic.tokenizations.transitions.map(\.verb) == ["pause"])
 
-            let unknown = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: "not-this-cards", "deactivate")
+            // A card number pasted where the token id goes is not repeated, in the answer or the log.
+            let unknown = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: "4111111111111111", "deactivate")
             #expect(unknown.json["code"] as? String == "token_not_found")
+            #expect(!String(buffer: unknown.body).contains("4111111111111111"))
             #expect(await sandbox.lithic.tokenizations.transitions.count == 1)
         }
     }

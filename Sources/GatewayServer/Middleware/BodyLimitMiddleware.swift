@@ -1,4 +1,5 @@
 import Hummingbird
+import NIOCore
 import ProvisioningCore
 
 /// Reads at most `maxBytes` of a body, whether it announces its length or streams it chunked.
@@ -18,8 +19,13 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         var request = request
         do {
             _ = try await request.collectBody(upTo: maxBytes)
-        } catch {
+        } catch is NIOTooManyBytesError {
             throw GatewayError(.requestTooLarge, "the body is over \(maxBytes) bytes")
+        } catch {
+            // A body that cannot be read to its end: chunked framing that is not HTTP's (a chunk
+            // size that is not hexadecimal, a chunk longer than it said), or a connection closed
+            // before the end. The caller's mistake, not a size.
+            throw GatewayError(.invalidRequest, "the body could not be read: its framing is malformed or it ended early")
         }
         return try await next(request, context)
     }
