@@ -36,7 +36,7 @@ public struct IdempotencyGuard: Sendable {
     /// How much longer than the wait limit an unfinished claim must be before it counts as
     /// abandoned: room for a request's last writes after its deadline, and for instances sharing
     /// a store whose clocks differ a little. Until then a repeat is answered as in progress.
-    static let abandonMargin: Duration = .seconds(30)
+    static let abandonMargin = GatewayConfig.idempotencyAbandonMargin
 
     static let stillRunning = GatewayError(.idempotencyKeyInProgress, "a request with this Idempotency-Key is still running; retry later")
     static let outcomeUnknown = GatewayError(

@@ -349,6 +349,20 @@ import WalletCrypto
         #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be more than 0 and at most 100000"])
     }
 
+    /// An Idempotency-Key must outlive any request under it: its TTL is refused unless it exceeds
+    /// the longest deadline (the server's or a rule's) and the 30-second abandon margin.
+    @Test func anIdempotencyKeyOutlivesTheLongestDeadline() {
+        let deadline = Int.random(in: 31...60)
+        let yaml = Self.minimal + "\nserver:\n  deadline_ms: \(deadline * 1000)\nstore:\n  idempotency_ttl_seconds: "
+        let limit = deadline + 30
+        #expect(problems(yaml + "\(limit)") == [
+            "store.idempotency_ttl_seconds: must be more than \(limit): the longest deadline (\(deadline * 1000) ms) and 30 s, "
+                + "so a key never expires while its request may run",
+        ])
+        #expect(problems(yaml + "\(limit + 1)").isEmpty)
+        #expect(problems(Self.minimal + "\nstore:\n  idempotency_ttl_seconds: 60").isEmpty, "the default deadline, 15 s, with 60 s")
+    }
+
     @Test func adminClientsHoldNoProgramsAndDoNotActivate() {
         let admin = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    admin: true\n    activations_without_card: true")
         #expect(problems(admin) == [

@@ -257,6 +257,14 @@ extension GatewayConfig {
 
         if store.sqlite.path.isEmpty { problems.append(.init("store.sqlite.path", "must not be empty")) }
         if store.idempotencyTTLSeconds < 60 { problems.append(.init("store.idempotency_ttl_seconds", "must be at least 60")) }
+        // A claim that expired could be taken over while its request still runs (and a retry
+        // would reach the issuer a second time): it must outlive the longest deadline and the
+        // margin after which an unfinished claim counts as abandoned.
+        let claimLife = longestDeadlineMS / 1000 + Int(Self.idempotencyAbandonMargin.components.seconds)
+        if store.idempotencyTTLSeconds >= 60, store.idempotencyTTLSeconds <= claimLife {
+            problems.append(.init("store.idempotency_ttl_seconds", "must be more than \(claimLife): the longest deadline "
+                + "(\(longestDeadlineMS) ms) and \(Self.idempotencyAbandonMargin.components.seconds) s, so a key never expires while its request may run"))
+        }
         if let postgres = store.postgres {
             if postgres.url.hasPrefix("env:") {
                 if SecretReference(parsing: postgres.url) == nil { problems.append(.init("store.postgres.url", "not a valid env:NAME reference")) }

@@ -26,6 +26,11 @@ public struct GatewayConfig: Sendable, Codable {
     public var longestDeadlineMS: Int {
         routing.rules.compactMap(\.deadlineMS).reduce(server.deadlineMS, max)
     }
+
+    /// How much longer than the longest deadline an unfinished Idempotency-Key claim must be
+    /// before it counts as abandoned: room for a request's last writes after its deadline, and for
+    /// instances sharing a store whose clocks differ a little.
+    public static let idempotencyAbandonMargin: Duration = .seconds(30)
 }
 
 public struct ServerConfig: ConfigSection {
