@@ -115,10 +115,16 @@ public struct ResilientCaller: Sendable {
 
             // A failure before anything was sent (the deadline passed, an id longer than the
             // upstream accepts, a card the connector cannot address) is not an attempt: the
-            // request ends as it is, and its own audit event says why.
+            // request ends as it is, and its own audit event says why. A call cancelled while it
+            // was out (a shutdown past its timeout) is one, though the endpoint is not to blame
+            // (no breaker counts it): the request may have reached the issuer, so its audit
+            // trail names the attempt and its endpoint.
             guard let condition = error.condition else {
                 span.end(outcome: error)
                 health.release(issuer: upstream.issuer, index: index)
+                if Task.isCancelled {
+                    try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency))
+                }
                 throw error
             }
             let rule = upstream.decisions.decide(condition)

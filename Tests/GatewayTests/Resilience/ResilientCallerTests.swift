@@ -87,6 +87,46 @@ struct ResilientCallerTests {
         }
     }
 
+    /// A call cancelled while its request is out (a shutdown past its timeout) may have reached
+    /// the issuer: it is reported as an attempt at its endpoint, for the audit trail, and the
+    /// caller gets the cancellation's failure; nothing is sent again.
+    @Test func aCallCancelledWhileOutIsReportedAsAnAttempt() async throws {
+        try await Self.withBridge { rig in
+            // Held at the simulator, recorded on arrival, until the caller closes the connection.
+            await rig.simulator.faults.add(Fault(mode: .timeout, count: 1, delay: .seconds(30)))
+            let reports = Mutex<[AttemptReport]>([])
+            let attempts = Mutex(0)
+            let caller = ResilientCaller(health: UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
+            let request = try Self.request()
+            let call = Task { () -> GatewayError? in
+                do throws(GatewayError) {
+                    _ = try await caller.call(rig.upstream, context: rig.context(deadlineIn: .seconds(10)), logger: Self.logger, onAttempt: {
+                        report in reports.withLock { $0.append(report) }
+                    }) { (connector, attempt) async throws(GatewayError) in
+                        attempts.withLock { $0 += 1 }
+                        return try await connector.provisionApplePay(request, card: Self.card, context: attempt)
+                    }
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            // The request is at the simulator (held there by the fault) before the call is cancelled.
+            let arrival = ContinuousClock.now + .seconds(5)
+            while await rig.simulator.log.count == 0, ContinuousClock.now < arrival { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(await rig.simulator.log.count == 1)
+            call.cancel()
+            let failure = await call.value
+            #expect(failure?.code == .upstreamUnavailable)
+            let recorded = reports.withLock { $0 }
+            #expect(recorded.count == 1)
+            #expect(recorded.first?.endpoint == rig.upstream.endpoints.first?.endpoint)
+            #expect(recorded.first?.error?.code == .upstreamUnavailable)
+            #expect(attempts.withLock { $0 } == 1)
+            #expect(await rig.simulator.log.count == 1)
+        }
+    }
+
     @Test func aRetryWaitsItsJitteredBackoffOnTheClockBeforeTheNextAttempt() async throws {
         try await Self.withBridge { rig in
             await rig.simulator.faults.add(Fault(mode: .unavailable, count: 2))
