@@ -124,20 +124,12 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// True when the request it ended had already made an attempt at an issuer, which may have
     /// acted on it. An Idempotency-Key whose request ended in an internal error after that is
     /// never run again; one that failed before any attempt is freed for a retry.
-    public var afterIssuerAttempt: Bool { flags.contains(.afterIssuerAttempt) }
+    public private(set) var afterIssuerAttempt = false
     /// True when an attempt at an issuer ended without saying whether the issuer acted on it (no
     /// answer in time, the connection lost mid-exchange, an undocumented answer, a 5xx that does
     /// not say "not handled", the call cancelled while out: `UpstreamCondition.leavesOutcomeUnknown`).
     /// An Idempotency-Key whose request ended so is never run again: a retry could provision twice.
-    public var issuerOutcomeUnknown: Bool { flags.contains(.issuerOutcomeUnknown) }
-
-    /// `afterIssuerAttempt` and `issuerOutcomeUnknown`, in one byte.
-    private struct Flags: OptionSet, Sendable, Equatable {
-        let rawValue: UInt8
-        static let afterIssuerAttempt = Flags(rawValue: 1)
-        static let issuerOutcomeUnknown = Flags(rawValue: 2)
-    }
-    private var flags: Flags = []
+    public private(set) var issuerOutcomeUnknown = false
 
     /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
     public init(
@@ -158,7 +150,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         var copy = GatewayError(newCode, detail, upstreamStatus: upstreamStatus, condition: condition, retryAfter: retryAfter)
         copy.provisioningID = provisioningID
         copy.cause = cause
-        copy.flags = flags
+        copy.afterIssuerAttempt = afterIssuerAttempt
+        copy.issuerOutcomeUnknown = issuerOutcomeUnknown
         return copy
     }
 
@@ -187,7 +180,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The same error, noted as ending a request that had made an attempt at an issuer.
     public func afterAttempt(_ attempted: Bool = true) -> GatewayError {
         var copy = self
-        if attempted { copy.flags.insert(.afterIssuerAttempt) } else { copy.flags.remove(.afterIssuerAttempt) }
+        copy.afterIssuerAttempt = attempted
         return copy
     }
 
@@ -195,7 +188,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// knowing (see `issuerOutcomeUnknown`); never unset once set.
     public func outcomeUnknown(_ unknown: Bool = true) -> GatewayError {
         var copy = self
-        if unknown { copy.flags.insert(.issuerOutcomeUnknown) }
+        copy.issuerOutcomeUnknown = issuerOutcomeUnknown || unknown
         return copy
     }
 
