@@ -6,6 +6,20 @@ import ProvisioningCore
 /// Renders a `GatewayError` as RFC 9457 `application/problem+json`, using the spec's own schema.
 enum ProblemResponse {
     static func make(_ error: GatewayError) -> Response {
+        var headers: HTTPFields = [.contentType: "application/problem+json"]
+        // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
+        if error.isRetryable, let retryAfter = error.retryAfter {
+            headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
+        }
+        if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
+        return Response(
+            status: .init(code: error.httpStatus),
+            headers: headers,
+            body: .init(byteBuffer: rendered(error)))
+    }
+
+    /// The problem document alone, as its body's bytes.
+    static func rendered(_ error: GatewayError) -> ByteBuffer {
         let problem = Components.Schemas.Problem(
             _type: "urn:provisioning-gateway:problem:\(error.code.rawValue)",
             title: error.code.title,
@@ -17,16 +31,6 @@ enum ProblemResponse {
             requestId: RequestScope.requestID.isEmpty ? nil : RequestScope.requestID)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(problem)) ?? Data()
-        var headers: HTTPFields = [.contentType: "application/problem+json"]
-        // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
-        if error.isRetryable, let retryAfter = error.retryAfter {
-            headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
-        }
-        if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
-        return Response(
-            status: .init(code: error.httpStatus),
-            headers: headers,
-            body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return ByteBuffer(bytes: (try? encoder.encode(problem)) ?? Data())
     }
 }
