@@ -178,7 +178,15 @@ public final class UpstreamHTTP: Sendable {
         switch error {
         case .connect(let cause):
             return connectFailure(cause, issuer: issuer)
-        case .waitedTooLong, .timedOut:
+        case .waitedTooLong:
+            // Every connection to the host stayed busy until this try's time was up: the request
+            // never left, which is what a connection never made means to the retry table and to an
+            // Idempotency-Key (released, not kept: nothing can have reached the issuer).
+            return GatewayError(
+                .upstreamUnavailable,
+                "no connection to \(issuer) came free within \(timeout.wholeMilliseconds) ms (all of issuers.\(issuer).connections.max_per_host were busy); nothing was sent",
+                condition: .connectFailed)
+        case .timedOut:
             return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms", condition: .timedOut)
         case .closedBeforeAnswer:
             return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
