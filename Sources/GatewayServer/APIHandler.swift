@@ -321,7 +321,8 @@ struct APIHandler: APIProtocol {
                 throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
             }
         } catch CardRegistryError.issuerReferenceInUse {
-            throw await refuse(GatewayError(.issuerReferenceInUse, "another card already uses this issuer reference"), "reference_in_use")
+            throw await refuse(GatewayError(
+                .issuerReferenceInUse, "this issuer reference is another card's, or was until that card was deleted or changed"), "reference_in_use")
         }
         return created ? .created(.init(body: .json(Self.schema(card)))) : .ok(.init(body: .json(Self.schema(card))))
     }

@@ -85,6 +85,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ]),
         ("004_tenant_isolation", statements(StoreRows.tenantIsolationMigration(autoIncrement: "BIGSERIAL PRIMARY KEY"))),
         ("005_audit_event_once", statements(StoreRows.auditOnceMigration(isNotDistinctFrom: "IS NOT DISTINCT FROM"))),
+        ("006_released_issuer_references", statements(StoreRows.releasedReferencesMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -197,9 +198,13 @@ public final class PostgresGatewayStore: GatewayStore {
         async throws -> CardWrite
     {
         var before: (program: String, issuer: String?)?
-        for try await (program, issuer) in try await connection.query(
-            "SELECT program, issuer FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: logger
-        ).decode((String, String?).self) { before = (program, issuer) }
+        var referenceBefore: String?
+        for try await (program, issuer, reference) in try await connection.query(
+            "SELECT program, issuer, issuer_reference FROM cards WHERE card_id = \(card.id.rawValue) FOR UPDATE", logger: logger
+        ).decode((String, String?, String).self) {
+            before = (program, issuer)
+            referenceBefore = reference
+        }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
         if let before, before.program != card.program.rawValue {
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
@@ -216,7 +221,24 @@ public final class PostgresGatewayStore: GatewayStore {
                 WHERE \(allowed)::TEXT[] IS NULL OR cards.program = ANY(\(allowed))
             RETURNING (xmax = 0)
             """, logger: logger).decode(Bool.self) { result = inserted ? .created : .updated }
-        if result != .notOwned, let event {
+        guard result != .notOwned else { return result }
+        // A reference another program let go of stays that program's (schema 006); taking it
+        // back (its own program's client, an admin, the CLI) makes it a card's again. Read after
+        // the insert: a card deleted by a transaction still open when this one inserted its
+        // reference made the insert wait on the unique index, and its release row is committed
+        // (and seen by this statement) by the time the insert goes on.
+        if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+            var holder: String?
+            for try await program in try await connection.query("""
+                DELETE FROM released_issuer_references WHERE issuer = \(card.issuer?.rawValue) AND issuer_reference = \(reference)
+                RETURNING program
+                """, logger: logger).decode(String.self) { holder = program }
+            if let holder, let owners, !owners.contains(ProgramID(holder)) { throw CardRegistryError.issuerReferenceInUse }
+        }
+        if let before, let referenceBefore, (before.issuer, referenceBefore) != (card.issuer?.rawValue, reference) {
+            try await release(issuer: before.issuer, referenceJSON: referenceBefore, program: before.program, on: connection)
+        }
+        if let event {
             try await insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before), on: connection)
         }
         return result
@@ -234,12 +256,24 @@ public final class PostgresGatewayStore: GatewayStore {
             if let owners, !owners.contains(card.program) { return nil }
             try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
+            try await self.release(issuer: card.issuer?.rawValue, referenceJSON: StoreRows.referenceJSON(card.issuerReference),
+                                   program: card.program.rawValue, on: connection)
             if let event {
                 try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
                                       on: connection)
             }
             return card
         }
+    }
+
+    /// Remembers a reference a card of `program` let go of (schema 006).
+    private func release(issuer: String?, referenceJSON: String, program: String, on connection: PostgresConnection) async throws {
+        guard StoreRows.holdsReference(issuer: issuer, referenceJSON: referenceJSON) else { return }
+        try await connection.query("""
+            INSERT INTO released_issuer_references (issuer, issuer_reference, program, released_at)
+            VALUES (\(issuer), \(referenceJSON), \(program), \(StoreRows.milliseconds(Date())))
+            ON CONFLICT (issuer, issuer_reference) DO UPDATE SET program = EXCLUDED.program, released_at = EXCLUDED.released_at
+            """, logger: logger)
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {

@@ -174,6 +174,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("005_audit_event_once") { db in
             try db.execute(sql: StoreRows.auditOnceMigration(isNotDistinctFrom: "IS"))
         }
+        migrator.registerMigration("006_released_issuer_references") { db in
+            try db.execute(sql: StoreRows.releasedReferencesMigration)
+        }
         return migrator
     }
 
@@ -232,6 +235,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             if let owners, !owners.contains(card.program) { return nil }
             try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
+            try Self.release(issuer: card.issuer?.rawValue, referenceJSON: StoreRows.referenceJSON(card.issuerReference),
+                             program: card.program.rawValue, db)
             if let event {
                 try Self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)), db)
             }
@@ -250,23 +255,49 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// The one card write (SQLite serializes writers, so the owner check cannot be raced).
     private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, _ db: Database) throws -> CardWrite {
-        let before = try Row.fetchOne(db, sql: "SELECT program, issuer FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
-            .map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
+        let row = try Row.fetchOne(db, sql: "SELECT program, issuer, issuer_reference FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
+        let before = row.map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
         if let before, before.program != card.program.rawValue {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
         }
+        let reference = StoreRows.referenceJSON(card.issuerReference)
         try db.execute(
             sql: """
                 INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (card_id) DO UPDATE SET program = excluded.program, issuer = excluded.issuer,
                     issuer_reference = excluded.issuer_reference, updated_at = excluded.updated_at
                 """,
-            arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue,
-                        StoreRows.referenceJSON(card.issuerReference), StoreRows.milliseconds(Date())])
+            arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue, reference, StoreRows.milliseconds(Date())])
+        // A reference another program let go of stays that program's (schema 006); taking it
+        // back (its own program's client, an admin, the CLI) makes it a card's again.
+        if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+            let holder = try String.fetchOne(
+                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND issuer_reference = ?",
+                arguments: [card.issuer?.rawValue, reference])
+            if let holder, let owners, !owners.contains(ProgramID(holder)) { throw CardRegistryError.issuerReferenceInUse }
+            if holder != nil {
+                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND issuer_reference = ?",
+                               arguments: [card.issuer?.rawValue, reference])
+            }
+        }
+        if let row, let before, (before.issuer, row["issuer_reference"] as String) != (card.issuer?.rawValue, reference) {
+            try release(issuer: before.issuer, referenceJSON: row["issuer_reference"], program: before.program, db)
+        }
         let result: CardWrite = before == nil ? .created : .updated
         if let event { try insert(StoreRows.cardEvent(event, kind: result == .created ? .cardRegistered : .cardUpdated, before: before), db) }
         return result
+    }
+
+    /// Remembers a reference a card of `program` let go of (schema 006).
+    private static func release(issuer: String?, referenceJSON: String, program: String, _ db: Database) throws {
+        guard StoreRows.holdsReference(issuer: issuer, referenceJSON: referenceJSON) else { return }
+        try db.execute(
+            sql: """
+                INSERT INTO released_issuer_references (issuer, issuer_reference, program, released_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (issuer, issuer_reference) DO UPDATE SET program = excluded.program, released_at = excluded.released_at
+                """,
+            arguments: [issuer, referenceJSON, program, StoreRows.milliseconds(Date())])
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {

@@ -41,6 +41,27 @@ enum StoreRows {
         """
     }
 
+    /// Schema 006, the same on both stores: an issuer reference a card let go of (the card was
+    /// deleted, or now names another reference) stays its program's. At an issuer account shared
+    /// by several tenants the reference is a card at the issuer that one tenant's program holds;
+    /// the unique index kept others off it only while a card named it. Only a client of that
+    /// program (or an admin, or the CLI) may register it again, which takes the row away.
+    static let releasedReferencesMigration = """
+        CREATE TABLE released_issuer_references (
+            issuer TEXT NOT NULL,
+            issuer_reference TEXT NOT NULL,
+            program TEXT NOT NULL,
+            released_at BIGINT NOT NULL,
+            PRIMARY KEY (issuer, issuer_reference)
+        )
+        """
+
+    /// Whether a reference a card lets go of is worth remembering: one with an issuer and fields
+    /// (the unique index covers the same ones).
+    static func holdsReference(issuer: String?, referenceJSON: String) -> Bool {
+        issuer != nil && referenceJSON != "{}"
+    }
+
     /// Schema 005, the same on both stores: an audit event is recorded once. A provisioning's
     /// events are its numbered attempts and its own outcome (attempt 0), so (provisioning id,
     /// attempt) names one event, and a write repeated after a commit whose acknowledgement was

@@ -56,6 +56,29 @@ import Testing
         }
     }
 
+    /// A card deleted (or pointed elsewhere) by its tenant leaves its issuer reference that
+    /// tenant's: the reference is a card at the shared issuer account, so another tenant that
+    /// learnt it cannot register it afterwards and provision that card. Its own tenant can.
+    @Test func aReferenceLetGoOfStaysItsTenants() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let bridge = #"{"issuer":"bridge","program":"%@","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_bridge_demo", nil, GatewayHarness.demoKey).status == .noContent)
+            let claimed = try await Self.put(client, "acme_steal", String(format: bridge, "other"), key: Self.other)
+            #expect(claimed.status == .conflict)
+            #expect(claimed.json["code"] as? String == "issuer_reference_in_use")
+            let text = String(buffer: claimed.body)
+            #expect(!text.contains("card_") && !text.contains("demo"), "\(text)")
+            #expect(try await Self.send(client, .get, "/v1/cards/acme_steal", nil, Self.other).status == .notFound)
+            let apple = try await GatewayHarness.provision(client, card: "acme_steal", body: try GatewayHarness.requestBody(), key: Self.other)
+            #expect(apple.status == .notFound)
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+            // The tenant it was taken from registers it again, under a new id, and provisions it.
+            #expect(try await Self.put(client, "card_bridge_again", String(format: bridge, "demo"), key: GatewayHarness.demoKey).status == .created)
+            let own = try await GatewayHarness.provision(client, card: "card_bridge_again", body: try GatewayHarness.requestBody())
+            #expect(own.status == .ok)
+        }
+    }
+
     @Test func extraReferenceFieldsCannotDisguiseAClaimedReference() async throws {
         try await GatewayHarness.run { client, _ in
             let disguised = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_card_demo_001","note":"x"}}"#

@@ -25,6 +25,7 @@ enum StoreConformance {
         .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
         .init(name: "a claim marked abandoned is abandoned at once", run: aClaimMarkedAbandonedIsAbandonedAtOnce),
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
+        .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
@@ -36,7 +37,8 @@ enum StoreConformance {
     /// store's suite supplies it, with the statements in its dialect).
     typealias RawSQL = @Sendable (String) async throws -> Void
 
-    static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once"]
+    static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
+                           "006_released_issuer_references"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -148,7 +150,7 @@ enum StoreConformance {
         try await sql(forget005)
         for statement in [row("prv_differs"), row("prv_differs", outcome: "failed"), row("prv_copied")] { try await sql(statement) }
         await #expect(throws: (any Error).self) { try await store.migrate() }
-        #expect(try await store.schemaVersions() == Array(versions.dropLast()))
+        #expect(try await store.schemaVersions() == versions.filter { $0 != "005_audit_event_once" })
         #expect(try await store.auditEvents("prv_differs").map(\.outcome) == [.succeeded, .failed])
         #expect(try await store.auditEvents("prv_copied").count == 2)
 
@@ -251,6 +253,56 @@ enum StoreConformance {
         // Cards without a reference (local cards) do not collide with each other.
         let local = { (id: CardID) in CardRecord(id: id, program: "acme", issuer: "local", issuerReference: IssuerReference([:])) }
         try await store.importCards([local("l1"), local("l2")])
+    }
+
+    /// At an issuer account several tenants share, a reference is a card at the issuer that one
+    /// program holds: once its card is deleted, or points elsewhere, another tenant cannot register
+    /// it (schema 006). Its own program's clients can, and so can an admin or the CLI, and then it
+    /// is a card's again, guarded by the unique index.
+    static func aReferenceACardLetGoOfStaysItsPrograms(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
+        #expect(try await put(card("a1", program: "acme", ref: "r1"), ["acme"]) == .created)
+        #expect(try await store.deleteCard("a1", owners: ["acme"], event: change("acme", "a1")) != nil)
+        // Another tenant, under a new id of its own: refused, nothing written or recorded.
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: "r1"), ["evil"]) }
+        #expect(try await store.card("e1") == nil)
+        #expect(try await store.securityEvents(SecurityEventQuery(cardID: "e1")).isEmpty)
+        // ...nor onto a card it has, which stays as it was.
+        #expect(try await put(card("e2", program: "evil", ref: "e2"), ["evil"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e2", program: "evil", ref: "r1"), ["evil"]) }
+        #expect(try await store.card("e2") == card("e2", program: "evil", ref: "e2"))
+        // The same fields at another issuer account are another card.
+        #expect(try await put(card("e3", program: "evil", issuer: "bridge_eu", ref: "r1"), ["evil"]) == .created)
+        // A client holding the program (among others) takes it back, and then it is a card's again.
+        #expect(try await put(card("a2", program: "acme_2", ref: "r1"), ["acme_2", "acme"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e4", program: "evil", ref: "r1"), ["evil"]) }
+
+        // A card that now names another reference lets go of the old one, which stays its program's.
+        #expect(try await put(card("a2", program: "acme_2", ref: "r2"), ["acme_2"]) == .updated)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e4", program: "evil", ref: "r1"), ["evil"]) }
+        #expect(try await put(card("a3", program: "acme_2", ref: "r1"), ["acme_2"]) == .created)
+        // So does one moved to another issuer account.
+        #expect(try await put(card("a3", program: "acme_2", issuer: "tmp", ref: "r1"), ["acme_2"]) == .updated)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e4", program: "evil", ref: "r1"), ["evil"]) }
+
+        // An admin may give it to another program, and the CLI may import it: both take it over.
+        #expect(try await put(card("e4", program: "evil", ref: "r1"), nil) == .created)
+        #expect(try await store.deleteCard("e4", owners: nil, event: change("admin", "e4")) != nil)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("a4", program: "acme", ref: "r1"), ["acme"]) }
+        #expect(try await put(card("e5", program: "evil", ref: "r1"), ["evil"]) == .created)
+        #expect(try await store.deleteCard("e5", owners: ["evil"], event: change("evil", "e5")) != nil)
+        try await store.importCards([card("a5", program: "acme", ref: "r1")], event: nil)
+        #expect(try await store.card("a5")?.program == "acme")
+        #expect(try await store.deleteCard("a5", owners: ["acme"], event: change("acme", "a5")) != nil)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e6", program: "evil", ref: "r1"), ["evil"]) }
+        // Local cards name no reference: deleting one holds nothing back.
+        let local = { (id: CardID, program: ProgramID) in CardRecord(id: id, program: program, issuer: "local", issuerReference: IssuerReference([:])) }
+        #expect(try await put(local("l1", "acme"), ["acme"]) == .created)
+        #expect(try await store.deleteCard("l1", owners: ["acme"], event: change("acme", "l1")) != nil)
+        #expect(try await put(local("l2", "evil"), ["evil"]) == .created)
     }
 
     static func vaultEntriesGoWithTheirCard(_ store: any GatewayStore) async throws {
