@@ -28,7 +28,7 @@ enum GatewayListener {
         let tls = try ListenerTLS.configuration(for: config)
         let server = config.server
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestArrivalObserver(), ParseErrorProblemHandler()],
+            additionalChannelHandlers: [RequestArrivalObserver(), HTTPEdgeHandler()],
             idleTimeout: .milliseconds(Int64(server.idleTimeoutMS)))
         let limits = ListenerLimits(
             connections: ConnectionLimit(maximum: server.maxConnections),

@@ -76,9 +76,11 @@ extension URL {
         return allowed
     }()
 
+    /// `;` too: some servers still split a query on it (the HTML 4 rule), and a value must never
+    /// add a parameter.
     static let queryValueAllowed: CharacterSet = {
         var allowed = CharacterSet.urlQueryAllowed
-        allowed.remove(charactersIn: "&=+?#")
+        allowed.remove(charactersIn: "&=+?#;")
         return allowed
     }()
 }

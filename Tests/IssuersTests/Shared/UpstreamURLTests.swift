@@ -59,6 +59,9 @@ import Testing
         ("https://issuer.example/", [], [], "/", "issuer.example"),
         ("http://127.0.0.1:8080/v0?tenant=a", ["x"], [], "/v0/x?tenant=a", "127.0.0.1:8080"),
         ("http://127.0.0.1:8080/v0?tenant=a", ["x"], [("count", "5")], "/v0/x?count=5", "127.0.0.1:8080"),
+        // A value cannot add a parameter, whichever separator the server splits on.
+        ("https://issuer.example/v1", ["cards"], [("card_token", "x;card_token=y&z=1")], "/v1/cards?card_token=x%3Bcard_token%3Dy%26z%3D1",
+         "issuer.example"),
         ("http://[::1]:9000/a%2Fb", ["c"], [], "/a%2Fb/c", "[::1]:9000"),
         ("https://[2001:db8::1]:443/v1", ["c"], [], "/v1/c", "[2001:db8::1]"),
     ])

@@ -4,8 +4,8 @@ import Testing
 
 /// A request the HTTP/1.1 decoder cannot read never reaches a route, yet it is answered like any
 /// other caller mistake: 400 problem+json `invalid_request`, saying which rule it broke without
-/// repeating what it held, and the connection is closed (`ParseErrorProblemHandler`).
-@Suite struct ParseErrorProblemTests {
+/// repeating what it held, and the connection is closed (`HTTPEdgeHandler`).
+@Suite struct HTTPEdgeHandlerTests {
     /// A card number pasted where it does not belong, so that an echo would show.
     static let secret = "4242424242424242"
 
@@ -63,6 +63,28 @@ import Testing
             #expect(answers[2].hasPrefix("HTTP/1.1 400 "))
             #expect(answers[2].contains(#""code":"invalid_request""#))
             #expect(answers[2].contains("could not be read as HTTP/1.1"))
+        }
+    }
+
+    /// A `CONNECT` (a tunnel, which the gateway never opens) is answered and its connection closed
+    /// at once: SwiftNIO frames that answer without a body or a length and reads no request after
+    /// it, so a client left with an open connection would wait for the idle timeout.
+    @Test(arguments: [false, true])
+    func aConnectIsAnsweredAndItsConnectionClosed(afterAnotherRequest: Bool) async throws {
+        try await LiveListener.run(try LiveListener.config { $0.idleTimeoutMS = 60_000 }) { port in
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send((afterAnotherRequest ? "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" : "")
+                + "CONNECT /v1/cards/card_bridge_demo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_nobody\r\n\r\n"
+                + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
+            let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(answers.count == (afterAnotherRequest ? 2 : 1), "\(connection.text.prefix(600))")
+            if afterAnotherRequest { #expect(answers.first?.hasPrefix("HTTP/1.1 200 ") == true) }
+            let connect = try #require(answers.last)
+            #expect(connect.hasPrefix("HTTP/1.1 4"), "\(connect)")
+            #expect(connect.lowercased().contains("connection: close"))
+            #expect(connect.hasSuffix("\r\n\r\n"), "an answer to CONNECT has no body")
         }
     }
 

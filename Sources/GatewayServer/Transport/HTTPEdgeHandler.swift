@@ -1,0 +1,118 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import ProvisioningCore
+
+/// What HTTP/1.1 itself decides before any route runs, answered as the gateway answers everything
+/// else. One of Hummingbird's `additionalChannelHandlers`, it does two things:
+///
+/// - **A request the decoder cannot parse** (a control character in a header, a request line
+///   that is not HTTP's, a bad `Content-Length`, a head over the decoder's limits) never reaches a
+///   route: Hummingbird answers it itself with a bare `400` (`Content-Length: 0`) and closes the
+///   connection. This turns that bare answer into the gateway's own: `application/problem+json`,
+///   code `invalid_request`, saying which rule of HTTP the request broke, never what it held. It
+///   sees the parser's error on its way to Hummingbird's loop, and rewrites the one answer that loop
+///   writes for it: a `400` with `Content-Length: 0`, written after the error was seen. A 400
+///   written by a route always has a problem body, so it is never touched; an error in the middle
+///   of a body reaches the route, which answers it itself
+///   (`BadInputTests.aMalformedChunkedBodyIsInvalidNotTooLarge`).
+/// - **A `CONNECT` request** asks for a tunnel, which the gateway never opens. The route answers it
+///   (no such resource), but SwiftNIO's codec writes an answer to `CONNECT` without a body or its
+///   length, and reads nothing more from the connection (what follows a `CONNECT` is a tunnel's
+///   bytes, not requests): a client would wait for the rest of that answer, and for answers to
+///   requests it sent after it, until the idle timeout. So the answer to a `CONNECT` says
+///   `Connection: close`, and the connection is closed once it is written.
+final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// Request heads read so far, and final answer heads written.
+    private var requests = 0
+    private var answers = 0
+    /// The number of the `CONNECT` request (1 for the connection's first), once one came: the
+    /// decoder reads no request after it.
+    private var connectRequest: Int?
+    /// Whether the answer being written is the one to that `CONNECT`.
+    private var answeringConnect = false
+
+    /// The parser's error, once one passed.
+    private var parseError: HTTPParserError?
+    /// The problem body to write before the rewritten answer's `.end`.
+    private var pendingBody: ByteBuffer?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            requests += 1
+            if head.method == .connect, connectRequest == nil { connectRequest = requests }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? HTTPParserError { parseError = error }
+        context.fireErrorCaught(error)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where head.status.kind != .informational && connectRequest == answers + 1:
+            answers += 1
+            answeringConnect = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .body where answeringConnect:
+            // The codec frames an answer to CONNECT without a body; it is not written at all.
+            promise?.succeed()
+        case .end where answeringConnect:
+            answeringConnect = false
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            context.write(data, promise: written)
+            context.flush()
+        case .head(let head) where parseError != nil && head.status == .badRequest && head.headerFields[.contentLength] == "0":
+            let problem = ProblemResponse.rendered(Self.error(for: parseError!))
+            var fields = head.headerFields
+            fields[.contentType] = "application/problem+json"
+            fields[.contentLength] = "\(problem.readableBytes)"
+            fields[.connection] = "close"
+            pendingBody = problem
+            answers += 1
+            context.write(wrapOutboundOut(.head(HTTPResponse(status: head.status, headerFields: fields))), promise: promise)
+        case .end(let trailers) where pendingBody != nil:
+            let body = pendingBody!
+            pendingBody = nil
+            context.write(wrapOutboundOut(.body(body)), promise: nil)
+            context.write(wrapOutboundOut(.end(trailers)), promise: promise)
+        case .head(let head):
+            if head.status.kind != .informational { answers += 1 }
+            context.write(data, promise: promise)
+        default:
+            context.write(data, promise: promise)
+        }
+    }
+
+    /// What the caller is told: which rule its request broke, in fixed words (the parser's own
+    /// descriptions, never the bytes it read).
+    static func error(for parseError: HTTPParserError) -> GatewayError {
+        let what: String = switch parseError {
+        case .headerOverflow: "its head is larger than the gateway accepts (80 KiB of header fields, 1,000 fields)"
+        case .invalidHeaderToken, .invalidCharactersUsed: "a header name or value holds a character HTTP does not allow there"
+        case .invalidMethod: "its method is not an HTTP method"
+        case .invalidURL: "its request target is not a valid URL path"
+        case .invalidVersion: "its HTTP version is not HTTP/1.x"
+        case .invalidContentLength, .unexpectedContentLength: "its Content-Length is not valid (not a number, given twice, or beside Transfer-Encoding)"
+        case .invalidChunkSize: "its chunked body's framing is not valid"
+        case .lfExpected, .invalidConstant, .strictModeAssertion: "its request line or a header line is not HTTP/1.1's form"
+        default: "it is not a valid HTTP/1.1 request (\(parseError.debugDescription))"
+        }
+        return GatewayError(.invalidRequest, "the request could not be read as HTTP/1.1: \(what); the connection is closed")
+    }
+}
+
+@available(*, unavailable)
+extension HTTPEdgeHandler: Sendable {}
