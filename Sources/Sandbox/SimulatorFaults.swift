@@ -19,6 +19,9 @@ public enum FaultMode: String, Sendable, CaseIterable, Codable {
     case garbage
     /// The upstream's own 400 for a request it refuses.
     case rejected
+    /// The normal answer under 202 Accepted, a success status no issuer documents for these calls:
+    /// the issuer may well have acted.
+    case accepted
 }
 
 public struct Fault: Sendable, Equatable {
@@ -114,6 +117,11 @@ struct SimulatorMiddleware: RouterMiddleware {
             response = Response(status: .ok, headers: [.contentType: "application/json"],
                                 body: .init(byteBuffer: ByteBuffer(string: #"{"unexpected": [1, 2"#)))
             status = 200
+        case .accepted:
+            var answer = try await next(request, context)
+            answer.status = .accepted
+            response = answer
+            status = 202
         case .slow:
             try? await Task.sleep(for: fault.delay ?? .seconds(1))
             let answer = try await next(request, context)

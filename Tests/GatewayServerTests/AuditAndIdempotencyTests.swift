@@ -164,14 +164,17 @@ import Testing
     }
 
     /// A keyed request whose issuer may have acted without the gateway knowing (TMP's connection
-    /// lost mid-exchange or its answer undocumented; Bridge's three attempts all answered
-    /// undocumented) is never run again under its key: the retry hears `idempotency_outcome_unknown`
+    /// lost mid-exchange or its answer undocumented, or a success status it does not document;
+    /// Bridge's three attempts all answered undocumented, or its one answered 202) is never run again under its key: the retry hears `idempotency_outcome_unknown`
     /// (409, not retryable) and reaches no issuer, while a new key provisions. One the issuer
     /// refused (422, its outcome known) frees the key, and the retry provisions.
     @Test(arguments: [
         ("card_tmp_demo", "tmp", #""mode":"reset","count":1"#, true),
         ("card_tmp_demo", "tmp", #""mode":"garbage","count":1"#, true),
         ("card_bridge_demo", "bridge", #""mode":"garbage","count":3"#, true),
+        // A success status the issuer does not document (202 to a POST): it may well have acted.
+        ("card_tmp_demo", "tmp", #""mode":"accepted","count":1"#, true),
+        ("card_bridge_demo", "bridge", #""mode":"accepted","count":1"#, true),
         ("card_tmp_demo", "tmp", #""mode":"rejected","count":1"#, false),
     ])
     func aKeyWhoseIssuerMayHaveActedIsNeverRunAgain(card: String, issuer: String, fault: String, unknown: Bool) async throws {

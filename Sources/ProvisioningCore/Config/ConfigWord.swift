@@ -72,7 +72,7 @@ extension RetryAction: ConfigWord {
 
 /// `sandbox.faults[].mode`: what the simulator does to the next requests.
 public enum SandboxFaultMode: String, ConfigWord {
-    case unavailable, throttled, timeout, reset, slow, garbage, rejected
+    case unavailable, throttled, timeout, reset, slow, garbage, rejected, accepted
     public static var placeholder: SandboxFaultMode { .unavailable }
 }
 

@@ -24,12 +24,14 @@ public enum UpstreamCondition: Sendable, Hashable, CustomStringConvertible {
     /// True when the attempt may have reached the issuer and been acted on, with no answer that
     /// says so: what the default table sends again only where resending is safe. A connection never
     /// made, a 429 or a 503 (the upstream did not handle it) and a 4xx (it refused) say what
-    /// happened; a timeout, a lost connection, an undocumented answer and any other 5xx do not.
+    /// happened; a timeout, a lost connection, an undocumented answer and any other status do not:
+    /// a 5xx, and also a 2xx other than the call's documented one (a 201 or 202 to a POST may well
+    /// mean it was done) or a 3xx (the gateway follows no redirect).
     public var leavesOutcomeUnknown: Bool {
         switch self {
         case .connectFailed: false
         case .timedOut, .connectionReset, .malformed: true
-        case .status(let status): status >= 500 && status != 503
+        case .status(let status): !((400..<500).contains(status) || status == 503)
         }
     }
 
