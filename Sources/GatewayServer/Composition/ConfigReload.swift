@@ -207,6 +207,11 @@ actor ConfigReloader {
         var (config, problems) = try ConfigLoader.read(text: text, path: source.path)
         source.overrides(&config)
         outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config)
+        // The file was checked as written; what runs is the file with the running store, so the
+        // deadlines it brings must fit the Idempotency-Key lifetime that keeps running.
+        if let problem = config.idempotencyLifetimeProblem(running: true), !problems.contains(where: { $0.path == problem.path }) {
+            problems.append(problem)
+        }
         problems += StartupChecks.environmentProblems(config: config, environment: environment)
             + StartupChecks.fileProblems(config: config, environment: environment, store: false)
         guard problems.isEmpty else { throw ConfigError(source: source.path, problems: problems) }

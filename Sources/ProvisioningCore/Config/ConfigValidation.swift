@@ -5,6 +5,20 @@ extension GatewayConfig {
     /// Every meaning problem in the file, each with its key path. Empty means valid.
     /// `profiles`: the issuer kinds this build knows (`IssuerCatalog.profiles`); kind-specific
     /// rules (credentials, wire options, reference fields, resend safety) come from them.
+    /// A claim that expired could be taken over while its request still runs (and a retry would
+    /// reach the issuer a second time): `store.idempotency_ttl_seconds` must outlive the longest
+    /// deadline and the margin after which an unfinished claim counts as abandoned. Nil when it
+    /// does. A reload checks it again with the running store settings, which it cannot change.
+    public func idempotencyLifetimeProblem(running: Bool = false) -> ConfigProblem? {
+        let claimLife = longestDeadlineMS / 1000 + Int(Self.idempotencyAbandonMargin.components.seconds)
+        guard store.idempotencyTTLSeconds <= claimLife else { return nil }
+        let subject = running
+            ? "the running value, \(store.idempotencyTTLSeconds) (store settings change only at a restart), must be more than \(claimLife)"
+            : "must be more than \(claimLife)"
+        return ConfigProblem("store.idempotency_ttl_seconds", "\(subject): the longest deadline (\(longestDeadlineMS) ms) and "
+            + "\(Self.idempotencyAbandonMargin.components.seconds) s, so a key never expires while its request may run")
+    }
+
     public func validate(profiles: IssuerProfiles) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         if !(1...65_535).contains(server.port) && server.port != 0 {
@@ -257,14 +271,7 @@ extension GatewayConfig {
 
         if store.sqlite.path.isEmpty { problems.append(.init("store.sqlite.path", "must not be empty")) }
         if store.idempotencyTTLSeconds < 60 { problems.append(.init("store.idempotency_ttl_seconds", "must be at least 60")) }
-        // A claim that expired could be taken over while its request still runs (and a retry
-        // would reach the issuer a second time): it must outlive the longest deadline and the
-        // margin after which an unfinished claim counts as abandoned.
-        let claimLife = longestDeadlineMS / 1000 + Int(Self.idempotencyAbandonMargin.components.seconds)
-        if store.idempotencyTTLSeconds >= 60, store.idempotencyTTLSeconds <= claimLife {
-            problems.append(.init("store.idempotency_ttl_seconds", "must be more than \(claimLife): the longest deadline "
-                + "(\(longestDeadlineMS) ms) and \(Self.idempotencyAbandonMargin.components.seconds) s, so a key never expires while its request may run"))
-        }
+        if store.idempotencyTTLSeconds >= 60, let problem = idempotencyLifetimeProblem() { problems.append(problem) }
         if let postgres = store.postgres {
             if postgres.url.hasPrefix("env:") {
                 if SecretReference(parsing: postgres.url) == nil { problems.append(.init("store.postgres.url", "not a valid env:NAME reference")) }

@@ -176,6 +176,33 @@ import Testing
         }
     }
 
+    /// The store keeps running with the settings it started with, so a reload is checked with
+    /// them: deadlines that outgrow the running Idempotency-Key lifetime are refused (a key could
+    /// expire while its request still runs, and a duplicate would reach the issuer again), even when
+    /// the file raises the lifetime too.
+    @Test func aReloadsDeadlinesMustFitTheRunningIdempotencyLifetime() async throws {
+        let shortTTL = Self.replacing("vault:\n  key: sandbox", "vault:\n  key: sandbox\nstore:\n  idempotency_ttl_seconds: 60")
+        let file = try ReloadableFile(shortTTL)
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            try file.write { text in
+                try Self.replacing("  deadline_ms: 15000", "  deadline_ms: 60000")(
+                    try Self.replacing("vault:\n  key: sandbox", "vault:\n  key: sandbox\nstore:\n  idempotency_ttl_seconds: 86400")(text))
+            }
+            let refused = try await Self.reload(client)
+            #expect(refused.status == .unprocessableContent, "\(String(buffer: refused.body))")
+            #expect(refused.json["code"] as? String == "config_invalid")
+            let detail = try #require(refused.json["detail"] as? String)
+            #expect(detail.contains("store.idempotency_ttl_seconds") && detail.contains("the running value, 60"), "\(detail)")
+            #expect(try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json["deadline_ms"] as? Int == 15_000)
+            // A deadline that fits the running lifetime (20 s + 30 s < 60 s) is applied.
+            try file.write { text in try Self.replacing("  deadline_ms: 15000", "  deadline_ms: 20000")(try shortTTL(text)) }
+            let applied = try await Self.reload(client)
+            #expect(applied.status == .ok, "\(String(buffer: applied.body))")
+            #expect(try await RouteExplainAPITests.explain(client, card: "card_bridge_demo").json["deadline_ms"] as? Int == 20_000)
+        }
+    }
+
     static let twoBridgeEndpoints: @Sendable (String) throws -> String = { text in
         try Self.replacing("      - url: sandbox://bridge          # production: https://api.bridge.xyz/v0",
                            "      - url: sandbox://bridge/primary\n      - url: sandbox://bridge")(
