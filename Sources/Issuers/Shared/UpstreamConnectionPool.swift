@@ -137,9 +137,17 @@ final class UpstreamConnectionPool: Sendable {
                 }
             }
         } onCancel: {
-            // The caller left: the connection is in an unknown state, so it is closed, which ends the exchange.
+            // The caller left. The exchange, if it is still under way, leaves the connection in an
+            // unknown state, so the connection is closed, which ends it; one not yet started is
+            // never sent, and its connection goes back to the pool. Only the handler, on the
+            // connection's loop, knows which: once the exchange is over, the connection is the
+            // pool's again, and may be carrying another call's exchange.
             promise.fail(CancellationError())
-            channel.close(promise: nil)
+            channel.eventLoop.execute {
+                guard let context = try? channel.pipeline.syncOperations.context(handlerType: UpstreamExchangeHandler.self),
+                      let handler = context.handler as? UpstreamExchangeHandler else { return }
+                handler.cancel(promise.futureResult, context: context)
+            }
         }
     }
 
@@ -392,6 +400,8 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
     private let pool: UpstreamConnectionPool
     private let target: UpstreamConnectionPool.Target
     private var current: Current?
+    /// An exchange its caller gave up on before it reached this handler: it is not sent.
+    private var cancelledBeforeStart: EventLoopFuture<UpstreamHTTP.Response>?
 
     init(pool: UpstreamConnectionPool, target: UpstreamConnectionPool.Target) {
         self.pool = pool
@@ -400,6 +410,16 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let exchange = unwrapOutboundIn(data)
+        if let cancelled = cancelledBeforeStart {
+            cancelledBeforeStart = nil
+            if cancelled === exchange.promise.futureResult {
+                // Nothing of it was written: the connection is as clean as it came.
+                exchange.promise.fail(CancellationError())
+                promise?.fail(CancellationError())
+                pool.release(context.channel, target: target)
+                return
+            }
+        }
         guard current == nil, context.channel.isActive else {
             // Never two exchanges on one connection at once (the pool hands it to one caller).
             exchange.promise.fail(UpstreamTransportError.closedBeforeAnswer)
@@ -454,6 +474,17 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         finish(context, .failure(error), reusable: false)
         context.close(promise: nil)
+    }
+
+    /// The caller of `exchange` gave up: its exchange ends (closing the connection) if it is the one
+    /// under way, is never started if it has not reached this handler yet, and nothing happens
+    /// once it is over (the connection may be serving another exchange by now).
+    func cancel(_ exchange: EventLoopFuture<UpstreamHTTP.Response>, context: ChannelHandlerContext) {
+        if let current {
+            if current.promise.futureResult === exchange { finish(context, .failure(CancellationError()), reusable: false) }
+        } else {
+            cancelledBeforeStart = exchange
+        }
     }
 
     private func finish(_ context: ChannelHandlerContext, _ result: Result<UpstreamHTTP.Response, any Error>, reusable: Bool) {

@@ -234,6 +234,30 @@ import Testing
         }
     }
 
+    /// A caller that gave up before its exchange started sends nothing, and the warm connection it
+    /// had taken goes back to the pool for the next call (the caller's cancellation touches only its
+    /// own exchange; once that is over, the connection may be another call's).
+    @Test func aCallCancelledBeforeItsExchangeStartsSendsNothingAndKeepsTheConnection() async throws {
+        try await ScriptedUpstream.with { server in
+            let (error, status) = try await Self.with(Self.http()) { http in
+                #expect(try await Self.get(http, server.url).status == 200)
+                // Cancelled before it calls: it takes the idle connection, then finds itself cancelled.
+                let call = Task {
+                    while !Task.isCancelled { await Task.yield() }
+                    return await gatewayError { try await Self.get(http, server.url.appendingPathComponent("cancelled")) }
+                }
+                call.cancel()
+                let error = await call.value
+                return (error, try await Self.get(http, server.url).status)
+            }
+            #expect(error?.code == .upstreamUnavailable)
+            #expect(error?.condition == nil)
+            #expect(status == 200)
+            #expect(server.seen.map(\.head.uri) == ["/", "/"], "the cancelled call reached the issuer")
+            #expect(server.accepted == 1, "the connection was closed instead of going back to the pool")
+        }
+    }
+
     @Test func afterShutdownACallFailsWithoutConnecting() async throws {
         try await ScriptedUpstream.with { server in
             let http = Self.http()
