@@ -44,13 +44,21 @@ public struct Fault: Sendable, Equatable {
 
 /// The faults queued at one simulator, played in order, each for its count of requests.
 public actor SimulatorFaults {
+    /// The most faults one simulator holds queued: the queue is memory any client of the sandbox
+    /// can add to, so it has a bound (each fault already plays for up to 10,000 requests).
+    public static let maxQueued = 64
+
     private var queue: [Fault] = []
 
     public init() {}
 
-    public func add(_ fault: Fault) {
-        guard fault.count > 0 else { return }
+    /// False, and nothing queued, when `maxQueued` faults are already waiting.
+    @discardableResult
+    public func add(_ fault: Fault) -> Bool {
+        guard fault.count > 0 else { return true }
+        guard queue.count < Self.maxQueued else { return false }
         queue.append(fault)
+        return true
     }
 
     public func clear() { queue.removeAll() }

@@ -31,8 +31,12 @@ struct SandboxFaultRoutes: FaultInjection {
         guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode.rawValue) else {
             throw GatewayError(.notFound, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
-        await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
-                               retryAfterSeconds: config.retryAfterSeconds))
+        let queued = await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
+                                            retryAfterSeconds: config.retryAfterSeconds))
+        guard queued else {
+            throw GatewayError(.invalidRequest, "the simulator of \(config.issuer) at endpoint \(config.endpoint) already holds "
+                + "\(SimulatorFaults.maxQueued) faults: let them play or clear them (DELETE /v1/sandbox/faults); one fault can play for up to 10000 requests (count)")
+        }
         return await pending()
     }
 

@@ -3,6 +3,7 @@ import Gateway
 import GatewayTestSupport
 import GatewayServer
 import Hummingbird
+import Issuers
 import HummingbirdTesting
 import ProvisioningCore
 import Sandbox
@@ -186,6 +187,31 @@ struct FailoverTests {
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
             #expect(await sandbox.bridge.log.count == 1)
         }
+    }
+
+    /// The queue is memory every client of the sandbox can add to: one simulator holds at most
+    /// `SimulatorFaults.maxQueued` faults, the next is refused and nothing is added, and clearing
+    /// makes room again. A config that lists more for one simulator is refused at start-up.
+    @Test func aSimulatorsFaultQueueIsBounded() async throws {
+        try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
+            for _ in 0..<SimulatorFaults.maxQueued {
+                try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable"}"#)
+            }
+            let refused = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"unavailable"}"#)
+            #expect(refused.status == .badRequest && refused.json["code"] as? String == "invalid_request")
+            #expect((refused.json["detail"] as? String)?.contains("already holds \(SimulatorFaults.maxQueued) faults") == true, "\(refused.json)")
+            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            #expect((listed.json["faults"] as? [Any])?.count == SimulatorFaults.maxQueued)
+            // Another simulator has its own room.
+            try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"unavailable"}"#)
+            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable"}"#)
+        }
+        #expect(SandboxFaultConfig.maxQueued == SimulatorFaults.maxQueued)
+        var config = try ResilienceTests.config()
+        config.sandbox.faults = Array(repeating: SandboxFaultConfig(issuer: "bridge", mode: .unavailable), count: SandboxFaultConfig.maxQueued + 1)
+        let problems = config.validate(profiles: IssuerCatalog.profiles)
+        #expect(problems.contains { $0.path == "sandbox.faults" && $0.reason.contains("at most \(SandboxFaultConfig.maxQueued)") }, "\(problems)")
     }
 
     @Test func faultsFromTheConfigArePlayedFromTheStart() async throws {

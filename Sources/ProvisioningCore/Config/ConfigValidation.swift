@@ -295,6 +295,10 @@ extension GatewayConfig {
             problems += fault.problems(path: "sandbox.faults[\(index)]", issuers: issuers)
         }
         if !sandbox.faults.isEmpty && !sandbox.enabled { problems.append(.init("sandbox.faults", "need sandbox.enabled: true")) }
+        let perSimulator = Dictionary(grouping: sandbox.faults) { "\($0.issuer) endpoint \($0.endpoint)" }
+        for (simulator, faults) in perSimulator.sorted(by: { $0.key < $1.key }) where faults.count > SandboxFaultConfig.maxQueued {
+            problems.append(.init("sandbox.faults", "\(faults.count) faults for \(simulator): a simulator holds at most \(SandboxFaultConfig.maxQueued)"))
+        }
 
         let table = routing.table
         var seenCards = Set<String>()

@@ -591,6 +591,10 @@ public struct SandboxConfig: ConfigSection {
 /// One injected fault: the next `count` requests to `issuer`'s simulator (its endpoint number
 /// `endpoint`, 0 the first) get `mode`.
 public struct SandboxFaultConfig: Sendable, Codable, Equatable {
+    /// The most faults one simulator holds queued, from the config and the API together: the
+    /// queue is memory any client of the sandbox can add to.
+    public static let maxQueued = 64
+
     public enum Defaults {
         public enum Count: ConfigDefault { public static let value = 1 }
         public enum Endpoint: ConfigDefault { public static let value = 0 }
