@@ -142,6 +142,28 @@ import Testing
         }
     }
 
+    /// A member given twice can read as two requests (the gateway's parsers keep the first, a proxy
+    /// in front may keep the last): refused, whichever copy is the valid one.
+    @Test(arguments: [true, false])
+    func aMemberGivenTwiceWithDifferentValuesIsRefused(validFirst: Bool) async throws {
+        let body = try GatewayHarness.requestBody()
+        let text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let other = #""nonce":"\#(String(repeating: "A", count: 4000))""#
+        let json = validFirst ? String(text.dropLast()) + "," + other + "}" : "{" + other + "," + text.dropFirst()
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(json.utf8))
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect((response.json["detail"] as? String)?.contains("nonce: a member name is given more than once") == true, "\(response.json)")
+            #expect(await sandbox.bridge.log.count == 0)
+            // Copies that agree are refused too (I-JSON), and without the copy the body is served.
+            let same = String(text.dropLast()) + #","encryption_scheme":"ECC_V2","encryption_scheme":"ECC_V2"}"#
+            let twice = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(same.utf8))
+            expectProblem(twice, status: .badRequest, code: "invalid_request")
+            let once = String(text.dropLast()) + #","encryption_scheme":"ECC_V2"}"#
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(once.utf8)).status == .ok)
+        }
+    }
+
     @Test func anUnknownCard() async throws {
         try await GatewayHarness.run { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_nobody", body: try GatewayHarness.requestBody())

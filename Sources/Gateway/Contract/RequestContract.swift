@@ -137,6 +137,9 @@ public struct RequestContract: Sendable {
             if let body, !body.isEmpty {
                 if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
                     schema.check(value, into: &problems)
+                    if let place = DuplicateMembers.duplicate(in: body, parsed: value) {
+                        problems.append("\(place): a member name is given more than once")
+                    }
                 } else {
                     problems.append("the body is not valid JSON")
                 }

@@ -1,0 +1,111 @@
+import Foundation
+
+/// JSON lets an object name a member twice and leaves which one counts to the parser: Foundation's
+/// `JSONDecoder` keeps the first, its `JSONSerialization` the last, and a proxy, a firewall or an
+/// audit tap in front of the gateway may do either. A body that names a member twice can therefore
+/// mean different requests to different readers, so the contract refuses it (`invalid_request`),
+/// as I-JSON (RFC 7493) does and as it refuses a query parameter given twice.
+///
+/// Found without a parser of its own, on a body Foundation has already parsed as JSON: every
+/// member is one name and one `:` outside the strings, so the body names a member twice exactly
+/// when it has more such colons than the parsed objects (whose names are unique) have members.
+/// Only then is the place looked for, by comparing the parsed body (first name wins) with
+/// `JSONSerialization`'s reading of the same bytes (last name wins), which differ where a name is
+/// given again with another value; copies that say the same are refused without a place.
+enum DuplicateMembers {
+    /// Where `body` (parsed as `parsed`) names a member more than once: the member (`device.type`,
+    /// `certificates[1].k`) when its copies differ, "the body" when it cannot be told; nil when
+    /// every name is given once.
+    static func duplicate(in body: Data, parsed: JSONValue) -> String? {
+        guard colonsOutsideStrings(body) != members(parsed) else { return nil }
+        guard let lastWins = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+              let place = difference(parsed, lastWins, at: ""), !place.isEmpty else { return "the body" }
+        return place
+    }
+
+    /// The `:` of a JSON text that are not inside a string: one per member. (UTF-8 never puts an
+    /// ASCII byte inside a multi-byte character.)
+    static func colonsOutsideStrings(_ body: Data) -> Int {
+        body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int in
+            guard let base = bytes.baseAddress else { return 0 }
+            var colons = 0
+            var index = 0
+            let count = bytes.count
+            while index < count {
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: ":") {
+                    colons += 1
+                } else if byte == UInt8(ascii: "\"") {
+                    // A string: to its closing quote, the first not escaped (after an even run of
+                    // backslashes), found with memchr (most of a body is its strings).
+                    while index < count, let quote = memchr(base + index, Int32(UInt8(ascii: "\"")), count - index) {
+                        let at = base.distance(to: UnsafeRawPointer(quote))
+                        var backslashes = 0
+                        while at - backslashes - 1 >= index, bytes[at - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+                        index = at + 1
+                        if backslashes % 2 == 0 { break }
+                    }
+                }
+            }
+            return colons
+        }
+    }
+
+    /// The members of every object in `value`.
+    static func members(_ value: JSONValue) -> Int {
+        var total = 0
+        switch value {
+        case .object(let members):
+            total = members.count
+            for member in members.values {
+                switch member {
+                case .object, .array: total += Self.members(member)
+                default: break
+                }
+            }
+        case .array(let items):
+            for item in items {
+                switch item {
+                case .object, .array: total += members(item)
+                default: break
+                }
+            }
+        default: break
+        }
+        return total
+    }
+
+    private static func difference(_ first: JSONValue, _ last: Any, at path: String) -> String? {
+        switch first {
+        case .object(let members):
+            guard let other = last as? [String: Any], other.count == members.count else { return path }
+            for (name, value) in members {
+                // Other names: the object itself was given twice, differently.
+                guard let otherValue = other[name] else { return path }
+                if let found = difference(value, otherValue, at: path.isEmpty ? name : path + "." + name) { return found }
+            }
+            return nil
+        case .array(let items):
+            guard let other = last as? [Any], other.count == items.count else { return path }
+            for (index, item) in items.enumerated() {
+                if let found = difference(item, other[index], at: path + "[\(index)]") { return found }
+            }
+            return nil
+        case .string(let text):
+            return (last as? String) == text ? nil : path
+        case .integer(let number):
+            // An integer the other reading holds some other way (beyond Int64) is not compared.
+            guard !(last is String), !(last is NSNull), !(last is [Any]), !(last is [String: Any]) else { return path }
+            guard let other = last as? Int64 else { return nil }
+            return other == number ? nil : path
+        case .number:
+            return last is String || last is NSNull || last is [Any] || last is [String: Any] ? path : nil
+        case .bool(let flag):
+            guard let other = last as? Bool else { return path }
+            return other == flag ? nil : path
+        case .null:
+            return last is NSNull ? nil : path
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+@testable import Gateway
+import Testing
+
+/// A member name given twice can mean one request to a reader that keeps the first and another to
+/// one that keeps the last: the contract refuses it, and names where when the copies differ.
+@Suite struct DuplicateMembersTests {
+    static func difference(_ json: String) throws -> String? {
+        let body = Data(json.utf8)
+        return DuplicateMembers.duplicate(in: body, parsed: try JSONDecoder().decode(JSONValue.self, from: body))
+    }
+
+    @Test(arguments: [
+        (#"{"nonce":"a","nonce":"b"}"#, "nonce"),
+        (#"{"device":{"type":"phone","type":"watch"}}"#, "device.type"),
+        (#"{"certificates":["x",{"k":1,"k":2}]}"#, "certificates[1].k"),
+        (#"{"n":1,"n":2}"#, "n"),
+        (#"{"n":1,"n":"1"}"#, "n"),
+        (#"{"b":true,"b":false}"#, "b"),
+        (#"{"z":null,"z":"x"}"#, "z"),
+        (#"{"a":[1],"a":[1,2]}"#, "a"),
+        (#"{"o":{"x":"1"},"o":{"y":"1"}}"#, "o"),
+        // Copies that say the same thing are refused too, without a place.
+        (#"{"nonce":"a","nonce":"a"}"#, "the body"),
+        (#"{"d":{"t":"x","t":"x"}}"#, "the body"),
+        // The same name spelt with an escape is the same name.
+        (#"{"nonce":"a","non\u0063e":"b"}"#, "nonce"),
+    ])
+    func aNameGivenAgainWithAnotherValueIsFound(json: String, path: String) throws {
+        #expect(try Self.difference(json) == path)
+    }
+
+    /// Never a body that names each member once, whatever its values and its strings hold.
+    @Test(arguments: [
+        #"{"nonce":"a","device":{"type":"phone"},"certificates":["x","y"],"n":12,"f":1.5,"big":123456789012345678901234567890,"t":true,"z":null}"#,
+        #"{"f":0.1,"g":1e-7,"h":-0.0,"i":9223372036854775807,"j":-9223372036854775808,"k":18446744073709551615}"#,
+        #"{"s":"é\u00e9\ud83d\udcb3","e":"","a":[],"o":{}}"#,
+        #"{"colons":"a:b:c","quote":"x\":y","slash":"\\","k\":ey":":"}"#,
+        #"[1,"two",{"three":3}]"#,
+        #""just a string""#,
+    ])
+    func aBodyWithoutConflictingNamesPasses(json: String) throws {
+        #expect(try Self.difference(json) == nil)
+    }
+
+    /// Through the contract: the problem names the member, beside any other.
+    @Test func theContractRefusesItNamingTheMember() throws {
+        let contract = try RequestContract(spec: Data(contentsOf: URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml")))
+        let body = #"{"wallet_account_id":"WLT-1","device_id":"dev-1","wallet_account_id":"WLT-2"}"#
+        let problems = contract.problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [], header: { _ in nil },
+                                         body: Data(body.utf8))
+        #expect(problems == ["wallet_account_id: a member name is given more than once"])
+    }
+}
