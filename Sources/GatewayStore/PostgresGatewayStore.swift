@@ -247,17 +247,19 @@ public final class PostgresGatewayStore: GatewayStore {
     public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
         try await client.withTransaction(logger: logger) { connection in
             var found: CardRecord?
+            var storedReference = ""
             for try await (cardID, program, issuer, reference) in try await connection.query(
                 "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue) FOR UPDATE", logger: self.logger
             ).decode((String, String, String?, String).self) {
                 found = try StoreRows.card(id: cardID, program: program, issuer: issuer, referenceJSON: reference)
+                storedReference = reference
             }
             guard let card = found else { return nil }
             if let owners, !owners.contains(card.program) { return nil }
             try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
-            try await self.release(issuer: card.issuer?.rawValue, referenceJSON: StoreRows.referenceJSON(card.issuerReference),
-                                   program: card.program.rawValue, on: connection)
+            // The column as stored, as `write` releases it (not re-encoded).
+            try await self.release(issuer: card.issuer?.rawValue, referenceJSON: storedReference, program: card.program.rawValue, on: connection)
             if let event {
                 try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
                                       on: connection)

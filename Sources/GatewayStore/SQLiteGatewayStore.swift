@@ -235,8 +235,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             if let owners, !owners.contains(card.program) { return nil }
             try db.execute(sql: "DELETE FROM cards WHERE card_id = ?", arguments: [id.rawValue])
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [id.rawValue])
-            try Self.release(issuer: card.issuer?.rawValue, referenceJSON: StoreRows.referenceJSON(card.issuerReference),
-                             program: card.program.rawValue, db)
+            // The column as stored, as `write` releases it (not re-encoded).
+            try Self.release(issuer: card.issuer?.rawValue, referenceJSON: row[3], program: card.program.rawValue, db)
             if let event {
                 try Self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)), db)
             }

@@ -50,15 +50,16 @@ import Testing
             defer { connection.close() }
             try await connection.send(
                 "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "GET /v1/cards HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_nobody\r\n\r\n"
+                + "GET /v1/cards/%20 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n\r\n"
                 + "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Note: a\u{01}\r\n\r\n")
             #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
             let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
             #expect(answers.count == 3, "\(connection.text.prefix(600))")
             guard answers.count == 3 else { return }
             #expect(answers[0].hasPrefix("HTTP/1.1 200 "))
-            // The second is the gateway's own refusal (401: no such key), unchanged.
-            #expect(answers[1].hasPrefix("HTTP/1.1 401 "))
+            // The second is a route's own 400 (a card id that is a space), unchanged.
+            #expect(answers[1].hasPrefix("HTTP/1.1 400 "), "\(answers[1])")
+            #expect(answers[1].contains(#""code":"invalid_request""#))
             #expect(!answers[1].contains("could not be read as HTTP/1.1"))
             #expect(answers[2].hasPrefix("HTTP/1.1 400 "))
             #expect(answers[2].contains(#""code":"invalid_request""#))

@@ -135,7 +135,12 @@ public struct RequestContract: Sendable {
         for parameter in operation.headerParameters { check(parameter, header(parameter.name)) }
         if let schema = operation.body {
             if let body, !body.isEmpty {
-                if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
+                if Self.isUTF16Or32OrMarked(body) {
+                    // RFC 8259: JSON between systems is UTF-8, without a byte order mark. Foundation
+                    // would read UTF-16 and UTF-32 too, but nothing else on the way (a proxy's check,
+                    // the duplicate-name count) reads them alike.
+                    problems.append("the body must be UTF-8 JSON without a byte order mark")
+                } else if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
                     schema.check(value, into: &problems)
                     if let place = DuplicateMembers.duplicate(in: body, parsed: value) {
                         problems.append("\(place): a member name is given more than once")
@@ -148,6 +153,14 @@ public struct RequestContract: Sendable {
             }
         }
         return problems
+    }
+
+    /// A byte order mark, or the NUL bytes UTF-16 and UTF-32 put beside the first character of a
+    /// JSON text (always ASCII), within its first four bytes.
+    static func isUTF16Or32OrMarked(_ body: Data) -> Bool {
+        let start = body.prefix(4)
+        if start.starts(with: [0xEF, 0xBB, 0xBF]) || start.starts(with: [0xFE, 0xFF]) || start.starts(with: [0xFF, 0xFE]) { return true }
+        return start.count >= 2 && start.contains(0)
     }
 
     /// What is wrong with an already parsed JSON body for `operationID` (`problems` parses, then

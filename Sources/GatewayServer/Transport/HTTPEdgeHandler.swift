@@ -13,7 +13,8 @@ import ProvisioningCore
 ///   connection. This turns that bare answer into the gateway's own: `application/problem+json`,
 ///   code `invalid_request`, saying which rule of HTTP the request broke, never what it held. It
 ///   sees the parser's error on its way to Hummingbird's loop, and rewrites the one answer that loop
-///   writes for it: a `400` with `Content-Length: 0`, written after the error was seen. A 400
+///   writes for it: a `400` with `Content-Length: 0`, written after the error was seen and after
+///   every request read before it was answered. A 400
 ///   written by a route always has a problem body, so it is never touched; an error in the middle
 ///   of a body reaches the route, which answers it itself
 ///   (`BadInputTests.aMalformedChunkedBodyIsInvalidNotTooLarge`).
@@ -74,7 +75,9 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             written.futureResult.whenComplete { _ in channel.close(promise: nil) }
             context.write(data, promise: written)
             context.flush()
-        case .head(let head) where parseError != nil && head.status == .badRequest && head.headerFields[.contentLength] == "0":
+        case .head(let head) where parseError != nil && answers == requests && head.status == .badRequest
+            && head.headerFields[.contentLength] == "0":
+            // Every request read so far has its answer: this one is for the bytes that were not a request.
             let problem = ProblemResponse.rendered(Self.error(for: parseError!))
             var fields = head.headerFields
             fields[.contentType] = "application/problem+json"

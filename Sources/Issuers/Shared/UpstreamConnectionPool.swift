@@ -7,6 +7,7 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import ProvisioningCore
+import Synchronization
 
 /// What can go wrong on the way to an issuer, in the terms `UpstreamHTTP.map` needs: whether any
 /// byte of the request may have left (everything but `connect` and `waitedTooLong` says it may).
@@ -33,6 +34,15 @@ struct UpstreamExchange: Sendable {
     let body: ByteBuffer?
     let timeout: TimeAmount
     let promise: EventLoopPromise<UpstreamHTTP.Response>
+    /// Set by the caller's cancellation, from any thread: an exchange that finds it set when it
+    /// reaches the handler is never sent.
+    let cancellation = ExchangeCancellation()
+}
+
+final class ExchangeCancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func cancel() { flag.store(true, ordering: .releasing) }
+    var isCancelled: Bool { flag.load(ordering: .acquiring) }
 }
 
 /// HTTP/1.1 connections to one issuer's hosts on SwiftNIO, kept open between calls: a call takes an
@@ -137,11 +147,12 @@ final class UpstreamConnectionPool: Sendable {
                 }
             }
         } onCancel: {
-            // The caller left. The exchange, if it is still under way, leaves the connection in an
-            // unknown state, so the connection is closed, which ends it; one not yet started is
-            // never sent, and its connection goes back to the pool. Only the handler, on the
-            // connection's loop, knows which: once the exchange is over, the connection is the
-            // pool's again, and may be carrying another call's exchange.
+            // The caller left. An exchange not yet started is never sent (the handler checks the
+            // flag), and its connection goes back to the pool. One under way leaves the connection
+            // in an unknown state, so the connection is closed, which ends it. Only the handler,
+            // on the connection's loop, knows whether it is still under way: once it is over, the
+            // connection is the pool's again, and may be carrying another call's exchange.
+            exchange.cancellation.cancel()
             promise.fail(CancellationError())
             channel.eventLoop.execute {
                 guard let context = try? channel.pipeline.syncOperations.context(handlerType: UpstreamExchangeHandler.self),
@@ -400,8 +411,6 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
     private let pool: UpstreamConnectionPool
     private let target: UpstreamConnectionPool.Target
     private var current: Current?
-    /// An exchange its caller gave up on before it reached this handler: it is not sent.
-    private var cancelledBeforeStart: EventLoopFuture<UpstreamHTTP.Response>?
 
     init(pool: UpstreamConnectionPool, target: UpstreamConnectionPool.Target) {
         self.pool = pool
@@ -410,15 +419,13 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let exchange = unwrapOutboundIn(data)
-        if let cancelled = cancelledBeforeStart {
-            cancelledBeforeStart = nil
-            if cancelled === exchange.promise.futureResult {
-                // Nothing of it was written: the connection is as clean as it came.
-                exchange.promise.fail(CancellationError())
-                promise?.fail(CancellationError())
-                pool.release(context.channel, target: target)
-                return
-            }
+        if exchange.cancellation.isCancelled, current == nil, context.channel.isActive {
+            // Its caller left before it started: nothing of it is written, and the connection is
+            // as clean as it came.
+            exchange.promise.fail(CancellationError())
+            promise?.fail(CancellationError())
+            pool.release(context.channel, target: target)
+            return
         }
         guard current == nil, context.channel.isActive else {
             // Never two exchanges on one connection at once (the pool hands it to one caller).
@@ -476,14 +483,12 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    /// The caller of `exchange` gave up: its exchange ends (closing the connection) if it is the one
-    /// under way, is never started if it has not reached this handler yet, and nothing happens
-    /// once it is over (the connection may be serving another exchange by now).
+    /// The caller of `exchange` gave up: its exchange ends, closing the connection, if it is the one
+    /// under way; nothing happens once it is over (the connection may be serving another exchange
+    /// by now), and one not started yet is never sent (`write` checks its cancellation).
     func cancel(_ exchange: EventLoopFuture<UpstreamHTTP.Response>, context: ChannelHandlerContext) {
-        if let current {
-            if current.promise.futureResult === exchange { finish(context, .failure(CancellationError()), reusable: false) }
-        } else {
-            cancelledBeforeStart = exchange
+        if let current, current.promise.futureResult === exchange {
+            finish(context, .failure(CancellationError()), reusable: false)
         }
     }
 

@@ -54,3 +54,30 @@ import Testing
         #expect(problems == ["wallet_account_id: a member name is given more than once"])
     }
 }
+
+/// JSON between systems is UTF-8 (RFC 8259): UTF-16 and UTF-32 bodies, and byte order marks, are
+/// refused before they are parsed, since not every reader on the way reads them alike.
+@Suite struct BodyEncodingTests {
+    static let contract = Result { try RequestContract(spec: Data(contentsOf: URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"))) }
+
+    static func problems(_ body: Data) throws -> [String] {
+        try contract.get().problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [], header: { _ in nil },
+                                    body: body)
+    }
+
+    static let json = #"{"wallet_account_id":"WLT-1","device_id":"dev-1"}"#
+
+    @Test(arguments: [String.Encoding.utf16BigEndian, .utf16LittleEndian, .utf32BigEndian, .utf32LittleEndian, .utf16])
+    func otherEncodingsAreRefused(encoding: String.Encoding) throws {
+        let body = try #require(Self.json.data(using: encoding))
+        #expect(try Self.problems(body) == ["the body must be UTF-8 JSON without a byte order mark"])
+    }
+
+    @Test func aByteOrderMarkIsRefusedAndPlainUTF8Passes() throws {
+        #expect(try Self.problems(Data([0xEF, 0xBB, 0xBF]) + Data(Self.json.utf8)) == ["the body must be UTF-8 JSON without a byte order mark"])
+        #expect(try Self.problems(Data(Self.json.utf8)).isEmpty)
+        #expect(try Self.problems(Data(#"{"wallet_account_id":"WLT-é","device_id":"dev-1"}"#.utf8)).allSatisfy { !$0.contains("UTF-8") })
+    }
+}
