@@ -186,10 +186,29 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
         try await mapConflicts {
-            try await client.withTransaction(logger: logger) { connection in
-                try await self.write(card, owners: owners, event: event, on: connection)
+            try await rerunIfCreatedMeanwhile {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await self.write(card, owners: owners, event: event, on: connection)
+                }
             }
         }
+    }
+
+    /// Thrown inside a card write when the id it found free was created by another transaction
+    /// before its insert (which then waited for it and updated the new row): what that row held
+    /// (a reference to release, a vault entry sealed to another program) was never read, so the
+    /// transaction is rolled back and run again, and its second look finds and locks the row.
+    struct CardCreatedMeanwhile: Error {}
+
+    private func rerunIfCreatedMeanwhile<T>(_ body: () async throws -> T) async throws -> T {
+        for _ in 0..<2 {
+            do {
+                return try await body()
+            } catch where ((error as? PostgresTransactionError)?.closureError ?? error) is CardCreatedMeanwhile {
+                continue
+            }
+        }
+        return try await body()
     }
 
     /// The one card write. An existing row is locked; a row another transaction inserts meanwhile
@@ -222,6 +241,7 @@ public final class PostgresGatewayStore: GatewayStore {
             RETURNING (xmax = 0)
             """, logger: logger).decode(Bool.self) { result = inserted ? .created : .updated }
         guard result != .notOwned else { return result }
+        if before == nil, result == .updated { throw CardCreatedMeanwhile() }
         // A reference another program let go of stays that program's (schema 006); taking it
         // back (its own program's client, an admin, the CLI) makes it a card's again. Read after
         // the insert: a card deleted by a transaction still open when this one inserted its
@@ -290,9 +310,11 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await mapConflicts {
-            try await client.withTransaction(logger: logger) { connection in
-                for card in cards { _ = try await self.write(card, owners: nil, event: nil, on: connection) }
-                if let event { try await self.insert(event, on: connection) }
+            try await rerunIfCreatedMeanwhile {
+                try await client.withTransaction(logger: logger) { connection in
+                    for card in cards { _ = try await self.write(card, owners: nil, event: nil, on: connection) }
+                    if let event { try await self.insert(event, on: connection) }
+                }
             }
         }
     }

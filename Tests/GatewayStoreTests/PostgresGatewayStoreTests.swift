@@ -29,6 +29,37 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    /// Two writes of a card id that does not exist yet: the second finds it free, then its insert
+    /// waits for the first's and updates the new row. It is run again, so that it reads what that row
+    /// held: the reference it replaces is released to the card's program like any other.
+    @Test func aCardCreatedMeanwhileIsReadBeforeItIsChanged() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await store.migrate()
+            let held = StoreConformance.card("race", program: "acme", ref: "r0")
+            // Another transaction inserts the card and holds its commit for a while.
+            let holder = Task {
+                try await sql("""
+                    BEGIN;
+                    INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at)
+                    VALUES ('race', 'acme', 'bridge', '\(String(decoding: try SharedJSONFixture.reference(held), as: UTF8.self))', 0);
+                    SELECT pg_sleep(1.5);
+                    COMMIT;
+                    """)
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let result = try await store.putCard(StoreConformance.card("race", program: "acme", ref: "r1"), owners: ["acme"],
+                                                 event: StoreConformance.change("acme", "race"))
+            try await holder.value
+            #expect(result == .updated)
+            #expect(try await store.card("race") == StoreConformance.card("race", program: "acme", ref: "r1"))
+            // r0 was the card's until this write: it stays acme's.
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+                try await store.putCard(StoreConformance.card("thief", program: "evil", ref: "r0"), owners: ["evil"],
+                                        event: StoreConformance.change("evil", "thief"))
+            }
+        }
+    }
+
     @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(
@@ -102,5 +133,14 @@ struct PostgresGatewayStoreTests {
                 #expect(error.store == "postgres 127.0.0.1:1/gateway")
             }
         }
+    }
+}
+
+/// A reference's fields as the stores write them (sorted keys), for raw SQL.
+enum SharedJSONFixture {
+    static func reference(_ card: CardRecord) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(card.issuerReference.fields)
     }
 }
