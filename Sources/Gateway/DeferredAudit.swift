@@ -3,7 +3,7 @@ import Synchronization
 
 /// The successful attempt's audit event of a request with an Idempotency-Key, held back so the
 /// guard commits it in the same transaction as the answer it keeps for replays
-/// (`GatewayStore.completeIdempotencyKey(client:key:response:audit:)`): one synced commit instead
+/// (`GatewayStore.completeIdempotencyKey(client:key:claimedAt:response:audit:)`): one synced commit instead
 /// of two. The answer still goes out only once the event is committed. Failed attempts' events
 /// are never held: they are written as they happen, as without a key.
 ///

@@ -120,9 +120,9 @@ public struct IdempotencyGuard: Sendable {
                     // hear `idempotency_outcome_unknown` instead of waiting it out; should that
                     // write fail, the claim still turns abandoned when it is old enough.
                     if error.issuerOutcomeUnknown {
-                        try? await store.abandonIdempotencyKey(client: client, key: key)
+                        try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now)
                     } else if error.code != .internal || !error.afterIssuerAttempt {
-                        try? await store.releaseIdempotencyKey(client: client, key: key)
+                        try? await store.releaseIdempotencyKey(client: client, key: key, claimedAt: now)
                     }
                     deferred.settle(error)
                     throw error
@@ -131,7 +131,7 @@ public struct IdempotencyGuard: Sendable {
                 do {
                     let response = toStored(fresh)
                     let sealed = StoredResponse(status: response.status, body: try sealer.seal(response.body, client: client, key: key))
-                    try await store.completeIdempotencyKey(client: client, key: key, response: sealed, audit: held)
+                    try await store.completeIdempotencyKey(client: client, key: key, claimedAt: now, response: sealed, audit: held)
                 } catch {
                     // The answer cannot be kept, and it is not sent; the claim stays unfinished, so
                     // the key is never run again. Its events are still written on their own.

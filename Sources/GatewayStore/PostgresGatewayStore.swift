@@ -476,19 +476,28 @@ public final class PostgresGatewayStore: GatewayStore {
         return .inProgress
     }
 
-    public func completeIdempotencyKey(client clientID: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
+    public func completeIdempotencyKey(
+        client clientID: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]
+    ) async throws {
         let update: PostgresQuery = """
             UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
-            WHERE client_id = \(clientID.rawValue) AND key = \(key)
+            WHERE client_id = \(clientID.rawValue) AND key = \(key) AND created_at = \(StoreRows.milliseconds(claimedAt))
+            RETURNING 1
             """
+        /// The update, and whether it found the claim still this request's.
+        @Sendable func keep(_ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
+            var updated = 0
+            for try await _ in try await run(update).decode(Int.self) { updated += 1 }
+            guard updated == 1 else { throw StoreRows.claimLost(store: "postgres") }
+        }
         guard !audit.isEmpty else {
-            try await client.query(update, logger: logger)
+            try await keep { query in try await self.client.query(query, logger: self.logger) }
             return
         }
         // One transaction: the answer and its events both, or neither.
         do {
             try await client.withTransaction(logger: logger) { connection in
-                try await connection.query(update, logger: self.logger)
+                try await keep { query in try await connection.query(query, logger: self.logger) }
                 for event in audit { try await self.insertAudit(event) { query in try await connection.query(query, logger: self.logger) } }
             }
         } catch let error as PostgresTransactionError {
@@ -498,17 +507,19 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func abandonIdempotencyKey(client clientID: ClientID, key: String) async throws {
-        var binds = PostgresBindings(capacity: 2)
+    public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
+        var binds = PostgresBindings(capacity: 3)
         binds.append(clientID.rawValue)
         binds.append(key)
-        try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2"]), binds: binds), logger: logger)
+        binds.append(StoreRows.milliseconds(claimedAt))
+        try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3"]), binds: binds), logger: logger)
     }
 
-    public func releaseIdempotencyKey(client clientID: ClientID, key: String) async throws {
-        try await client.query(
-            "DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key) AND response_status IS NULL",
-            logger: logger)
+    public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
+        try await client.query("""
+            DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
+            AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
+            """, logger: logger)
     }
 
     @discardableResult

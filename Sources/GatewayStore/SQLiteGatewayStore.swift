@@ -476,25 +476,28 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
+    public func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
         // One savepoint in the group commit: the answer and its events both, or neither.
         try await batched { db in
-            try db.cachedStatement(sql: "UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ?")
-                .execute(arguments: [response.status, response.body, client.rawValue, key])
+            try db.cachedStatement(sql: """
+                UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ? AND created_at = ?
+                """).execute(arguments: [response.status, response.body, client.rawValue, key, StoreRows.milliseconds(claimedAt)])
+            guard db.changesCount == 1 else { throw StoreRows.claimLost(store: "sqlite") }
             try Self.insertAudit(audit, db)
         }
     }
 
-    public func abandonIdempotencyKey(client: ClientID, key: String) async throws {
+    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?", "?"])).execute(arguments: [client.rawValue, key])
+            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt)])
         }
     }
 
-    public func releaseIdempotencyKey(client: ClientID, key: String) async throws {
+    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND response_status IS NULL")
-                .execute(arguments: [client.rawValue, key])
+            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND created_at = ? AND response_status IS NULL")
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt)])
         }
     }
 

@@ -165,10 +165,20 @@ enum StoreRows {
     }
 
     /// Marks an unfinished claim abandoned: its claim time becomes the epoch, older than any
-    /// `staleBefore`, so `claim` answers `.abandoned` for it from now on. Placeholders: client id, key.
+    /// `staleBefore`, so `claim` answers `.abandoned` for it from now on. Only the claim made at
+    /// the given time: one taken over since is another request's. Placeholders: client id, key,
+    /// claim time (ms).
     static func abandonClaim(placeholders p: [String]) -> String {
-        precondition(p.count == 2)
-        return "UPDATE idempotency_keys SET created_at = 0 WHERE client_id = \(p[0]) AND key = \(p[1]) AND response_status IS NULL"
+        precondition(p.count == 3)
+        return """
+            UPDATE idempotency_keys SET created_at = 0
+            WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2]) AND response_status IS NULL
+            """
+    }
+
+    /// What a request is told when the key it claimed is no longer its own.
+    static func claimLost(store: String) -> StoreError {
+        StoreError(store: store, reason: "the Idempotency-Key's claim is no longer this request's (it expired and was taken over or purged): the answer was not kept")
     }
 
     /// Decides a claim from an existing row: an unfinished one claimed at or before `staleBefore`

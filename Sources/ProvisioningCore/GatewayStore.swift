@@ -100,13 +100,19 @@ public protocol GatewayStore: CardRegistry {
     /// Keeps the answer of a claim's request, and commits `audit` (its successful attempt's
     /// events) in the same transaction: both are kept or neither is. One synced commit instead of
     /// two for a request with an Idempotency-Key.
-    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws
+    ///
+    /// `claimedAt`, here and below, is the `now` the claim was acquired with: the key is the
+    /// request's only while its row still carries that time. A claim that expired and was taken
+    /// over by a later request, or was purged, is not this request's any more: completing it
+    /// throws a `StoreError` and writes nothing (the answer is not kept, so it is not sent, and
+    /// the other request's claim is left alone); releasing or abandoning it changes nothing.
+    func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws
     /// Forgets a claim whose request failed in a way worth retrying.
-    func releaseIdempotencyKey(client: ClientID, key: String) async throws
+    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws
     /// Marks an unfinished claim abandoned now, as if its request had died: its request ended
     /// without knowing whether the issuer acted, so every later claim of the key is `abandoned`
     /// and nothing runs it again. A finished claim keeps its answer.
-    func abandonIdempotencyKey(client: ClientID, key: String) async throws
+    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
     @discardableResult func purgeExpired(now: Date) async throws -> Int
     /// The request path's commits so far and the writes they held, for a store that groups
@@ -132,8 +138,8 @@ extension GatewayStore {
     public var commitCounts: StoreCommitCounts? { nil }
 
     /// Keeps the answer alone.
-    public func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse) async throws {
-        try await completeIdempotencyKey(client: client, key: key, response: response, audit: [])
+    public func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse) async throws {
+        try await completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: [])
     }
 
     /// Without an owner check or a security event (the sandbox's own seeding, tests). True when the card is new.

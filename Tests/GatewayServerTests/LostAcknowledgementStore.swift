@@ -17,8 +17,8 @@ final class LostAcknowledgementStore: GatewayStore {
     /// The next completion is committed, then reported as failed.
     func loseNextAcknowledgement() { armed.withLock { $0 = true } }
 
-    func completeIdempotencyKey(client: ClientID, key: String, response: StoredResponse, audit: [AuditEvent]) async throws {
-        try await inner.completeIdempotencyKey(client: client, key: key, response: response, audit: audit)
+    func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
+        try await inner.completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: audit)
         if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
     }
 
@@ -49,7 +49,11 @@ final class LostAcknowledgementStore: GatewayStore {
         try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
                                             staleBefore: staleBefore)
     }
-    func releaseIdempotencyKey(client: ClientID, key: String) async throws { try await inner.releaseIdempotencyKey(client: client, key: key) }
-    func abandonIdempotencyKey(client: ClientID, key: String) async throws { try await inner.abandonIdempotencyKey(client: client, key: key) }
+    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
+        try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
+    }
+    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
+        try await inner.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
+    }
     func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }
 }

@@ -91,7 +91,7 @@ import Testing
             try await store.migrate()
             #expect(try await StoreConformance.claim(store, "counted") == .acquired)
             let before = store.writer.batchesCommitted
-            try await store.completeIdempotencyKey(client: "acme", key: "counted", response: StoreConformance.answer,
+            try await store.completeIdempotencyKey(client: "acme", key: "counted", claimedAt: StoreConformance.instant(0), response: StoreConformance.answer,
                                                    audit: [StoreConformance.success("prv_counted")])
             #expect(store.writer.batchesCommitted == before + 1)
             try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(

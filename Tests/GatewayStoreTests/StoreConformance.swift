@@ -24,6 +24,7 @@ enum StoreConformance {
         .init(name: "an abandoned claim is never taken over", run: anAbandonedClaimIsNeverTakenOver),
         .init(name: "concurrent claims acquire once", run: concurrentClaimsAcquireOnce),
         .init(name: "a claim marked abandoned is abandoned at once", run: aClaimMarkedAbandonedIsAbandonedAtOnce),
+        .init(name: "a claim taken over is no longer its first request's", run: aClaimTakenOverIsNoLongerItsFirstRequests),
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
@@ -61,7 +62,7 @@ enum StoreConformance {
     ) async throws {
         try await store.migrate()
         #expect(try await claim(store, "kept") == .acquired)
-        try await store.completeIdempotencyKey(client: "acme", key: "kept", response: answer, audit: [success("prv_kept")])
+        try await store.completeIdempotencyKey(client: "acme", key: "kept", claimedAt: instant(0), response: answer, audit: [success("prv_kept")])
         #expect(try await store.auditEvents("prv_kept") == [success("prv_kept")])
         #expect(try await claim(store, "kept") == .replay(answer))
 
@@ -69,7 +70,7 @@ enum StoreConformance {
         #expect(try await claim(store, "lost") == .acquired)
         try await sql(refuseAudit)
         await #expect(throws: (any Error).self) {
-            try await store.completeIdempotencyKey(client: "acme", key: "lost", response: answer, audit: [success("prv_lost")])
+            try await store.completeIdempotencyKey(client: "acme", key: "lost", claimedAt: instant(0), response: answer, audit: [success("prv_lost")])
         }
         #expect(try await claim(store, "lost") == .inProgress)
         // Nor did the event slip in around the refusal: with the trigger gone, none is there.
@@ -88,9 +89,9 @@ enum StoreConformance {
         var kept = event
         kept.at = instant(1)
         #expect(try await claim(store, "once") == .acquired)
-        try await store.completeIdempotencyKey(client: "acme", key: "once", response: answer, audit: [event])
+        try await store.completeIdempotencyKey(client: "acme", key: "once", claimedAt: instant(0), response: answer, audit: [event])
         try await store.appendAudit(event)
-        try await store.completeIdempotencyKey(client: "acme", key: "once", response: answer, audit: [event])
+        try await store.completeIdempotencyKey(client: "acme", key: "once", claimedAt: instant(0), response: answer, audit: [event])
         #expect(try await store.auditEvents("prv_once") == [kept])
 
         var other = event
@@ -100,7 +101,7 @@ enum StoreConformance {
         // In a joint commit too: the answer is not kept with it.
         #expect(try await claim(store, "other") == .acquired)
         await #expect(throws: StoreError.self) {
-            try await store.completeIdempotencyKey(client: "acme", key: "other", response: answer, audit: [other])
+            try await store.completeIdempotencyKey(client: "acme", key: "other", claimedAt: instant(0), response: answer, audit: [other])
         }
         #expect(try await claim(store, "other") == .inProgress)
         #expect(try await store.auditEvents("prv_once") == [kept])
@@ -468,11 +469,11 @@ enum StoreConformance {
         #expect(try await claim("k1", "h9", "globex") == .acquired)
 
         let answer = StoredResponse(status: 200, body: Data(#"{"provisioning_id":"prv_1"}"#.utf8))
-        try await store.completeIdempotencyKey(client: "acme", key: "k1", response: answer)
+        try await store.completeIdempotencyKey(client: "acme", key: "k1", claimedAt: now, response: answer)
         #expect(try await claim("k1", "h1", "acme") == .replay(answer))
         #expect(try await claim("k1", "h2", "acme") == .mismatch)
         // A completed answer is never released.
-        try await store.releaseIdempotencyKey(client: "acme", key: "k1")
+        try await store.releaseIdempotencyKey(client: "acme", key: "k1", claimedAt: now)
         #expect(try await claim("k1", "h1", "acme") == .replay(answer))
 
         // An answer kept with its audit events: both are there.
@@ -480,13 +481,13 @@ enum StoreConformance {
         let success = AuditEvent(provisioningID: "prv_k3", at: instant(0), client: "acme", cardID: "card_k3", operation: .applePay,
                                  issuer: "bridge", endpoint: "https://bridge.example/v0", attempt: 1, outcome: .succeeded, errorCode: nil,
                                  upstreamStatus: 200, latencyMS: 12)
-        try await store.completeIdempotencyKey(client: "acme", key: "k3", response: answer, audit: [success])
+        try await store.completeIdempotencyKey(client: "acme", key: "k3", claimedAt: now, response: answer, audit: [success])
         #expect(try await claim("k3", "h1", "acme") == .replay(answer))
         #expect(try await store.auditEvents("prv_k3") == [success])
 
         // A released claim (the request failed, worth retrying) can be claimed again.
         #expect(try await claim("k2", "h1", "acme") == .acquired)
-        try await store.releaseIdempotencyKey(client: "acme", key: "k2")
+        try await store.releaseIdempotencyKey(client: "acme", key: "k2", claimedAt: now)
         #expect(try await claim("k2", "h1", "acme") == .acquired)
     }
 
@@ -495,7 +496,7 @@ enum StoreConformance {
         let answer = StoredResponse(status: 200, body: Data("{}".utf8))
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h1", now: instant(0), expiresAt: instant(10),
                                                     staleBefore: instant(-60)) == .acquired)
-        try await store.completeIdempotencyKey(client: "acme", key: "k", response: answer)
+        try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(0), response: answer)
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h1", now: instant(9), expiresAt: instant(19),
                                                     staleBefore: instant(-51)) == .replay(answer))
         // Past its expiry the key is free again, even for another body.
@@ -544,7 +545,7 @@ enum StoreConformance {
         }
         #expect(try await claim("k") == .acquired)
         #expect(try await claim("k", "h", client: "globex") == .acquired)
-        try await store.abandonIdempotencyKey(client: "acme", key: "k")
+        try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1))
         #expect(try await claim("k") == .abandoned)
         #expect(try await claim("k", "h2") == .mismatch)
         #expect(try await claim("k", "h", client: "globex") == .inProgress)
@@ -552,9 +553,41 @@ enum StoreConformance {
 
         let answer = StoredResponse(status: 200, body: Data("{}".utf8))
         #expect(try await claim("done") == .acquired)
-        try await store.completeIdempotencyKey(client: "acme", key: "done", response: answer)
-        try await store.abandonIdempotencyKey(client: "acme", key: "done")
+        try await store.completeIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1), response: answer)
+        try await store.abandonIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1))
         #expect(try await claim("done") == .replay(answer))
+    }
+
+    /// A claim is its request's only while its row carries the time it was made. Once it expired and
+    /// a later request took the key over (or it was purged), the first request can neither keep
+    /// its answer there (an error, nothing written: its answer is not sent) nor release or abandon
+    /// the later request's claim.
+    static func aClaimTakenOverIsNoLongerItsFirstRequests(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        func claim(at now: Double) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(now), expiresAt: instant(now + 60),
+                                                staleBefore: instant(now - 50))
+        }
+        #expect(try await claim(at: 0) == .acquired)
+        #expect(try await claim(at: 61) == .acquired, "the expired claim is taken over")
+        await #expect(throws: StoreError.self) {
+            try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(0), response: answer, audit: [success("prv_first")])
+        }
+        #expect(try await store.auditEvents("prv_first").isEmpty, "the first request's events went in with an answer that was not kept")
+        try await store.releaseIdempotencyKey(client: "acme", key: "k", claimedAt: instant(0))
+        try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(0))
+        #expect(try await claim(at: 62) == .inProgress, "the later request's claim was released or abandoned by the first")
+        // The later request keeps its answer; kept again (an acknowledgement lost), it is still its own.
+        try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(61), response: answer)
+        try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(61), response: answer)
+        #expect(try await claim(at: 63) == .replay(answer))
+        // A purged claim is nobody's.
+        #expect(try await store.claimIdempotencyKey(client: "acme", key: "p", requestHash: "h", now: instant(0), expiresAt: instant(5),
+                                                    staleBefore: instant(-50)) == .acquired)
+        #expect(try await store.purgeExpired(now: instant(6)) == 1)
+        await #expect(throws: StoreError.self) {
+            try await store.completeIdempotencyKey(client: "acme", key: "p", claimedAt: instant(0), response: answer)
+        }
     }
 
     static func concurrentClaimsAcquireOnce(_ store: any GatewayStore) async throws {

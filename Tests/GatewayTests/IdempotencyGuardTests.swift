@@ -20,12 +20,14 @@ struct IdempotencyGuardTests {
         return store
     }
 
-    /// The key held by a request that is still running.
-    static func holdKey(_ store: SQLiteGatewayStore) async throws {
+    /// The key held by a request that is still running; the time it was claimed at.
+    @discardableResult
+    static func holdKey(_ store: SQLiteGatewayStore) async throws -> Date {
         let now = Date()
         let claim = try await store.claimIdempotencyKey(client: client, key: key, requestHash: "hash", now: now,
                                                         expiresAt: now.addingTimeInterval(3600), staleBefore: now.addingTimeInterval(-3600))
         #expect(claim == .acquired)
+        return now
     }
 
     static func guardOn(_ store: SQLiteGatewayStore, clock: TestClock) -> IdempotencyGuard {
@@ -63,7 +65,7 @@ struct IdempotencyGuardTests {
 
     @Test func aDuplicateWaitingForTheFirstAnswerGetsIt() async throws {
         let store = try await Self.store()
-        try await Self.holdKey(store)
+        let claimedAt = try await Self.holdKey(store)
         let clock = TestClock()
         let sealer = ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256)))
         let duplicate = IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: .seconds(10), sealer: sealer,
@@ -81,7 +83,7 @@ struct IdempotencyGuardTests {
         }
         #expect(await clock.waitForSleepers())
         let body = try sealer.seal(Data("first answer".utf8), client: Self.client, key: Self.key)
-        try await store.completeIdempotencyKey(client: Self.client, key: Self.key, response: StoredResponse(status: 200, body: body))
+        try await store.completeIdempotencyKey(client: Self.client, key: Self.key, claimedAt: claimedAt, response: StoredResponse(status: 200, body: body))
         clock.advance(by: .seconds(1))
         #expect(await waiting.value == "first answer")
         #expect(clock.requestedSleeps == [.seconds(1)])
