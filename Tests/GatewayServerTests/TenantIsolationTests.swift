@@ -40,20 +40,25 @@ import Testing
         var config = try GatewayHarness.sandboxConfig()
         config.issuers["tmp"]?.programs = nil
         try await GatewayHarness.run(config: config) { client, sandbox in
-            let claimed = try await Self.put(client, "acme_steal", registration, key: Self.other)
-            #expect(claimed.status == .conflict)
-            #expect(claimed.json["code"] as? String == "issuer_reference_in_use")
-            // The answer names no card and no tenant.
-            let text = String(buffer: claimed.body)
-            #expect(!text.contains("card_") && !text.contains("demo"), "\(text)")
-            #expect(try await Self.send(client, .get, "/v1/cards/acme_steal", nil, Self.other).status == .notFound)
-            // So there is nothing to provision: no payload, no cardholder's name or address.
-            let apple = try await GatewayHarness.provision(client, card: "acme_steal", body: try GatewayHarness.requestBody(), key: Self.other)
-            #expect(apple.status == .notFound && apple.json["code"] as? String == "card_not_found")
-            let google = try await WalletFlowTests.googlePay(client, card: "acme_steal", json: WalletFlowTests.ids, key: Self.other)
-            #expect(google.status == .notFound && google.json["user_address"] == nil && google.json["display_name"] == nil)
-            #expect(await Self.upstreamCalls(sandbox) == 0)
+            try await Self.expectClaimRefused(client, sandbox, try await Self.put(client, "acme_steal", registration, key: Self.other))
         }
+    }
+
+    /// The other tenant's registration of `acme_steal` was refused: 409 naming no card and no
+    /// tenant, and nothing to provision (no payload, no cardholder's name or address), nothing sent.
+    static func expectClaimRefused(_ client: GatewayClient, _ sandbox: SandboxUpstreams, _ claimed: GatewayResponse,
+                                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(claimed.status == .conflict, sourceLocation: sourceLocation)
+        #expect(claimed.json["code"] as? String == "issuer_reference_in_use", sourceLocation: sourceLocation)
+        let text = String(buffer: claimed.body)
+        #expect(!text.contains("card_") && !text.contains("demo"), "\(text)", sourceLocation: sourceLocation)
+        #expect(try await Self.send(client, .get, "/v1/cards/acme_steal", nil, Self.other).status == .notFound, sourceLocation: sourceLocation)
+        let apple = try await GatewayHarness.provision(client, card: "acme_steal", body: try GatewayHarness.requestBody(), key: Self.other)
+        #expect(apple.status == .notFound && apple.json["code"] as? String == "card_not_found", sourceLocation: sourceLocation)
+        let google = try await WalletFlowTests.googlePay(client, card: "acme_steal", json: WalletFlowTests.ids, key: Self.other)
+        #expect(google.status == .notFound && google.json["user_address"] == nil && google.json["display_name"] == nil,
+                sourceLocation: sourceLocation)
+        #expect(await Self.upstreamCalls(sandbox) == 0, sourceLocation: sourceLocation)
     }
 
     /// A card deleted (or pointed elsewhere) by its tenant leaves its issuer reference that
@@ -63,15 +68,7 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let bridge = #"{"issuer":"bridge","program":"%@","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
             #expect(try await Self.send(client, .delete, "/v1/cards/card_bridge_demo", nil, GatewayHarness.demoKey).status == .noContent)
-            let claimed = try await Self.put(client, "acme_steal", String(format: bridge, "other"), key: Self.other)
-            #expect(claimed.status == .conflict)
-            #expect(claimed.json["code"] as? String == "issuer_reference_in_use")
-            let text = String(buffer: claimed.body)
-            #expect(!text.contains("card_") && !text.contains("demo"), "\(text)")
-            #expect(try await Self.send(client, .get, "/v1/cards/acme_steal", nil, Self.other).status == .notFound)
-            let apple = try await GatewayHarness.provision(client, card: "acme_steal", body: try GatewayHarness.requestBody(), key: Self.other)
-            #expect(apple.status == .notFound)
-            #expect(await Self.upstreamCalls(sandbox) == 0)
+            try await Self.expectClaimRefused(client, sandbox, try await Self.put(client, "acme_steal", String(format: bridge, "other"), key: Self.other))
             // The tenant it was taken from registers it again, under a new id, and provisions it.
             #expect(try await Self.put(client, "card_bridge_again", String(format: bridge, "demo"), key: GatewayHarness.demoKey).status == .created)
             let own = try await GatewayHarness.provision(client, card: "card_bridge_again", body: try GatewayHarness.requestBody())
