@@ -52,28 +52,20 @@ enum DuplicateMembers {
         }
     }
 
-    /// The members of every object in `value`.
+    /// The members of every object in `value` (scalars are not descended into).
     static func members(_ value: JSONValue) -> Int {
-        var total = 0
         switch value {
-        case .object(let members):
-            total = members.count
-            for member in members.values {
-                switch member {
-                case .object, .array: total += Self.members(member)
-                default: break
-                }
-            }
-        case .array(let items):
-            for item in items {
-                switch item {
-                case .object, .array: total += members(item)
-                default: break
-                }
-            }
-        default: break
+        case .object(let members): members.values.reduce(members.count) { $0 + nested($1) }
+        case .array(let items): items.reduce(0) { $0 + nested($1) }
+        default: 0
         }
-        return total
+    }
+
+    private static func nested(_ value: JSONValue) -> Int {
+        switch value {
+        case .object, .array: members(value)
+        default: 0
+        }
     }
 
     private static func difference(_ first: JSONValue, _ last: Any, at path: String) -> String? {
@@ -95,17 +87,22 @@ enum DuplicateMembers {
         case .string(let text):
             return (last as? String) == text ? nil : path
         case .integer(let number):
+            guard isNumber(last) else { return path }
             // An integer the other reading holds some other way (beyond Int64) is not compared.
-            guard !(last is String), !(last is NSNull), !(last is [Any]), !(last is [String: Any]) else { return path }
             guard let other = last as? Int64 else { return nil }
             return other == number ? nil : path
         case .number:
-            return last is String || last is NSNull || last is [Any] || last is [String: Any] ? path : nil
+            return isNumber(last) ? nil : path
         case .bool(let flag):
             guard let other = last as? Bool else { return path }
             return other == flag ? nil : path
         case .null:
             return last is NSNull ? nil : path
         }
+    }
+
+    /// What `JSONSerialization` gives for a number (or a boolean, which Foundation bridges alike).
+    private static func isNumber(_ value: Any) -> Bool {
+        !(value is String || value is NSNull || value is [Any] || value is [String: Any])
     }
 }
