@@ -8,9 +8,11 @@ public struct IdempotencyGuard: Sendable {
     public static let maxKeyLength = 255
     let store: any GatewayStore
     let ttl: Duration
-    /// How long a concurrent duplicate waits for the first request before giving up; also how old
-    /// an unfinished claim must be to count as abandoned (no request runs longer than its deadline).
-    /// An abandoned claim is never run again: its request may have reached the issuer.
+    /// How long a concurrent duplicate waits for the first request before giving up; also, with
+    /// the margin, how long this request's own claim, unfinished, counts as in progress (no request
+    /// runs longer than its deadline): the claim keeps that time, so a later request under another
+    /// deadline judges it by this one. An abandoned claim is never run again: its request may
+    /// have reached the issuer.
     let waitLimit: Duration
     let pollInterval: Duration
     /// Stored answers hold activation data and encrypted pass data: they are sealed at rest.
@@ -84,7 +86,7 @@ public struct IdempotencyGuard: Sendable {
                 claim = try await store.claimIdempotencyKey(
                     client: client, key: key, requestHash: requestHash, now: now,
                     expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
-                    staleBefore: now.addingTimeInterval(-Double((waitLimit + Self.abandonMargin).wholeMilliseconds) / 1000))
+                    abandonAt: now.addingTimeInterval(Double((waitLimit + Self.abandonMargin).wholeMilliseconds) / 1000))
             } catch {
                 throw GatewayError(.internal, "the store could not record the Idempotency-Key", cause: error)
             }

@@ -177,6 +177,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("006_released_issuer_references") { db in
             try db.execute(sql: StoreRows.releasedReferencesMigration)
         }
+        migrator.registerMigration("007_claim_abandon_time") { db in
+            try db.execute(sql: StoreRows.claimAbandonTimeMigration)
+        }
         return migrator
     }
 
@@ -455,24 +458,24 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Idempotency
 
-    public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+    public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
         async throws -> IdempotencyClaim
     {
         // One write (in a group commit: SQLite applies writes one at a time), so two claims
         // cannot both acquire; it returns once committed, before the upstream is called. A fresh
         // key is one statement (`StoreRows.claimUpsert`); only a key already held is read back.
         try await batched { db in
-            let nowMS = StoreRows.milliseconds(now)
-            try db.cachedStatement(sql: StoreRows.claimUpsert(placeholders: ["?", "?", "?", "?", "?", "?"]))
-                .execute(arguments: [client.rawValue, key, requestHash, nowMS, StoreRows.milliseconds(expiresAt), nowMS])
+            let nowMS = StoreRows.milliseconds(now), abandonMS = StoreRows.milliseconds(abandonAt)
+            try db.cachedStatement(sql: StoreRows.claimUpsert(placeholders: ["?", "?", "?", "?", "?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, requestHash, nowMS, StoreRows.milliseconds(expiresAt), abandonMS, nowMS])
             guard db.changesCount == 0 else { return .acquired }
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
                                              arguments: [client.rawValue, key]) else {
                 throw StoreError(store: "sqlite", reason: "an idempotency claim neither took its key nor found it held")
             }
             return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
-                                   body: row["response_body"], createdAt: row["created_at"], requestHash: requestHash,
-                                   staleBefore: StoreRows.milliseconds(staleBefore))
+                                   body: row["response_body"], createdAt: row["created_at"], abandonAt: row["abandon_at"],
+                                   requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
         }
     }
 

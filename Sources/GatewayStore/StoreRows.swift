@@ -153,25 +153,31 @@ enum StoreRows {
     /// takes over the row of an expired one (its answer cleared), and changes nothing when the key
     /// is held and unexpired; so a fresh key is one statement (on PostgreSQL one round trip), and
     /// the primary key still decides between concurrent claims, across instances. The
-    /// placeholders, in order: client id, key, request hash, now, expiry (milliseconds), now again.
+    /// placeholders, in order: client id, key, request hash, now, expiry, abandon time
+    /// (milliseconds), now again.
     static func claimUpsert(placeholders p: [String]) -> String {
-        precondition(p.count == 6)
+        precondition(p.count == 7)
         return """
-            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at) VALUES (\(p[0]), \(p[1]), \(p[2]), \(p[3]), \(p[4]))
+            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at, abandon_at)
+            VALUES (\(p[0]), \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]))
             ON CONFLICT (client_id, key) DO UPDATE SET request_hash = excluded.request_hash, response_status = NULL,
-                response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at
-            WHERE idempotency_keys.expires_at <= \(p[5])
+                response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at, abandon_at = excluded.abandon_at
+            WHERE idempotency_keys.expires_at <= \(p[6])
             """
     }
 
-    /// Marks an unfinished claim abandoned: its claim time becomes the epoch, older than any
-    /// `staleBefore`, so `claim` answers `.abandoned` for it from now on. Only the claim made at
-    /// the given time: one taken over since is another request's. Placeholders: client id, key,
-    /// claim time (ms).
+    /// Schema 007, the same on both stores: each claim keeps the time from which, unfinished, it
+    /// counts as abandoned (its own request's deadline and margin), instead of every later request
+    /// judging it by its own deadline. Rows kept before it have none (NULL).
+    static let claimAbandonTimeMigration = "ALTER TABLE idempotency_keys ADD COLUMN abandon_at BIGINT"
+
+    /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
+    /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:
+    /// one taken over since is another request's. Placeholders: client id, key, claim time (ms).
     static func abandonClaim(placeholders p: [String]) -> String {
         precondition(p.count == 3)
         return """
-            UPDATE idempotency_keys SET created_at = 0
+            UPDATE idempotency_keys SET created_at = 0, abandon_at = 0
             WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2]) AND response_status IS NULL
             """
     }
@@ -181,14 +187,17 @@ enum StoreRows {
         StoreError(store: store, reason: "the Idempotency-Key's claim is no longer this request's (it expired and was taken over or purged): the answer was not kept")
     }
 
-    /// Decides a claim from an existing row: an unfinished one claimed at or before `staleBefore`
-    /// (both in milliseconds) is abandoned.
-    static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, requestHash: String, staleBefore: Int64)
-        -> IdempotencyClaim
+    /// Decides a claim from an existing row (times in milliseconds): an unfinished one is
+    /// abandoned from its own abandon time on; one kept before schema 007 (`abandonAt` NULL) from
+    /// its claim time plus the asking request's window (`askerAbandonAt - now`), the rule before.
+    static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, abandonAt: Int64?, requestHash: String,
+                      now: Int64, askerAbandonAt: Int64) -> IdempotencyClaim
     {
         guard existingHash == requestHash else { return .mismatch }
-        guard let completedStatus, let body else { return createdAt <= staleBefore ? .abandoned : .inProgress }
+        guard let completedStatus, let body else {
+            let abandonedFrom = abandonAt ?? createdAt + (askerAbandonAt - now)
+            return abandonedFrom <= now ? .abandoned : .inProgress
+        }
         return .replay(StoredResponse(status: completedStatus, body: body))
     }
 }
-

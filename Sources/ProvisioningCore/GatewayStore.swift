@@ -92,10 +92,14 @@ public protocol GatewayStore: CardRegistry {
     func appendAudit(_ event: AuditEvent) async throws
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]
 
-    /// Claims `key` for this request. An unfinished claim made at or before `staleBefore` belonged
-    /// to a request that died (a crash, a killed instance) and is `abandoned`: never taken over,
-    /// since that request may have reached the issuer before it died.
-    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+    /// Claims `key` for this request. The claim keeps `abandonAt`, the time from which, still
+    /// unfinished, it belonged to a request that died (a crash, a killed instance) and is
+    /// `abandoned`: never taken over, since that request may have reached the issuer before it
+    /// died. Each claim carries its own time, set from the deadline its request ran under, so a
+    /// later request under a shorter deadline (a reload lowered it, another instance runs another
+    /// file) never mistakes a request still running for a dead one. A claim kept before schema 007
+    /// has none and is judged by the asking request's window (`abandonAt - now`).
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
         async throws -> IdempotencyClaim
     /// Keeps the answer of a claim's request, and commits `audit` (its successful attempt's
     /// events) in the same transaction: both are kept or neither is. One synced commit instead of

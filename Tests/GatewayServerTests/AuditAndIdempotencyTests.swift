@@ -260,7 +260,7 @@ import Testing
             #expect(try await Self.requestsCounted(client, outcome: "succeeded") == nil)
             try await database.write { db in
                 try db.execute(sql: "DROP TRIGGER refuse_answer")
-                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-79'")
+                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000, abandon_at = abandon_at - 3600000 WHERE key = 'order-79'")
             }
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-79")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
@@ -381,7 +381,7 @@ import Testing
             // Make the claim look as old as an abandoned one: its request can no longer be running.
             let database = try DatabaseQueue(path: store.path)
             try await database.write { db in
-                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000 WHERE key = 'order-78'")
+                try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000, abandon_at = abandon_at - 3600000 WHERE key = 'order-78'")
             }
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-78")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")

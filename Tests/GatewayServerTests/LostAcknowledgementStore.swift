@@ -43,11 +43,11 @@ final class LostAcknowledgementStore: GatewayStore {
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
     func appendAudit(_ event: AuditEvent) async throws { try await inner.appendAudit(event) }
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }
-    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, staleBefore: Date)
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
         async throws -> IdempotencyClaim
     {
         try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
-                                            staleBefore: staleBefore)
+                                            abandonAt: abandonAt)
     }
     func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)

@@ -72,6 +72,12 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)
+        }
+    }
+
     @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(

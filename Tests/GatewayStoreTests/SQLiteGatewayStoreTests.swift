@@ -101,6 +101,12 @@ import Testing
         }
     }
 
+    @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
+        try await withStore { store in
+            try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: Self.sql(store))
+        }
+    }
+
     @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
         try await withStore { store in
             try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(

@@ -39,12 +39,12 @@ enum StoreConformance {
     typealias RawSQL = @Sendable (String) async throws -> Void
 
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
-                           "006_released_issuer_references"]
+                           "006_released_issuer_references", "007_claim_abandon_time"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
         return try await store.claimIdempotencyKey(client: "acme", key: key, requestHash: "h", now: now, expiresAt: now.addingTimeInterval(60),
-                                                   staleBefore: now.addingTimeInterval(-60))
+                                                   abandonAt: now.addingTimeInterval(60))
     }
 
     /// A provisioning's successful attempt, at `at`.
@@ -457,10 +457,10 @@ enum StoreConformance {
 
     static func idempotencyReplaysAndRefusesReuse(_ store: any GatewayStore) async throws {
         try await store.migrate()
-        let now = instant(0), expires = instant(3600), stale = instant(-60)
+        let now = instant(0), expires = instant(3600), abandon = instant(60)
         let claim = { (key: String, hash: String, client: String) in
             try await store.claimIdempotencyKey(client: ClientID(client), key: key, requestHash: hash, now: now, expiresAt: expires,
-                                                staleBefore: stale)
+                                                abandonAt: abandon)
         }
         #expect(try await claim("k1", "h1", "acme") == .acquired)
         #expect(try await claim("k1", "h1", "acme") == .inProgress)
@@ -495,43 +495,65 @@ enum StoreConformance {
         try await store.migrate()
         let answer = StoredResponse(status: 200, body: Data("{}".utf8))
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h1", now: instant(0), expiresAt: instant(10),
-                                                    staleBefore: instant(-60)) == .acquired)
+                                                    abandonAt: instant(60)) == .acquired)
         try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(0), response: answer)
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h1", now: instant(9), expiresAt: instant(19),
-                                                    staleBefore: instant(-51)) == .replay(answer))
+                                                    abandonAt: instant(69)) == .replay(answer))
         // Past its expiry the key is free again, even for another body.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(11), expiresAt: instant(21),
-                                                    staleBefore: instant(-49)) == .acquired)
+                                                    abandonAt: instant(71)) == .acquired)
 
         _ = try await store.claimIdempotencyKey(client: "acme", key: "old1", requestHash: "h", now: instant(0), expiresAt: instant(5),
-                                                staleBefore: instant(-60))
+                                                abandonAt: instant(60))
         _ = try await store.claimIdempotencyKey(client: "acme", key: "old2", requestHash: "h", now: instant(0), expiresAt: instant(6),
-                                                staleBefore: instant(-60))
+                                                abandonAt: instant(60))
         #expect(try await store.purgeExpired(now: instant(7)) == 2)
         #expect(try await store.purgeExpired(now: instant(7)) == 0)
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(12), expiresAt: instant(22),
-                                                    staleBefore: instant(-48)) == .inProgress)
+                                                    abandonAt: instant(72)) == .inProgress)
     }
 
     static func anAbandonedClaimIsNeverTakenOver(_ store: any GatewayStore) async throws {
         try await store.migrate()
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(0), expiresAt: instant(3600),
-                                                    staleBefore: instant(-20)) == .acquired)
+                                                    abandonAt: instant(20)) == .acquired)
         // Still young: in progress.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(10), expiresAt: instant(3600),
-                                                    staleBefore: instant(-10)) == .inProgress)
+                                                    abandonAt: instant(30)) == .inProgress)
         // Older than any request can run: its request died, perhaps after reaching the issuer, so
         // nobody runs it again; asking again changes nothing.
         for now in [30.0, 40.0] {
             #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(now), expiresAt: instant(3600),
-                                                        staleBefore: instant(now - 20)) == .abandoned)
+                                                        abandonAt: instant(now + 20)) == .abandoned)
         }
         // Another request under the key is still refused as a reuse.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(50), expiresAt: instant(3600),
-                                                    staleBefore: instant(30)) == .mismatch)
+                                                    abandonAt: instant(70)) == .mismatch)
         // Past its expiry the key is free again.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(3600), expiresAt: instant(7200),
-                                                    staleBefore: instant(3580)) == .acquired)
+                                                    abandonAt: instant(3620)) == .acquired)
+    }
+
+    /// A claim is judged by the abandon time it was made with, not by the asking request's: a
+    /// request that runs under a longer deadline (before a reload lowered it, or on an instance
+    /// with another file) is still running, not dead, when a later request with a shorter window
+    /// asks. A claim kept before schema 007 (no abandon time) is judged by the asker's window.
+    static func aClaimIsJudgedByItsOwnAbandonTime(_ store: any GatewayStore, sql: RawSQL) async throws {
+        try await store.migrate()
+        func claim(_ key: String, at now: Double, window: Double) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(client: "acme", key: key, requestHash: "h", now: instant(now), expiresAt: instant(3600),
+                                                abandonAt: instant(now + window))
+        }
+        #expect(try await claim("long", at: 0, window: 100) == .acquired)
+        #expect(try await claim("long", at: 30, window: 10) == .inProgress, "a shorter window does not make the running request dead")
+        #expect(try await claim("long", at: 99, window: 10) == .inProgress)
+        #expect(try await claim("long", at: 100, window: 10) == .abandoned, "from its own abandon time on")
+        #expect(try await claim("long", at: 100, window: 500) == .abandoned, "a longer window does not revive it")
+
+        #expect(try await claim("legacy", at: 0, window: 100) == .acquired)
+        try await sql("UPDATE idempotency_keys SET abandon_at = NULL WHERE key = 'legacy'")
+        #expect(try await claim("legacy", at: 30, window: 50) == .inProgress, "a pre-007 claim: 0 + 50 is later than 30")
+        #expect(try await claim("legacy", at: 30, window: 10) == .abandoned, "a pre-007 claim: 0 + 10 is earlier than 30")
     }
 
     /// A claim whose request ended without knowing what the issuer did is marked abandoned: young
@@ -541,7 +563,7 @@ enum StoreConformance {
         try await store.migrate()
         func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme") async throws -> IdempotencyClaim {
             try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash, now: instant(now), expiresAt: instant(now + 3600),
-                                                staleBefore: instant(now - 600))
+                                                abandonAt: instant(now + 600))
         }
         #expect(try await claim("k") == .acquired)
         #expect(try await claim("k", "h", client: "globex") == .acquired)
@@ -566,7 +588,7 @@ enum StoreConformance {
         try await store.migrate()
         func claim(at now: Double) async throws -> IdempotencyClaim {
             try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(now), expiresAt: instant(now + 60),
-                                                staleBefore: instant(now - 50))
+                                                abandonAt: instant(now + 50))
         }
         #expect(try await claim(at: 0) == .acquired)
         #expect(try await claim(at: 61) == .acquired, "the expired claim is taken over")
@@ -583,7 +605,7 @@ enum StoreConformance {
         #expect(try await claim(at: 63) == .replay(answer))
         // A purged claim is nobody's.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "p", requestHash: "h", now: instant(0), expiresAt: instant(5),
-                                                    staleBefore: instant(-50)) == .acquired)
+                                                    abandonAt: instant(50)) == .acquired)
         #expect(try await store.purgeExpired(now: instant(6)) == 1)
         await #expect(throws: StoreError.self) {
             try await store.completeIdempotencyKey(client: "acme", key: "p", claimedAt: instant(0), response: answer)
@@ -596,7 +618,7 @@ enum StoreConformance {
             for _ in 0..<12 {
                 group.addTask {
                     try await store.claimIdempotencyKey(client: "acme", key: "race", requestHash: "h", now: instant(0),
-                                                        expiresAt: instant(3600), staleBefore: instant(-60))
+                                                        expiresAt: instant(3600), abandonAt: instant(60))
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }

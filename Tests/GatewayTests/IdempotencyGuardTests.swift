@@ -25,7 +25,7 @@ struct IdempotencyGuardTests {
     static func holdKey(_ store: SQLiteGatewayStore) async throws -> Date {
         let now = Date()
         let claim = try await store.claimIdempotencyKey(client: client, key: key, requestHash: "hash", now: now,
-                                                        expiresAt: now.addingTimeInterval(3600), staleBefore: now.addingTimeInterval(-3600))
+                                                        expiresAt: now.addingTimeInterval(3600), abandonAt: now.addingTimeInterval(3600))
         #expect(claim == .acquired)
         return now
     }
@@ -288,6 +288,42 @@ struct IdempotencyGuardTests {
         #expect(clock.requestedSleeps.count == sleeps, "an abandoned claim is not waited for")
         // Another request under the same key is still a reuse.
         #expect(await Self.runFailing(idempotency, hash: "other", code: nil).error?.code == .idempotencyKeyReused)
+    }
+
+    /// A claim made under a long deadline stays in progress for its own deadline and margin, even
+    /// when the request asking runs under a shorter one (a reload lowered `deadline_ms`): a
+    /// duplicate is told to retry later, not that the outcome is unknown and a new key is needed,
+    /// which would provision twice if the first request then succeeded.
+    @Test func aClaimMadeUnderALongerDeadlineStaysInProgressForAShorterOne() async throws {
+        let store = try await Self.store()
+        let wall = WallTime()
+        let clock = TestClock()
+        let sealer = ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256)))
+        func guardWaiting(_ waitLimit: Duration) -> IdempotencyGuard {
+            IdempotencyGuard(store: store, ttl: .seconds(3600), waitLimit: waitLimit, sealer: sealer, pollInterval: .seconds(1),
+                             clock: GatewayClock(clock), wallTime: { wall.now })
+        }
+        // Before the reload: 60 s. Its request's claim stays unfinished (here: its answer could not
+        // be recorded, so the claim is kept, as a request still running keeps it).
+        let first = await Self.runFailing(guardWaiting(.seconds(60)), hash: "hash", code: .internal)
+        #expect(first.ran && first.error?.code == .internal)
+
+        // After it: 10 s. 45 s on, past 10 s and the margin but within 60 s and the margin.
+        wall.advance(seconds: 45)
+        let waiting = Task { await Self.runFailing(guardWaiting(.seconds(10)), hash: "hash", code: nil) }
+        #expect(await clock.waitForSleepers(), "the duplicate waits for the request still running")
+        for _ in 1...10 {
+            clock.advance(by: .seconds(1))
+            _ = await clock.waitForSleepers()
+        }
+        let duplicate = await waiting.value
+        #expect(!duplicate.ran)
+        #expect(duplicate.error?.code == .idempotencyKeyInProgress)
+
+        // Past its own deadline and margin (60 + 30 s): its request is dead, never run again.
+        wall.advance(seconds: 46)
+        let late = await Self.runFailing(guardWaiting(.seconds(10)), hash: "hash", code: nil)
+        #expect(!late.ran && late.error?.code == .idempotencyOutcomeUnknown)
     }
 
     /// The key's rule is the spec's (visible ASCII without `%`, 1 to 255), checked before the store
