@@ -47,6 +47,37 @@ enum ConnectorScenarios {
         }
     }
 
+    /// Error codes an issuer may send, each with whether the gateway may repeat it in the error's
+    /// detail (which reaches the caller and the logs): a name from a vocabulary yes; a card number,
+    /// an echoed credential, terminal escapes or a novel no, left out whole.
+    static let errorCodes: [(code: String, shown: Bool)] = [
+        ("invalid_nonce", true),
+        ("card.not-found.v2", true),
+        ("invalid_nonce pan=4111111111111111", false),
+        ("4111111111111111", false),
+        ("bad key sk_live_0123456789abcdef", false),
+        ("x\u{1B}[31mred", false),
+        (String(repeating: "a", count: 101), false),
+        ("code\nInjected: header", false),
+    ]
+
+    /// An issuer's 400 whose error body (`body(code)`) carries each code of `errorCodes`: the
+    /// refusal is `upstream_rejected` either way, and its detail holds the code only when it
+    /// reads as one.
+    static func anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(body: (String) throws -> Data, card: CardRecord,
+                                                                  make: MakeConnector) async throws {
+        for (code, shown) in errorCodes {
+            let (result, _) = try await replay(status: .badRequest, body: try body(code), card: card, make: make)
+            guard case .failure(let error) = result else { Issue.record("HTTP 400 was taken as a success"); continue }
+            #expect(error.code == .upstreamRejected)
+            #expect(error.detail.contains("(\(code))") == shown, "\(error.detail)")
+            if !shown {
+                #expect(!error.detail.contains("4111") && !error.detail.contains("sk_live") && !error.detail.contains("\u{1B}")
+                        && !error.detail.contains("aaaaaaaaaa") && !error.detail.contains("\n"), "\(error.detail)")
+            }
+        }
+    }
+
     static let garbageBodies: [String] = [
         "<html>502 Bad Gateway</html>",
         "{}",

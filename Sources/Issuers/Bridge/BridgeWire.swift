@@ -115,9 +115,11 @@ enum BridgeWire {
         let errors: [Item]?
 
         /// The code and the fields at fault, for the error's detail: only names (letters, digits,
-        /// `_`, `-`, `.`, `,`), at most 100 characters, never the message text.
+        /// `_`, `-`, `.`, `,`), at most 100 characters, never the message text. A code that does not
+        /// read as one is left out here, so the fields are still named, and the whole is checked
+        /// again where every connector's code is (`UpstreamStatus.shownCode`).
         var summary: String? {
-            if let code {
+            if let code = UpstreamStatus.shownCode(code) {
                 let fields = (source?.key ?? name).map { String($0.prefix(100).filter { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.,".contains($0)) }) }
                 return [code, fields.flatMap { $0.isEmpty ? nil : "field \($0)" }].compactMap { $0 }.joined(separator: ", ")
             }

@@ -165,4 +165,9 @@ import Testing
             LiveVerdict.expectDocumentedAnswer(error, issuer: "bridge", documentedRejections: [400])
         }
     }
+
+    @Test func anErrorCodeIsRepeatedOnlyWhenItReadsAsOne() async throws {
+        try await ConnectorScenarios.anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(
+            body: { try JSONSerialization.data(withJSONObject: ["code": $0, "message": "refused"]) }, card: Self.card, make: Self.connector())
+    }
 }

@@ -316,6 +316,12 @@ import Testing
             }
         }
     }
+
+    @Test func anErrorCodeIsRepeatedOnlyWhenItReadsAsOne() async throws {
+        try await ConnectorScenarios.anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(
+            body: { try JSONSerialization.data(withJSONObject: ["error_code": $0, "error_message": "refused"]) }, card: Self.card,
+            make: Self.connector())
+    }
 }
 
 /// `MARQETA_BASE_URL`, `MARQETA_APPLICATION_TOKEN`, `MARQETA_ACCESS_TOKEN`, `MARQETA_CARD_TOKEN`.

@@ -84,4 +84,9 @@ import Testing
             LiveVerdict.expectDocumentedAnswer(error, issuer: "tmp", documentedRejections: [])
         }
     }
+
+    @Test func anErrorCodeIsRepeatedOnlyWhenItReadsAsOne() async throws {
+        try await ConnectorScenarios.anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(
+            body: { try JSONSerialization.data(withJSONObject: ["errorCode": $0]) }, card: Self.card, make: Self.connector())
+    }
 }
