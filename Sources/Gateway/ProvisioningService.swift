@@ -358,7 +358,7 @@ public struct ProvisioningService: Sendable {
             metrics?.request(operation: operation.rawValue, outcome: error.code.rawValue)
             logger.notice("\(operation.rawValue) failed", metadata: Self.failureMetadata(error))
             throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
-                .outcomeUnknown(trail.outcomeUnknown || (trail.upstreamCalled && Task.isCancelled))
+                .outcomeUnknown(operation.actsAtTheIssuer && (trail.outcomeUnknown || (trail.upstreamCalled && Task.isCancelled)))
         }
     }
 
@@ -449,19 +449,27 @@ public struct ProvisioningService: Sendable {
 
     /// A stored answer is replayed only while the card is still one of the client's: not after it
     /// was deleted, moved to another program, or the client lost the program.
-    public func authorizeReplay(cardID: CardID, client: Client) async throws(GatewayError) {
+    public func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
+        guard let cardID else {
+            // An activation without a card: replayed only while the client may still make one.
+            guard client.activationsWithoutCard else {
+                throw GatewayError(.forbidden,
+                    "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
+            }
+            return
+        }
         guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called. The
     /// answer is replayed only once this is written.
     public func recordReplay(
-        provisioningID: ProvisioningID, cardID: CardID, client: Client, operation: AuditOperation, logger: Logger? = nil
+        provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, logger: Logger? = nil
     ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         let event = AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID, operation: operation, issuer: nil,
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
         try await record(event, logger: logger)
     }

@@ -158,26 +158,41 @@ struct APIHandler: APIProtocol {
     }
 
     func suspendWalletToken(_ input: Operations.SuspendWalletToken.Input) async throws -> Operations.SuspendWalletToken.Output {
-        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .suspend))))
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .suspend,
+                                                   idempotencyKey: input.headers.idempotencyKey))))
     }
 
     func resumeWalletToken(_ input: Operations.ResumeWalletToken.Input) async throws -> Operations.ResumeWalletToken.Output {
-        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .resume))))
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .resume,
+                                                   idempotencyKey: input.headers.idempotencyKey))))
     }
 
     func deactivateWalletToken(_ input: Operations.DeactivateWalletToken.Input) async throws -> Operations.DeactivateWalletToken.Output {
-        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .deactivate))))
+        .ok(.init(body: .json(try await transition(cardID: input.path.cardId, tokenID: input.path.tokenId, .deactivate,
+                                                   idempotencyKey: input.headers.idempotencyKey))))
     }
 
-    private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction) async throws -> Components.Schemas.WalletTokenTransition {
+    /// A token's transition, under the Idempotency-Key when one is sent: a retry of one whose
+    /// outcome is unknown is never sent again (neither Marqeta nor Lithic has a key of its own),
+    /// and a retry of one that was answered replays that answer.
+    private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction, idempotencyKey: String?)
+        async throws -> Components.Schemas.WalletTokenTransition
+    {
         let client = try Self.client()
         let cardID = try Self.cardID(text)
-        // The service checks the token id before anything else.
-        let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
-                                                             logger: RequestScope.logger)
-        return .init(provisioningId: change.provisioningID.rawValue, tokenId: change.tokenID, issuer: change.issuer.rawValue,
-                     action: .init(rawValue: action.rawValue)!,
-                     outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
+        let operation = AuditOperation(action)
+        let outcome = try await idempotency.run(
+            client: client.id, key: idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: ["token_id": tokenID], operation: operation),
+            stored: { StoredResponse(status: 200, body: Self.encode($0)) }
+        ) { () async throws(GatewayError) -> Components.Schemas.WalletTokenTransition in
+            // The service checks the token id before anything else.
+            let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
+                                                                 logger: RequestScope.logger)
+            return .init(provisioningId: change.provisioningID.rawValue, tokenId: change.tokenID, issuer: change.issuer.rawValue,
+                         action: .init(rawValue: action.rawValue)!,
+                         outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
+        }
+        return try await answer(outcome, cardID: cardID, client: client, operation: operation, id: \.provisioningId)
     }
 
     // MARK: Token activation
@@ -187,19 +202,26 @@ struct APIHandler: APIProtocol {
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
         if let cardID = body.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
-        let activation = try await service.activateToken(request, cardID: body.cardId.map { CardID($0) }, client: client,
-                                                         logger: RequestScope.logger)
-        let result = activation.result
-        return .ok(.init(body: .json(.init(
-            provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,
-            result: .init(rawValue: result.outcome.rawValue)!, tokenUniqueReference: result.tokenUniqueReference,
-            cardLast4: result.cardLast4, comment: result.comment))))
+        let cardID = body.cardId.map { CardID($0) }
+        let outcome = try await idempotency.run(
+            client: client.id, key: input.headers.idempotencyKey,
+            requestHash: Self.requestHash(cardID: cardID ?? CardID(""), body: body, operation: .tokenActivation),
+            stored: { StoredResponse(status: 200, body: Self.encode($0)) }
+        ) { () async throws(GatewayError) -> Components.Schemas.TokenActivationResponse in
+            let activation = try await service.activateToken(request, cardID: cardID, client: client, logger: RequestScope.logger)
+            let result = activation.result
+            return .init(
+                provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,
+                result: .init(rawValue: result.outcome.rawValue)!, tokenUniqueReference: result.tokenUniqueReference,
+                cardLast4: result.cardLast4, comment: result.comment)
+        }
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .tokenActivation, id: \.provisioningId))))
     }
 
     /// A provisioning's answer: the fresh one as it is; a replay only for a caller that may still
     /// use the card, read back from its stored form and put on record as a replay.
     func answer<Answer: Decodable & Sendable>(
-        _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID, client: Client, operation: AuditOperation, id: KeyPath<Answer, String>
+        _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID?, client: Client, operation: AuditOperation, id: KeyPath<Answer, String>
     ) async throws -> Answer {
         switch outcome {
         case .fresh(let answer):

@@ -66,6 +66,11 @@ public enum AuditOperation: String, Sendable, Codable, CaseIterable {
     case tokenResume = "token_resume"
     case tokenDeactivate = "token_deactivate"
 
+    /// Whether the operation asks an issuer to do something (provision, activate, change a
+    /// token), so that an attempt whose outcome is unknown may have done it; listing tokens only
+    /// reads.
+    public var actsAtTheIssuer: Bool { self != .walletTokens }
+
     public init(_ wallet: Wallet) {
         switch wallet {
         case .applePay: self = .applePay

@@ -194,5 +194,9 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var httpStatus: Int { code.httpStatus }
     public var isRetryable: Bool { code.isRetryable }
+    /// What the caller is told (`retryable`): whether the same request may succeed if sent again.
+    /// Never when the issuer may have acted without the gateway knowing, whatever the code: sent
+    /// again, it could act twice (under an Idempotency-Key it would not run again at all).
+    public var isRetryableByTheCaller: Bool { code.isRetryable && !issuerOutcomeUnknown }
     public var description: String { "\(code.rawValue): \(detail)" }
 }

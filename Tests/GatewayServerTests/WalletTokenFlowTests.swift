@@ -1,5 +1,7 @@
 import Foundation
 import GatewayServer
+import HTTPTypes
+import NIOCore
 import HummingbirdTesting
 import ProvisioningCore
 import Sandbox
@@ -96,6 +98,84 @@ import Testing
             #expect(unknown.json["code"] as? String == "token_not_found")
             #expect(!String(buffer: unknown.body).contains("4111111111111111"))
             #expect(await sandbox.lithic.tokenizations.transitions.count == 1)
+        }
+    }
+
+    /// A POST to a token route (a transition, an activation), with an Idempotency-Key when given.
+    static func post(_ client: GatewayClient, _ uri: String, json: String? = nil, idempotencyKey: String?) async throws -> GatewayResponse {
+        var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+        if json != nil { headers[.contentType] = "application/json" }
+        if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
+        return try await client.execute(uri: uri, method: .post, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+
+    /// Neither Marqeta nor Lithic has an idempotency key: under the gateway's, a transition is
+    /// sent once. A retry of an answered one replays its answer; a retry of one whose outcome is
+    /// unknown (a timeout after it was sent) is never sent again; the key with another token is a
+    /// reuse. Without a key, an unknown outcome is not `retryable`, while a token list that timed
+    /// out (it changes nothing) still is.
+    @Test func aTransitionUnderAnIdempotencyKeyIsSentOnce() async throws {
+        try await ResilienceTests.runSkippingWaits(config: try ResilienceTests.config()) { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let ids = try #require((listed.json["tokens"] as? [[String: Any]])?.compactMap { $0["token_id"] as? String })
+            #expect(ids.count == 2)
+            let suspend = "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[0])/suspend"
+            let first = try await Self.post(client, suspend, idempotencyKey: "suspend-1")
+            #expect(first.status == .ok, "\(String(buffer: first.body))")
+            let again = try await Self.post(client, suspend, idempotencyKey: "suspend-1")
+            #expect(again.status == .ok && again.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
+            #expect(again.json["status"] as? String == "suspended")
+            #expect(await sandbox.marqeta.tokens.transitions.map(\.state) == ["SUSPENDED"], "the retry was sent to the issuer")
+            let events = try await ResilienceTests.events(client, again)
+            #expect(events.map { $0["outcome"] as? String } == ["succeeded", "replayed"])
+            let otherToken = try await Self.post(client, "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[1])/suspend", idempotencyKey: "suspend-1")
+            #expect(otherToken.status == .unprocessableContent && otherToken.json["code"] as? String == "idempotency_key_reused")
+
+            // The list answers; the transition is held past its timeout.
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"slow","count":1,"delay_ms":0}"#)
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":1,"delay_ms":6000}"#)
+            let deactivate = "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[1])/deactivate"
+            let timedOut = try await Self.post(client, deactivate, idempotencyKey: "deactivate-1")
+            #expect(timedOut.status == .gatewayTimeout, "\(String(buffer: timedOut.body))")
+            #expect(timedOut.json["retryable"] as? Bool == false)
+            let sent = await sandbox.marqeta.log.count
+            let retry = try await Self.post(client, deactivate, idempotencyKey: "deactivate-1")
+            #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(String(buffer: retry.body))")
+            #expect(await sandbox.marqeta.log.count == sent, "the retry reached the issuer")
+
+            // Without a key: the same unknown outcome is not retryable; a list that timed out is.
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"slow","count":1,"delay_ms":0}"#)
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":1,"delay_ms":6000}"#)
+            let unkeyed = try await Self.post(client, deactivate, idempotencyKey: nil)
+            #expect(unkeyed.status == .gatewayTimeout && unkeyed.json["retryable"] as? Bool == false, "\(String(buffer: unkeyed.body))")
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":3,"delay_ms":6000}"#)
+            let list = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            #expect(list.status == .gatewayTimeout && list.json["retryable"] as? Bool == true, "\(String(buffer: list.body))")
+        }
+    }
+
+    /// An activation under an Idempotency-Key reaches TMP once; the replay is the same answer, and
+    /// the key with another token reference is a reuse.
+    @Test func anActivationUnderAnIdempotencyKeyIsSentOnce() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let json = #"{"token_unique_reference":"DWSPMC0000000007","card_id":"card_tmp_demo"}"#
+            let first = try await Self.post(client, "/v1/token-activations", json: json, idempotencyKey: "activate-1")
+            #expect(first.status == .ok, "\(String(buffer: first.body))")
+            let again = try await Self.post(client, "/v1/token-activations", json: json, idempotencyKey: "activate-1")
+            #expect(again.status == .ok)
+            #expect(again.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
+            #expect(again.json["result"] as? String == first.json["result"] as? String)
+            #expect(await sandbox.tmp.log.count == 1, "the replay was sent to the issuer")
+            let other = try await Self.post(client, "/v1/token-activations", json: #"{"token_unique_reference":"DWSPMC0000000008","card_id":"card_tmp_demo"}"#,
+                                            idempotencyKey: "activate-1")
+            #expect(other.status == .unprocessableContent && other.json["code"] as? String == "idempotency_key_reused")
+            // Without a card (this client may): its own key space, replayed the same way.
+            let cardless = #"{"token_unique_reference":"DWSPMC0000000009"}"#
+            let noCard = try await Self.post(client, "/v1/token-activations", json: cardless, idempotencyKey: "activate-2")
+            #expect(noCard.status == .ok, "\(String(buffer: noCard.body))")
+            let noCardAgain = try await Self.post(client, "/v1/token-activations", json: cardless, idempotencyKey: "activate-2")
+            #expect(noCardAgain.json["provisioning_id"] as? String == noCard.json["provisioning_id"] as? String)
+            #expect(await sandbox.tmp.log.count == 2)
         }
     }
 }

@@ -8,7 +8,7 @@ enum ProblemResponse {
     static func make(_ error: GatewayError) -> Response {
         var headers: HTTPFields = [.contentType: "application/problem+json"]
         // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
-        if error.isRetryable, let retryAfter = error.retryAfter {
+        if error.isRetryableByTheCaller, let retryAfter = error.retryAfter {
             headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
         }
         if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
@@ -26,7 +26,7 @@ enum ProblemResponse {
             status: error.httpStatus,
             detail: error.detail,
             code: Components.Schemas.ErrorCode(rawValue: error.code.rawValue) ?? ._internal,
-            retryable: error.isRetryable,
+            retryable: error.isRetryableByTheCaller,
             provisioningId: error.provisioningID?.rawValue,
             requestId: RequestScope.requestID.isEmpty ? nil : RequestScope.requestID)
         let encoder = JSONEncoder()
