@@ -126,6 +126,9 @@ public final class PostgresGatewayStore: GatewayStore {
                 var applied = Set<String>()
                 for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: self.logger)
                     .decode(String.self) { applied.insert(version) }
+                if let newer = StoreRows.unknownSchema(applied: applied, known: Self.migrations.map(\.version), store: self.displayName) {
+                    throw newer
+                }
                 for migration in Self.migrations where !applied.contains(migration.version) {
                     for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
                     let now = StoreRows.milliseconds(Date())

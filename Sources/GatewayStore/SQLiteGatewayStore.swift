@@ -184,8 +184,17 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func migrate() async throws {
-        let pool = self.pool
-        try await Task.detached { try Self.migrator.migrate(pool) }.value
+        let pool = self.pool, store = "sqlite \(path)"
+        try await Task.detached {
+            // A database a newer gateway migrated is refused before anything is written to it.
+            let applied = try pool.read { db -> [String] in
+                guard try db.tableExists("grdb_migrations") else { return [] }
+                return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+            }
+            let known = Self.migrator.migrations
+            if let newer = StoreRows.unknownSchema(applied: applied, known: known, store: store) { throw newer }
+            try Self.migrator.migrate(pool)
+        }.value
     }
 
     public func schemaVersions() async throws -> [String] {

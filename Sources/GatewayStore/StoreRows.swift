@@ -182,6 +182,16 @@ enum StoreRows {
             """
     }
 
+    /// A database migrated by a newer gateway holds schema versions this binary does not know:
+    /// it refuses it before changing anything, rather than write rows a newer schema may read
+    /// differently (or miss a constraint it relies on). Nil when every applied version is known.
+    static func unknownSchema(applied: some Sequence<String>, known: [String], store: String) -> StoreError? {
+        let unknown = applied.filter { !known.contains($0) }.sorted()
+        guard !unknown.isEmpty else { return nil }
+        return StoreError(store: store, reason: "the database has schema \(unknown.joined(separator: ", ")), which this gateway "
+            + "does not know (a newer version migrated it): run that version or a newer one; nothing was changed")
+    }
+
     /// What a request is told when the key it claimed is no longer its own.
     static func claimLost(store: String) -> StoreError {
         StoreError(store: store, reason: "the Idempotency-Key's claim is no longer this request's (it expired and was taken over or purged): the answer was not kept")

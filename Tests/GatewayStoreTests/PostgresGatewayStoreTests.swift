@@ -72,6 +72,17 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    @Test func aNewerSchemaIsRefusedAndLeftAlone() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.aNewerSchemaIsRefusedAndLeftAlone(
+                store, sql: sql,
+                recordFutureVersionForget007: """
+                    INSERT INTO schema_migrations (version, applied_at) VALUES ('999_from_the_future', 0);
+                    DELETE FROM schema_migrations WHERE version = '007_claim_abandon_time'
+                    """)
+        }
+    }
+
     @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)

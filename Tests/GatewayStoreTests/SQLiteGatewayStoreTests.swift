@@ -101,6 +101,17 @@ import Testing
         }
     }
 
+    @Test func aNewerSchemaIsRefusedAndLeftAlone() async throws {
+        try await withStore { store in
+            try await StoreConformance.aNewerSchemaIsRefusedAndLeftAlone(
+                store, sql: Self.sql(store),
+                recordFutureVersionForget007: """
+                    INSERT INTO grdb_migrations (identifier) VALUES ('999_from_the_future');
+                    DELETE FROM grdb_migrations WHERE identifier = '007_claim_abandon_time'
+                    """)
+        }
+    }
+
     @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
         try await withStore { store in
             try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: Self.sql(store))

@@ -534,6 +534,23 @@ enum StoreConformance {
                                                     abandonAt: instant(3620)) == .acquired)
     }
 
+    /// A database a newer gateway migrated (a schema version this binary does not know) is
+    /// refused with a clear error, and nothing is written to it: no later version of this
+    /// binary's is applied, no card is touched.
+    static func aNewerSchemaIsRefusedAndLeftAlone(_ store: any GatewayStore, sql: RawSQL, recordFutureVersionForget007: String) async throws {
+        try await store.migrate()
+        try await store.putCard(card("kept"))
+        try await sql(recordFutureVersionForget007)
+        do {
+            try await store.migrate()
+            Issue.record("a database with an unknown schema version was migrated")
+        } catch let error as StoreError {
+            #expect("\(error)".contains("999_from_the_future") && "\(error)".contains("newer"), "\(error)")
+        }
+        #expect(!(try await store.schemaVersions()).contains("007_claim_abandon_time"), "a known version was applied to it")
+        #expect(try await store.card("kept") == card("kept"))
+    }
+
     /// A claim is judged by the abandon time it was made with, not by the asking request's: a
     /// request that runs under a longer deadline (before a reload lowered it, or on an instance
     /// with another file) is still running, not dead, when a later request with a shorter window
