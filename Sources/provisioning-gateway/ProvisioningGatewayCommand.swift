@@ -125,6 +125,11 @@ struct Serve: AsyncParsableCommand {
             Self.fail("\(error)")
         } catch let error as StoreError {
             Self.fail("the store is not usable: \(error)")
+        } catch is CancellationError {
+            // The graceful shutdown's bound passed and what still ran was cancelled (the group is
+            // cancelled for nothing else): a stop as documented, said plainly, not a failure.
+            logger.warning(
+                "provisioning-gateway stopped: the graceful shutdown took longer than server.shutdown_delay_ms + server.shutdown_timeout_ms and what still ran was cancelled")
         } catch {
             Self.fail("the gateway stopped: \(error)")
         }

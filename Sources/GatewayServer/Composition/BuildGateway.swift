@@ -178,7 +178,7 @@ public func buildGateway(
     return GatewayProcess(
         store: store, live: live, reloader: reloader, health: health, readiness: readiness,
         services: services.map { LoggedService(base: $0, logger: logger) },
-        shutdownTimeout: .milliseconds(config.server.shutdownDelayMS + (config.server.shutdownTimeoutMS ?? config.longestDeadlineMS)),
+        shutdownTimeout: .milliseconds(config.server.shutdownDelayMS) + config.shutdownTimeout,
         logger: logger)
 }
 

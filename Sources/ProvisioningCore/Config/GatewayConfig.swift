@@ -31,6 +31,18 @@ public struct GatewayConfig: Sendable, Codable {
     /// before it counts as abandoned: room for a request's last writes after its deadline, and for
     /// instances sharing a store whose clocks differ a little.
     public static let idempotencyAbandonMargin: Duration = .seconds(30)
+
+    /// What a graceful shutdown allows past the longest deadline when `server.shutdown_timeout_ms`
+    /// is not set: a request accepted at the very end of the drain delay runs its whole deadline
+    /// and then still needs its last writes (its audit event, its Idempotency-Key's answer) and
+    /// its answer; cut off at its deadline, it would go unanswered and its key stay abandoned.
+    public static let shutdownMargin: Duration = .seconds(5)
+
+    /// How long requests in flight get to finish after the drain delay: `server.shutdown_timeout_ms`,
+    /// else the longest deadline plus `shutdownMargin`.
+    public var shutdownTimeout: Duration {
+        server.shutdownTimeoutMS.map { .milliseconds($0) } ?? .milliseconds(longestDeadlineMS) + Self.shutdownMargin
+    }
 }
 
 public struct ServerConfig: ConfigSection {

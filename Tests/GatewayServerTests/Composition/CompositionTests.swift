@@ -121,14 +121,17 @@ import Testing
         }
     }
 
-    @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadline() throws {
+    /// By default a request accepted at the very end of the delay gets its whole deadline, and
+    /// the margin for its last writes and its answer, before anything is cancelled.
+    @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadlineAndAMargin() throws {
         var config = try Self.productionConfig()
         config.server.deadlineMS = 4_000
         config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 9_000)]
         config.server.shutdownDelayMS = 2_000
         let store = try SQLiteGatewayStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
         let defaulted = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
-        #expect(defaulted.shutdownTimeout == .milliseconds(11_000))
+        #expect(defaulted.shutdownTimeout == .milliseconds(2_000 + 9_000) + GatewayConfig.shutdownMargin)
+        #expect(GatewayConfig.shutdownMargin >= .seconds(1), "no room for a last request's writes and answer")
         config.server.shutdownTimeoutMS = 500
         let explicit = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
         #expect(explicit.shutdownTimeout == .milliseconds(2_500))
