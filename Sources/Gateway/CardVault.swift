@@ -96,6 +96,9 @@ public struct CardVault: CardDataSource {
     public struct RotationReport: Sendable, Equatable {
         /// Entries re-sealed under the active key.
         public var resealed = 0
+        /// Entries changed or deleted while they were re-sealed (a new card number put, the card
+        /// deleted or moved): left as that change made them, never overwritten with the old data.
+        public var changedMeanwhile: [CardID] = []
         /// Entries already under the active key.
         public var current = 0
         /// Entries no listed key opens (left as they are).
@@ -114,21 +117,30 @@ public struct CardVault: CardDataSource {
             let ids = try await store.vaultCardIDs(after: after, limit: pageSize)
             for id in ids {
                 guard let card = try await store.card(id) else {
-                    try await store.deleteVaultEntry(id)
-                    report.orphansDeleted.append(id)
+                    // Only while still without a card: one registered meanwhile keeps its entry.
+                    if try await store.deleteOrphanVaultEntry(id) { report.orphansDeleted.append(id) }
                     continue
                 }
                 guard let sealed = try await store.vaultEntry(id) else { continue }
+                let opened: (data: CardData, keyID: String)
                 do {
-                    let (data, keyID) = try open(sealed, card: card)
-                    if keyID == keyring.activeID {
-                        report.current += 1
-                    } else {
-                        try await put(card, data)
-                        report.resealed += 1
-                    }
+                    opened = try open(sealed, card: card)
                 } catch {
                     report.unreadable.append(id)
+                    continue
+                }
+                if opened.keyID == keyring.activeID {
+                    report.current += 1
+                    continue
+                }
+                // Swapped in only over the bytes just read: the gateway keeps serving meanwhile,
+                // and a new number put, or the card deleted or moved, must not be undone.
+                let resealed = try SealedEnvelope.seal(JSONEncoder().encode(opened.data), keyID: keyring.activeID, key: keyring.activeKey,
+                                                       authenticating: Self.associatedData(card))
+                if try await store.replaceVaultEntry(id, expected: sealed, with: resealed) {
+                    report.resealed += 1
+                } else {
+                    report.changedMeanwhile.append(id)
                 }
             }
             guard ids.count == pageSize else { return report }

@@ -355,6 +355,24 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
+        var replaced = false
+        for try await _ in try await client.query("""
+            UPDATE vault_entries SET sealed = \(ByteBuffer(bytes: sealed)), updated_at = \(StoreRows.milliseconds(Date()))
+            WHERE card_id = \(cardID.rawValue) AND sealed = \(ByteBuffer(bytes: expected)) RETURNING card_id
+            """, logger: logger).decode(String.self) { replaced = true }
+        return replaced
+    }
+
+    public func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool {
+        var deleted = false
+        for try await _ in try await client.query("""
+            DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue)
+            AND NOT EXISTS (SELECT 1 FROM cards WHERE cards.card_id = vault_entries.card_id) RETURNING card_id
+            """, logger: logger).decode(String.self) { deleted = true }
+        return deleted
+    }
+
     public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
         var ids: [CardID] = []
         for try await id in try await client.query("""

@@ -378,6 +378,23 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
+        try await writeAlone { db in
+            try db.execute(sql: "UPDATE vault_entries SET sealed = ?, updated_at = ? WHERE card_id = ? AND sealed = ?",
+                           arguments: [sealed, StoreRows.milliseconds(Date()), cardID.rawValue, expected])
+            return db.changesCount == 1
+        }
+    }
+
+    public func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool {
+        try await writeAlone { db in
+            try db.execute(sql: """
+                DELETE FROM vault_entries WHERE card_id = ? AND NOT EXISTS (SELECT 1 FROM cards WHERE cards.card_id = vault_entries.card_id)
+                """, arguments: [cardID.rawValue])
+            return db.changesCount == 1
+        }
+    }
+
     public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
         try readHere { db in
             try String.fetchAll(db, sql: "SELECT card_id FROM vault_entries WHERE (? IS NULL OR card_id > ?) ORDER BY card_id LIMIT ?",

@@ -81,6 +81,13 @@ public protocol GatewayStore: CardRegistry {
     func vaultEntry(_ cardID: CardID) async throws -> Data?
     /// `event` is written, in the same transaction, only when there was an entry to delete.
     @discardableResult func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool
+    /// Replaces a vault entry only while it still holds `expected`, the bytes read before it was
+    /// re-sealed (every seal differs: a fresh nonce); an entry changed meanwhile (a new card
+    /// number put), or deleted with its card or its move to another program, is left as it is.
+    /// True when it was replaced. Re-sealing (`vault rotate`) runs beside a serving gateway.
+    func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool
+    /// Deletes a vault entry only while no card has its id, in one statement; true when deleted.
+    func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool
     /// Card ids with a vault entry, in id order, after `after` (for re-sealing every entry).
     func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID]
 

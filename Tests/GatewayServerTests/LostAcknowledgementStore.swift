@@ -56,4 +56,8 @@ final class LostAcknowledgementStore: GatewayStore {
         try await inner.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
     }
     func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }
+    func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
+        try await inner.replaceVaultEntry(cardID, expected: expected, with: sealed)
+    }
+    func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool { try await inner.deleteOrphanVaultEntry(cardID) }
 }

@@ -28,6 +28,7 @@ enum StoreConformance {
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
+        .init(name: "a re-seal never undoes a change made meanwhile", run: aReSealNeverUndoesAChangeMadeMeanwhile),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
         .init(name: "CLI changes and their events are one transaction", run: cliChangesAndTheirEventsAreOneTransaction),
@@ -321,6 +322,32 @@ enum StoreConformance {
         try await store.putCard(card("keep", program: "acme", issuer: "tmp"))
         #expect(try await store.vaultEntry("keep") == Data([1, 2, 3]))
         #expect(try await store.vaultCardIDs(after: nil, limit: 10) == ["keep"])
+    }
+
+    /// A re-seal replaces an entry only over the bytes it read: one changed meanwhile (a new number
+    /// put) or deleted with its card stays as that change left it; an orphan is deleted only while
+    /// no card has its id.
+    static func aReSealNeverUndoesAChangeMadeMeanwhile(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        try await store.importCards([card("v", program: "acme"), card("gone", program: "acme")])
+        let read = Data([1, 1, 1]), newNumber = Data([2, 2, 2]), resealed = Data([3, 3, 3])
+        try await store.putVaultEntry("v", sealed: read)
+        try await store.putVaultEntry("v", sealed: newNumber)
+        #expect(try await store.replaceVaultEntry("v", expected: read, with: resealed) == false)
+        #expect(try await store.vaultEntry("v") == newNumber, "the re-seal undid a number put meanwhile")
+        #expect(try await store.replaceVaultEntry("v", expected: newNumber, with: resealed) == true)
+        #expect(try await store.vaultEntry("v") == resealed)
+
+        try await store.putVaultEntry("gone", sealed: read)
+        try await store.deleteCard("gone")
+        #expect(try await store.replaceVaultEntry("gone", expected: read, with: resealed) == false)
+        #expect(try await store.vaultEntry("gone") == nil, "the re-seal brought back a deleted card's number")
+
+        #expect(try await store.deleteOrphanVaultEntry("v") == false, "an entry whose card exists is no orphan")
+        #expect(try await store.vaultEntry("v") == resealed)
+        try await store.putVaultEntry("orphan", sealed: read)
+        #expect(try await store.deleteOrphanVaultEntry("orphan") == true)
+        #expect(try await store.vaultEntry("orphan") == nil)
     }
 
     static func securityEventsRoundTripAndFilter(_ store: any GatewayStore) async throws {

@@ -144,9 +144,11 @@ public enum OperatorTools {
             try await store.appendSecurityEvent(SecurityEvent(
                 at: Date(), kind: .vaultRotated, actor: actor,
                 detail: ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
-                         "orphans_deleted": "\(report.orphansDeleted.count)"]))
+                         "orphans_deleted": "\(report.orphansDeleted.count)", "changed_meanwhile": "\(report.changedMeanwhile.count)"]))
             var outcome = ToolOutcome.ok("re-sealed \(report.resealed), already current \(report.current), "
-                + "orphans deleted \(report.orphansDeleted.count), unreadable \(report.unreadable.count)")
+                + "orphans deleted \(report.orphansDeleted.count), unreadable \(report.unreadable.count)"
+                + (report.changedMeanwhile.isEmpty ? ""
+                    : ", changed while re-sealing \(report.changedMeanwhile.count) (left as changed; run again to check them)"))
             if !report.unreadable.isEmpty {
                 outcome.failure = "no listed key opens the entries of: \(report.unreadable.map(\.rawValue).joined(separator: ", "))"
             }
