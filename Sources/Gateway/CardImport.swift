@@ -41,9 +41,19 @@ public struct CardImport: Sendable {
             return .failure(CardImportError(problems: [Problem(line: 1, reason: "missing column(s): \(missing.joined(separator: ", "))")]))
         }
         var problems: [Problem] = []
+        // A row with more or fewer cells than the header names is shifted or cut: its cells would
+        // land in the wrong columns (or be dropped without a word), so it is a problem of its own.
+        // (SwiftCSV's own row views pad short rows and drop extra cells; its parser's rows are as read.)
+        var cellCounts: [Int] = []
+        try? csv.enumerateAsArray(startAt: 1, rowLimit: nil) { cells in cellCounts.append(cells.count) }
+        var misshapen = Set<Int>()
+        for (index, count) in cellCounts.enumerated() where count != csv.header.count {
+            misshapen.insert(index)
+            problems.append(Problem(line: index + 2, reason: "\(count) cells where the header names \(csv.header.count) columns"))
+        }
         var cards: [CardRecord] = []
         var seen: [String: Int] = [:]
-        for (index, row) in csv.rows.enumerated() {
+        for (index, row) in csv.rows.enumerated() where !misshapen.contains(index) {
             let line = index + 2
             let value = { (column: String) in (row[column] ?? "").trimmingCharacters(in: .whitespaces) }
             var reference: [String: String] = [:]
@@ -52,7 +62,10 @@ public struct CardImport: Sendable {
             }
             let id = value("card_id")
             if let first = seen[id] {
-                problems.append(Problem(line: line, reason: "card_id: \(id) already on line \(first)"))
+                // The id is named only when it keeps the id rule (the rule's own problem names none):
+                // a cell may hold anything, a card number or terminal escapes included.
+                problems.append(Problem(line: line, reason: InputRules.isCardID(id) ? "card_id: \(id) already on line \(first)"
+                                                                                   : "card_id: the same as on line \(first)"))
                 continue
             }
             seen[id] = line

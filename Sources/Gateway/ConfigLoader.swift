@@ -47,7 +47,7 @@ public enum ConfigLoader {
         } catch let error as DecodingError {
             throw ConfigError(source: source, problems: [problem(from: error)])
         } catch {
-            throw ConfigError(source: source, problems: [.init("", "not valid YAML: \(error)")])
+            throw ConfigError(source: source, problems: [.init("", yamlReason(error))])
         }
         return (config, wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles))
     }
@@ -61,11 +61,31 @@ public enum ConfigLoader {
         case .valueNotFound(let type, let context):
             return .init(keyPath(context.codingPath), "expected \(describe(type)), found nothing")
         case .dataCorrupted(let context):
-            // Yams puts the parser's own message (with line and column) underneath.
-            let reason = context.underlyingError.map { "not valid YAML: \($0)" } ?? context.debugDescription
+            // Yams puts the parser's own error underneath; Foundation's own reason for a value no
+            // case of an enumeration has quotes the value, so it is said without it.
+            let reason = context.underlyingError.map(yamlReason)
+                ?? (context.debugDescription.hasPrefix("Cannot initialize") ? "not one of the accepted values" : context.debugDescription)
             return .init(keyPath(context.codingPath), reason)
         @unknown default:
             return .init("", "\(error)")
+        }
+    }
+
+    /// What a YAML error says, by line and column and the parser's own words, never the file's
+    /// text: Yams' description quotes the line at fault, and an operator who pasted a secret
+    /// where `env:NAME` belongs would see it in `config check`, the reload API's answer and the logs.
+    static func yamlReason(_ error: any Error) -> String {
+        guard let yaml = error as? YamlError else { return "not valid YAML" }
+        switch yaml {
+        case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _), let .composer(context, problem, mark, _):
+            let said = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: ": ")
+            return "not valid YAML at line \(mark.line), column \(mark.column): \(said)"
+        case let .reader(problem, _, _, _):
+            return "not valid YAML: \(problem)"
+        case let .duplicatedKeysInMapping(duplicates, context):
+            return "not valid YAML: \(duplicates.count) key(s) given twice in the mapping at line \(context.mark.line)"
+        default:
+            return "not valid YAML"
         }
     }
 

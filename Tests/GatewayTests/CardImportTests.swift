@@ -64,6 +64,30 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
     }
 
+    /// A row with more or fewer cells than the header is shifted or cut: refused by line, never
+    /// imported with its extra cells dropped; and a repeated id that breaks the id rule (a card
+    /// number, terminal escapes) is not repeated in the problem.
+    @Test func misshapenRowsAndUnreadableRepeatedIdsAreRefusedWithoutEcho() async throws {
+        let store = try await store()
+        let file = "card_id,program,issuer,issuer_card_id\n"
+            + "imp_1,demo,tmp,tmp_1,4111111111111111,123\n"
+            + "imp_2,demo,tmp\n"
+            + "imp_3,demo,tmp,tmp_3\n"
+            + "4111111111111111 cvv 123\u{1B}[2J,demo,tmp,tmp_4\n"
+            + "4111111111111111 cvv 123\u{1B}[2J,demo,tmp,tmp_5\n"
+        let result = try await importer.run(file, into: store)
+        guard case .rejected(let problems) = result else {
+            Issue.record("a misshapen file was imported")
+            return
+        }
+        #expect(problems.first { $0.line == 2 }?.reason == "6 cells where the header names 4 columns", "\(problems)")
+        #expect(problems.first { $0.line == 3 }?.reason == "3 cells where the header names 4 columns", "\(problems)")
+        #expect(!problems.contains { $0.line == 4 }, "a good row is not a problem")
+        #expect(problems.contains { $0.line == 6 && $0.reason == "card_id: the same as on line 5" }, "\(problems)")
+        #expect(!problems.contains { $0.description.contains("4111") || $0.description.contains("\u{1B}") }, "\(problems)")
+        #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+    }
+
     @Test func aFileWithoutTheRequiredColumnsIsRefused() async throws {
         let result = try await importer.run("id,program\nc,demo\n", into: try await store())
         #expect(result == .rejected([CardImport.Problem(line: 1, reason: "missing column(s): card_id, issuer")]))

@@ -234,6 +234,28 @@ import WalletCrypto
         #expect(problems.first?.contains("not valid YAML") == true)
     }
 
+    /// A secret pasted where `env:NAME` belongs, in a line YAML cannot read, or a value no
+    /// enumeration has: the problem names the line and column or the key, never the file's text.
+    @Test(arguments: [
+        "issuers:\n  bridge:\n    credentials:\n      api_key: sk_live_PASTED: SECRET_VALUE_1\n",
+        "issuers:\n  bridge:\n    credentials: { api_key: \"sk_live_PASTED SECRET_VALUE_1 }\n",
+        "issuers:\n  bridge:\n    kind: bridge\n    endpoints: [{ url: \"https://x.example\" }]\n    credentials: { api_key: \"env:X\" }\n    wire: { encoding: SECRET_VALUE_1 }\n",
+        "clients:\n  - id: a\n    SECRET_VALUE_1: 1\n    SECRET_VALUE_1: 2\n",
+    ])
+    func aProblemNeverQuotesTheFilesText(yaml: String) {
+        let found = problems(yaml)
+        #expect(!found.isEmpty)
+        #expect(!found.contains { $0.contains("SECRET_VALUE_1") || $0.contains("sk_live") }, "\(found)")
+    }
+
+    @Test func aLineYAMLCannotReadIsNamedByItsPosition() {
+        let found = problems("issuers:\n  bridge:\n    credentials:\n      api_key: sk_live_PASTED: SECRET_VALUE_1\n")
+        #expect(found.contains { $0.contains("line 4") }, "\(found)")
+        let word = problems("issuers:\n  bridge:\n    kind: bridge\n    endpoints: [{ url: \"https://x.example\" }]\n"
+                            + "    credentials: { api_key: \"env:X\" }\n    wire: { encoding: SECRET_VALUE_1 }\n")
+        #expect(word.contains { $0.contains("issuers.bridge.wire.encoding") && $0.contains("not one of the accepted values") }, "\(word)")
+    }
+
     @Test func resilienceSettingsAreCheckedWithTheirKeyPaths() {
         let found = problems("""
             clients:
