@@ -187,9 +187,25 @@ public struct ProvisioningService: Sendable {
                 // The id is not repeated: it is the caller's text, and may be anything pasted there.
                 throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token of that id at \(connector.issuer)")
             }
+            // The state just listed decides what may be asked: nothing goes to the issuer for a
+            // deactivated token (final), or to put one in the state it is in. A pending or unknown
+            // state is the issuer's to judge.
+            if let conflict = Self.stateConflict(token.status, action) {
+                throw GatewayError(.tokenStateConflict, "the token is \(token.status.rawValue) at \(connector.issuer): \(conflict); nothing was sent")
+            }
             return try await connector.transitionWalletToken(token, action, card: card!, context: context)
         }
         return WalletTokenChange(provisioningID: provisioningID, issuer: issuer, tokenID: tokenID, result: change)
+    }
+
+    /// Why a token in `status` cannot take `action`, or nil when it may.
+    static func stateConflict(_ status: WalletToken.Status, _ action: WalletTokenAction) -> String? {
+        switch (status, action) {
+        case (.deactivated, _): "a deactivated token is final"
+        case (.suspended, .suspend): "it is suspended already"
+        case (.active, .resume): "it is active already"
+        default: nil
+        }
     }
 
     /// Activates a wallet token at the card's issuer, or, without a card, at `activationIssuer`.
@@ -435,7 +451,7 @@ public struct ProvisioningService: Sendable {
         if let error = report.error {
             event.upstreamStatus = error.upstreamStatus
         } else {
-            event.upstreamStatus = report.issuer == LocalConnector.issuerID ? nil : 200
+            event.upstreamStatus = report.upstreamStatus
         }
         event.latencyMS = Int(report.latency.wholeMilliseconds)
         if report.error == nil, let deferred = DeferredAudit.current {

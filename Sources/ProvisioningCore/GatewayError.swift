@@ -31,6 +31,9 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         case configInvalid = "config_invalid"
         /// The token is not among the card's wallet tokens at its issuer.
         case tokenNotFound = "token_not_found"
+        /// The token's state at its issuer, listed just before, does not allow the transition
+        /// (it is deactivated, or already in the state asked for); nothing was sent.
+        case tokenStateConflict = "token_state_conflict"
         /// The card's issuer has no such operation (wallet token management).
         case operationNotSupported = "operation_not_supported"
         /// The path exists, but not for this method (`Allow` names those it has).
@@ -52,7 +55,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .walletNotSupported, .invalidCertificateChain, .upstreamRejected, .idempotencyKeyReused, .unsupportedEncryptionScheme,
                  .configInvalid, .operationNotSupported, .issuerLimitExceeded, .registrationRefused: 422
             case .methodNotAllowed: 405
-            case .idempotencyKeyInProgress, .idempotencyOutcomeUnknown, .issuerReferenceInUse: 409
+            case .idempotencyKeyInProgress, .idempotencyOutcomeUnknown, .issuerReferenceInUse, .tokenStateConflict: 409
             case .rateLimited: 429
             case .upstreamAuthFailed, .upstreamProtocolError: 502
             case .upstreamUnavailable, .shuttingDown: 503
@@ -94,6 +97,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             case .shuttingDown: "The gateway is shutting down"
             case .configInvalid: "The configuration file is not valid"
             case .tokenNotFound: "No such wallet token for this card"
+            case .tokenStateConflict: "The wallet token's state does not allow this"
             case .operationNotSupported: "The card's issuer does not offer this operation"
             case .issuerLimitExceeded: "The card's issuer accepts less than this"
             case .registrationRefused: "The card cannot be registered as asked"

@@ -53,11 +53,26 @@ import Testing
             #expect(try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "deactivate").json["status"] as? String == "deactivated")
             #expect(await sandbox.marqeta.tokens.transitions.map(\.state) == ["SUSPENDED", "ACTIVE", "TERMINATED"])
 
+            // A deactivated token is final, and an active one is not resumed: refused by the state
+            // just listed, with nothing sent.
+            for action in ["resume", "suspend", "deactivate"] {
+                let final = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, action)
+                #expect(final.status == .conflict && final.json["code"] as? String == "token_state_conflict", "\(action)")
+                #expect(final.json["retryable"] as? Bool == false)
+            }
+            let other = try #require(tokens.last?["token_id"] as? String)
+            let active = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: other, "resume")
+            #expect(active.status == .conflict && active.json["code"] as? String == "token_state_conflict")
+            #expect(await sandbox.marqeta.tokens.transitions.count == 3, "a refused transition was sent")
+            // The audit trail keeps the issuer's own status: Marqeta answers a transition 201.
+            let changed = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: other, "suspend")
+            #expect(try await ResilienceTests.events(client, changed).map { $0["upstream_status"] as? Int } == [201])
+
             // A token that is not the card's: 404, and no transition is sent.
             let unknown = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: "dwt-9-someone-else", "suspend")
             #expect(unknown.status == .notFound)
             #expect(unknown.json["code"] as? String == "token_not_found")
-            #expect(await sandbox.marqeta.tokens.transitions.count == 3)
+            #expect(await sandbox.marqeta.tokens.transitions.count == 4)
 
             // Each call is in the audit trail under its operation.
             let events = try await ResilienceTests.events(client, suspended)
@@ -88,9 +103,9 @@ import Testing
             #expect(paused.json["status"] as? String == "active", "the state before: Lithic applies it later")
             let later = try await WalletTokenAPITests.tokens(client, card: "card_lithic_demo")
             #expect((later.json["tokens"] as? [[String: Any]])?.first?["status"] as? String == "suspended")
-            // Pausing a paused token is Lithic's 400: the caller sees the issuer's refusal.
+            // Pausing a token listed as paused is refused before any call.
             let again = try await WalletTokenAPITests.transition(client, card: "card_lithic_demo", token: id, "suspend")
-            #expect(again.json["code"] as? String == "upstream_rejected")
+            #expect(again.status == .conflict && again.json["code"] as? String == "token_state_conflict", "\(String(buffer: again.body))")
             #expect(await sandbox.lithic.tokenizations.transitions.map(\.verb) == ["pause"])
 
             // A card number pasted where the token id goes is not repeated, in the answer or the log.

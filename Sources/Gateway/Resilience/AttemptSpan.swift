@@ -1,4 +1,5 @@
 import ProvisioningCore
+import Synchronization
 import Tracing
 
 /// One upstream attempt as a client span named `upstream attempt`, a child of the task's current
@@ -15,6 +16,10 @@ struct AttemptSpan: Sendable {
     private let span: any Span
     /// Sent with the attempt's HTTP request: the span's W3C trace context.
     let upstreamTrace: UpstreamAttemptTrace
+    private let answered: AnsweredStatus
+    /// The HTTP status the upstream last answered this attempt with (nil: no answer), for its
+    /// audit event: a success is the issuer's own status (Marqeta's 201), not a made-up 200.
+    var answeredStatus: Int? { answered.status }
 
     static let name = "upstream attempt"
 
@@ -30,7 +35,10 @@ struct AttemptSpan: Sendable {
         var headers = TraceHeaders()
         tracer.inject(span.context, into: &headers, using: TraceHeaders.Injector())
         self.span = span
+        let answered = AnsweredStatus()
+        self.answered = answered
         self.upstreamTrace = UpstreamAttemptTrace(headers: headers.fields) { status in
+            answered.note(status)
             guard span.isRecording else { return }
             span.attributes["http.response.status_code"] = status
         }
@@ -50,5 +58,15 @@ struct AttemptSpan: Sendable {
             span.attributes["gateway.outcome"] = "succeeded"
         }
         span.end()
+    }
+}
+
+/// The last HTTP status one attempt's upstream answered with.
+private final class AnsweredStatus: Sendable {
+    private let value = Atomic<Int>(0)
+    func note(_ status: Int) { value.store(status, ordering: .relaxed) }
+    var status: Int? {
+        let status = value.load(ordering: .relaxed)
+        return status == 0 ? nil : status
     }
 }

@@ -11,6 +11,8 @@ public struct AttemptReport: Sendable {
     /// Nil on success; otherwise the failure under the code the issuer's retry table gives it.
     public let error: GatewayError?
     public let latency: Duration
+    /// The HTTP status the upstream answered with, when it answered (nil for the local issuer).
+    public var upstreamStatus: Int? = nil
 }
 
 /// Runs one request against one issuer under its retry policy, decision table and per-endpoint
@@ -107,7 +109,8 @@ public struct ResilientCaller: Sendable {
                 span.end(outcome: nil)
                 health.record(issuer: upstream.issuer, index: index, error: nil)
                 metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: "succeeded", latency: latency)
-                try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: nil, latency: latency))
+                try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: nil, latency: latency,
+                                                  upstreamStatus: span.answeredStatus))
                 return value
             case .failure(let failure):
                 error = failure

@@ -57,7 +57,9 @@ public struct MarqetaConnector: IssuerConnector {
                 throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
             }
             let list = try WireJSON.decode(MarqetaWire.TokenList.self, from: response.body, issuer: issuer)
-            tokens += (list.data ?? []).map { token in
+            // Listed by the card's path; a token that names another card is not this card's,
+            // whatever the listing returned (defence in depth: an ownership check rests on it).
+            tokens += (list.data ?? []).filter { $0.cardToken == nil || $0.cardToken == cardToken }.map { token in
                 WalletToken(tokenID: token.token, status: MarqetaWire.status(token.state),
                             wallet: MarqetaWire.wallet(token.tokenServiceProvider?.tokenRequestorName),
                             tokenUniqueReference: token.tokenServiceProvider?.tokenReferenceID, deviceType: token.device?.type,
@@ -77,8 +79,21 @@ public struct MarqetaConnector: IssuerConnector {
             reasonCode: MarqetaWire.transitionReasonCode, channel: "API")
         let response = try await post(body, to: MarqetaWire.transitionsPath, context: context)
         let answer = try WireJSON.decode(MarqetaWire.TransitionResponse.self, from: response.body, issuer: issuer)
-        let status = MarqetaWire.status(answer.state)
-        return WalletTokenTransition(outcome: answer.state == "REQUESTED" ? .requested : .applied, status: status)
+        // The swagger's states: the one asked for (applied), REQUESTED (applied later),
+        // REQUEST_DECLINED (refused), or another, which is no transition to what was asked.
+        let asked = MarqetaWire.state(for: action)
+        switch answer.state {
+        case asked:
+            return WalletTokenTransition(outcome: .applied, status: MarqetaWire.status(answer.state))
+        case "REQUESTED":
+            return WalletTokenTransition(outcome: .requested, status: MarqetaWire.status(answer.state))
+        case "REQUEST_DECLINED":
+            throw GatewayError(.upstreamRejected, "\(issuer) declined the transition to \(asked)", upstreamStatus: response.status)
+        default:
+            throw GatewayError(.upstreamProtocolError,
+                               "\(issuer) answered a transition to \(asked) with state \(UpstreamStatus.shownCode(answer.state) ?? "(unreadable)")",
+                               upstreamStatus: response.status)
+        }
     }
 
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)

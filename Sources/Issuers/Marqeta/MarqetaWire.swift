@@ -203,12 +203,15 @@ enum MarqetaWire {
             }
         }
         let token: String
+        /// The card the token is for (`digital_wallet_token.card_token`).
+        let cardToken: String?
         let state: String?
         let createdTime: String?
         let device: Device?
         let tokenServiceProvider: Provider?
         enum CodingKeys: String, CodingKey {
             case token, state, device
+            case cardToken = "card_token"
             case createdTime = "created_time"
             case tokenServiceProvider = "token_service_provider"
         }

@@ -128,9 +128,11 @@ final class UpstreamConnectionPool: Sendable {
         let channel = try await lease(target, deadline: deadline)
         let left = deadline - NIODeadline.now()
         guard left > .zero else {
-            // Connecting took all the time: the request is not sent late, and the connection is kept.
+            // Getting the connection (connecting and its TLS handshake, or a wait handed one over
+            // at the last moment) took all the time: the request is not sent late, and the
+            // connection is kept. Said as a connection not made in time, which it is to the caller.
             release(channel, target: target)
-            throw UpstreamTransportError.waitedTooLong
+            throw UpstreamTransportError.connect(UpstreamTransportError.waitedTooLong)
         }
         let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
         let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise)

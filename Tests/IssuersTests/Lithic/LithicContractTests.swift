@@ -120,6 +120,20 @@ import Testing
             }
         }
     }
+
+    /// A tokenization the card's listing returns but that names another card is not the card's.
+    @Test func aListedTokenizationOfAnotherCardIsLeftOut() async throws {
+        let page: [String: Any] = ["has_more": false, "data": [
+            ["token": "tok-mine", "card_token": "lithic_card_1", "status": "ACTIVE"],
+            ["token": "tok-theirs", "card_token": "lithic_card_other", "status": "ACTIVE"],
+        ]]
+        let tokens = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: page)) { url, _ in
+            try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+        }
+        #expect(tokens.map(\.tokenID) == ["tok-mine"])
+    }
 }
 
 /// `LITHIC_BASE_URL`, `LITHIC_API_KEY`, `LITHIC_CARD_TOKEN`.

@@ -322,6 +322,42 @@ import Testing
             body: { try JSONSerialization.data(withJSONObject: ["error_code": $0, "error_message": "refused"]) }, card: Self.card,
             make: Self.connector())
     }
+
+    /// The transition's answer is read by its state (the swagger's enum): the one asked for is
+    /// applied, REQUESTED is applied later, REQUEST_DECLINED is the issuer's refusal, and another
+    /// state is no transition to what was asked, never reported as applied.
+    @Test(arguments: [("SUSPENDED", "applied"), ("REQUESTED", "requested"), ("REQUEST_DECLINED", "upstream_rejected"),
+                      ("ACTIVE", "upstream_protocol_error"), ("TERMINATED", "upstream_protocol_error")])
+    func aTransitionsAnswerIsReadByItsState(state: String, expected: String) async throws {
+        let answer: [String: Any] = ["token": "t1", "state": state, "channel": "API", "digital_wallet_token": ["token": "dwt-1"]]
+        let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
+        let outcome = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
+            try await withUpstreamHTTP("marqeta") { http -> String in
+                do throws(GatewayError) {
+                    return try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
+                        .outcome.rawValue
+                } catch {
+                    return error.code.rawValue
+                }
+            }
+        }
+        #expect(outcome == expected, "\(state)")
+    }
+
+    /// A token the card's listing returns but that names another card is not the card's.
+    @Test func aListedTokenOfAnotherCardIsLeftOut() async throws {
+        let list: [String: Any] = ["count": 2, "start_index": 0, "end_index": 1, "is_more": false, "data": [
+            ["token": "dwt-mine", "card_token": "mq_card_1", "state": "ACTIVE"],
+            ["token": "dwt-theirs", "card_token": "mq_card_other", "state": "ACTIVE"],
+            ["token": "dwt-unsaid", "state": "ACTIVE"],
+        ]]
+        let tokens = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: list)) { url, _ in
+            try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+        }
+        #expect(tokens.map(\.tokenID) == ["dwt-mine", "dwt-unsaid"])
+    }
 }
 
 /// `MARQETA_BASE_URL`, `MARQETA_APPLICATION_TOKEN`, `MARQETA_ACCESS_TOKEN`, `MARQETA_CARD_TOKEN`.
