@@ -296,6 +296,11 @@ public struct ProvisioningService: Sendable {
             trail.event.issuer = issuer
             logger[metadataKey: "issuer"] = "\(issuer)"
             trail.logger = logger
+            // A card registered to an issuer this configuration no longer has (removed from the
+            // file, renamed): an ops problem, said as one, not as the wallet being unsupported.
+            guard upstreams.issuer(issuer) != nil || local?.issuer == issuer else {
+                throw GatewayError(.upstreamUnavailable, "the card's issuer \(issuer) is not in this gateway's configuration (issuers.\(issuer))")
+            }
             // An issuer whose contract has no place for this operation is never called.
             guard serves(issuer, operation) else {
                 switch operation {

@@ -73,6 +73,23 @@ import Testing
         }
     }
 
+    /// A card still registered to an issuer the configuration no longer has (removed or renamed
+    /// in the file) is an ops problem, answered as one: 503 naming the missing issuer, not 422
+    /// `wallet_not_supported`, for provisioning and token routes alike.
+    @Test func aCardWhoseIssuerIsNoLongerConfiguredIsAnOpsProblem() async throws {
+        let retired = CardRecord(id: "card_retired", program: "demo", issuer: "retired",
+                                 issuerReference: .init(["issuer_card_id": "r_1"]))
+        try await GatewayHarness.run(extraCards: [retired]) { client, _ in
+            let provisioned = try await GatewayHarness.provision(client, card: "card_retired", body: try GatewayHarness.requestBody())
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_retired")
+            for response in [provisioned, listed] {
+                #expect(response.status == .serviceUnavailable, "\(String(buffer: response.body))")
+                #expect(response.json["code"] as? String == "upstream_unavailable")
+                #expect((response.json["detail"] as? String)?.contains("issuers.retired") == true)
+            }
+        }
+    }
+
     @Test func anIssuerPausedInTheConfigGetsNoCallAndAnswersARetryable503() async throws {
         var config = try GatewayHarness.sandboxConfig()
         config.issuers["bridge"]!.paused = true
