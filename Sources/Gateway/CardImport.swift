@@ -28,7 +28,10 @@ public struct CardImport: Sendable {
     public init(registration: CardRegistration) { self.registration = registration }
 
     /// Parses and checks the file; the cards to write, or every problem found.
-    public func parse(_ text: String) -> Swift.Result<[CardRecord], CardImportError> {
+    public func parse(_ file: String) -> Swift.Result<[CardRecord], CardImportError> {
+        // SwiftCSV drops an empty last cell on a last line without its newline (`...,ca_1002,`
+        // would count one cell short): every line is read as ended.
+        let text = file.hasSuffix("\n") || file.isEmpty ? file : file + "\n"
         let csv: CSV<Named>
         do {
             csv = try CSV<Named>(string: text, delimiter: .comma, loadColumns: false)

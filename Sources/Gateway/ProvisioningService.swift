@@ -279,10 +279,7 @@ public struct ProvisioningService: Sendable {
                 }
                 issuer = routed
             } else {
-                guard client.activationsWithoutCard else {
-                    throw GatewayError(.forbidden,
-                        "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
-                }
+                try Self.mayActivateWithoutACard(client)
                 guard let routed = activationIssuer else {
                     throw GatewayError(.operationNotSupported, "an activation without card_id needs routing.activations.issuer, which is not configured")
                 }
@@ -324,13 +321,16 @@ public struct ProvisioningService: Sendable {
             if operation == .tokenActivation {
                 if card == nil {
                     guard let served = issuerPrograms[issuer], served.isSubset(of: client.programs) else {
-                        throw GatewayError(.forbidden, "issuer \(issuer) serves other programs than this client's: activate with card_id")
+                        // Said as what the account needs, not as what else it serves: a tenant is
+                        // not told that other tenants share it.
+                        throw GatewayError(.forbidden,
+                            "an activation without card_id needs issuer \(issuer)'s account limited to this client's programs (issuers.\(issuer).programs): activate with card_id")
                     }
                 } else {
                     let othersPrograms = everyClientProgram.subtracting(client.programs)
                     guard (issuerPrograms[issuer] ?? othersPrograms).isDisjoint(with: othersPrograms) else {
-                        throw GatewayError(.forbidden, "issuer \(issuer) also serves other clients' programs, and an activation names only "
-                            + "the token, which could be one of theirs: limit the account to this client's programs (issuers.\(issuer).programs)")
+                        throw GatewayError(.forbidden, "an activation names only the token, so it needs issuer \(issuer)'s account "
+                            + "limited to this client's programs (issuers.\(issuer).programs)")
                     }
                 }
             }
@@ -470,13 +470,16 @@ public struct ProvisioningService: Sendable {
 
     /// A stored answer is replayed only while the card is still one of the client's: not after it
     /// was deleted, moved to another program, or the client lost the program.
+    private static func mayActivateWithoutACard(_ client: Client) throws(GatewayError) {
+        guard client.activationsWithoutCard else {
+            throw GatewayError(.forbidden, "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
+        }
+    }
+
     public func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
         guard let cardID else {
             // An activation without a card: replayed only while the client may still make one.
-            guard client.activationsWithoutCard else {
-                throw GatewayError(.forbidden,
-                    "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
-            }
+            try Self.mayActivateWithoutACard(client)
             return
         }
         guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }

@@ -356,20 +356,24 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
+        var binds = PostgresBindings(capacity: 4)
+        binds.append(ByteBuffer(bytes: sealed))
+        binds.append(StoreRows.milliseconds(Date()))
+        binds.append(cardID.rawValue)
+        binds.append(ByteBuffer(bytes: expected))
+        let query = PostgresQuery(unsafeSQL: StoreRows.replaceVaultEntry(placeholders: (1...4).map { "$\($0)" }) + " RETURNING card_id",
+                                  binds: binds)
         var replaced = false
-        for try await _ in try await client.query("""
-            UPDATE vault_entries SET sealed = \(ByteBuffer(bytes: sealed)), updated_at = \(StoreRows.milliseconds(Date()))
-            WHERE card_id = \(cardID.rawValue) AND sealed = \(ByteBuffer(bytes: expected)) RETURNING card_id
-            """, logger: logger).decode(String.self) { replaced = true }
+        for try await _ in try await client.query(query, logger: logger).decode(String.self) { replaced = true }
         return replaced
     }
 
     public func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(cardID.rawValue)
+        let query = PostgresQuery(unsafeSQL: StoreRows.deleteOrphanVaultEntry(placeholder: "$1") + " RETURNING card_id", binds: binds)
         var deleted = false
-        for try await _ in try await client.query("""
-            DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue)
-            AND NOT EXISTS (SELECT 1 FROM cards WHERE cards.card_id = vault_entries.card_id) RETURNING card_id
-            """, logger: logger).decode(String.self) { deleted = true }
+        for try await _ in try await client.query(query, logger: logger).decode(String.self) { deleted = true }
         return deleted
     }
 

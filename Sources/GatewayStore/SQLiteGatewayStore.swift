@@ -380,7 +380,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
         try await writeAlone { db in
-            try db.execute(sql: "UPDATE vault_entries SET sealed = ?, updated_at = ? WHERE card_id = ? AND sealed = ?",
+            try db.execute(sql: StoreRows.replaceVaultEntry(placeholders: ["?", "?", "?", "?"]),
                            arguments: [sealed, StoreRows.milliseconds(Date()), cardID.rawValue, expected])
             return db.changesCount == 1
         }
@@ -388,9 +388,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool {
         try await writeAlone { db in
-            try db.execute(sql: """
-                DELETE FROM vault_entries WHERE card_id = ? AND NOT EXISTS (SELECT 1 FROM cards WHERE cards.card_id = vault_entries.card_id)
-                """, arguments: [cardID.rawValue])
+            try db.execute(sql: StoreRows.deleteOrphanVaultEntry(placeholder: "?"), arguments: [cardID.rawValue])
             return db.changesCount == 1
         }
     }

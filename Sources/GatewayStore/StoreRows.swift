@@ -192,20 +192,37 @@ enum StoreRows {
             + "does not know (a newer version migrated it): run that version or a newer one; nothing was changed")
     }
 
+    /// A re-seal's swap, the same on both stores: the entry is replaced only while it holds the
+    /// bytes read. Placeholders: sealed, now (ms), card id, expected.
+    static func replaceVaultEntry(placeholders p: [String]) -> String {
+        precondition(p.count == 4)
+        return "UPDATE vault_entries SET sealed = \(p[0]), updated_at = \(p[1]) WHERE card_id = \(p[2]) AND sealed = \(p[3])"
+    }
+
+    /// An orphan entry's delete, the same on both stores: only while no card has its id.
+    /// Placeholder: card id.
+    static func deleteOrphanVaultEntry(placeholder p: String) -> String {
+        "DELETE FROM vault_entries WHERE card_id = \(p) AND NOT EXISTS (SELECT 1 FROM cards WHERE cards.card_id = vault_entries.card_id)"
+    }
+
     /// What a request is told when the key it claimed is no longer its own.
     static func claimLost(store: String) -> StoreError {
         StoreError(store: store, reason: "the Idempotency-Key's claim is no longer this request's (it expired and was taken over or purged): the answer was not kept")
     }
 
     /// Decides a claim from an existing row (times in milliseconds): an unfinished one is
-    /// abandoned from its own abandon time on; one kept before schema 007 (`abandonAt` NULL) from
-    /// its claim time plus the asking request's window (`askerAbandonAt - now`), the rule before.
+    /// abandoned from its own abandon time on; one kept before schema 007 (`abandonAt` NULL, or
+    /// older than the claim) from its claim time plus the asking request's window
+    /// (`askerAbandonAt - now`), the rule before.
     static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, abandonAt: Int64?, requestHash: String,
                       now: Int64, askerAbandonAt: Int64) -> IdempotencyClaim
     {
         guard existingHash == requestHash else { return .mismatch }
         guard let completedStatus, let body else {
-            let abandonedFrom = abandonAt ?? createdAt + (askerAbandonAt - now)
+            // An abandon time older than the claim is a previous claim's, left by a binary from
+            // before 007 that took the expired key over: this claim is judged as one of its own.
+            let own = abandonAt.flatMap { $0 >= createdAt ? $0 : nil }
+            let abandonedFrom = own ?? createdAt + (askerAbandonAt - now)
             return abandonedFrom <= now ? .abandoned : .inProgress
         }
         return .replay(StoredResponse(status: completedStatus, body: body))

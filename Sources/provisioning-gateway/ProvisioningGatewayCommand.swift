@@ -111,6 +111,7 @@ struct Serve: AsyncParsableCommand {
         let source = ConfigSource(path: config) { config in
             if let portOverride { config.server.port = portOverride }
         }
+        var built: GatewayProcess?
         do {
             // The sandbox composition adds the simulators, demo cards and fault routes; production
             // is the gateway alone.
@@ -119,15 +120,16 @@ struct Serve: AsyncParsableCommand {
                                      onServerRunning: banner).process
                 : try buildGateway(config: gatewayConfig, configSource: source, environment: environment, logger: logger,
                                    onServerRunning: banner)
+            built = process
             try await process.serviceGroup(stopOnSignals: true).run()
             logger.notice("provisioning-gateway stopped")
         } catch let error as ConfigError {
             Self.fail("\(error)")
         } catch let error as StoreError {
             Self.fail("the store is not usable: \(error)")
-        } catch is CancellationError {
-            // The graceful shutdown's bound passed and what still ran was cancelled (the group is
-            // cancelled for nothing else): a stop as documented, said plainly, not a failure.
+        } catch is CancellationError where built?.readiness.isDraining == true {
+            // A shutdown had begun and its bound passed: what still ran was cancelled. A stop as
+            // documented, said plainly, not a failure (a cancellation before any shutdown is one).
             logger.warning(
                 "provisioning-gateway stopped: the graceful shutdown took longer than server.shutdown_delay_ms + server.shutdown_timeout_ms and what still ran was cancelled")
         } catch {

@@ -599,6 +599,13 @@ enum StoreConformance {
         try await sql("UPDATE idempotency_keys SET abandon_at = NULL WHERE key = 'legacy'")
         #expect(try await claim("legacy", at: 30, window: 50) == .inProgress, "a pre-007 claim: 0 + 50 is later than 30")
         #expect(try await claim("legacy", at: 30, window: 10) == .abandoned, "a pre-007 claim: 0 + 10 is earlier than 30")
+
+        // A binary from before 007 took an expired key over: its claim is newer than the abandon
+        // time it left, which is the previous claim's and says nothing about this one.
+        #expect(try await claim("taken", at: 0, window: 100) == .acquired)
+        try await sql("UPDATE idempotency_keys SET created_at = abandon_at + 100000 WHERE key = 'taken'")
+        #expect(try await claim("taken", at: 250, window: 100) == .inProgress, "200 + 100 is later than 250: still running")
+        #expect(try await claim("taken", at: 300, window: 100) == .abandoned)
     }
 
     /// A claim whose request ended without knowing what the issuer did is marked abandoned: young

@@ -86,6 +86,10 @@ import Testing
         #expect(problems.contains { $0.line == 6 && $0.reason == "card_id: the same as on line 5" }, "\(problems)")
         #expect(!problems.contains { $0.description.contains("4111") || $0.description.contains("\u{1B}") }, "\(problems)")
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+
+        // A last row ending in an empty cell, without a final newline, has all its cells.
+        let unended = "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\ncard_1002,demo,bridge,cust_77,ca_1002,"
+        #expect(try await importer.run(unended, into: store) == .imported(count: 1))
     }
 
     @Test func aFileWithoutTheRequiredColumnsIsRefused() async throws {

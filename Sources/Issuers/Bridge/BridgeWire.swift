@@ -115,13 +115,16 @@ enum BridgeWire {
         let errors: [Item]?
 
         /// The code and the fields at fault, for the error's detail: only names (letters, digits,
-        /// `_`, `-`, `.`, `,`), at most 100 characters, never the message text. A code that does not
-        /// read as one is left out here, so the fields are still named, and the whole is checked
-        /// again where every connector's code is (`UpstreamStatus.shownCode`).
+        /// `_`, `-`, `.`, `,`), 100 characters in all, never the message text. A code that does not
+        /// read as one (`UpstreamStatus.shownCode`) is left out and the fields are still named (as
+        /// many as fit); the whole is checked again where every connector's code is.
         var summary: String? {
-            if let code = UpstreamStatus.shownCode(code) {
-                let fields = (source?.key ?? name).map { String($0.prefix(100).filter { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.,".contains($0)) }) }
-                return [code, fields.flatMap { $0.isEmpty ? nil : "field \($0)" }].compactMap { $0 }.joined(separator: ", ")
+            if code != nil || source?.key != nil || name != nil {
+                let shown = UpstreamStatus.shownCode(code)
+                let room = 100 - (shown.map { $0.count + ", field ".count } ?? "field ".count)
+                let fields = (source?.key ?? name).map { String($0.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.,".contains($0)) }.prefix(max(0, room))) }
+                let parts = [shown, fields.flatMap { $0.isEmpty ? nil : "field \($0)" }].compactMap { $0 }
+                if !parts.isEmpty { return parts.joined(separator: ", ") }
             }
             return errors?.compactMap(\.code).first
         }

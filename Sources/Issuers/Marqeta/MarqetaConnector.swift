@@ -88,7 +88,10 @@ public struct MarqetaConnector: IssuerConnector {
         case "REQUESTED":
             return WalletTokenTransition(outcome: .requested, status: MarqetaWire.status(answer.state))
         case "REQUEST_DECLINED":
-            throw GatewayError(.upstreamRejected, "\(issuer) declined the transition to \(asked)", upstreamStatus: response.status)
+            // A refusal said in a 201: the outcome is known (nothing changed), so it is read as
+            // Marqeta's own refusal of a transition, its 409, and an Idempotency-Key is released.
+            throw GatewayError(.upstreamRejected, "\(issuer) declined the transition to \(asked)", upstreamStatus: response.status,
+                               condition: .status(409))
         default:
             throw GatewayError(.upstreamProtocolError,
                                "\(issuer) answered a transition to \(asked) with state \(UpstreamStatus.shownCode(answer.state) ?? "(unreadable)")",

@@ -26,20 +26,26 @@ enum UpstreamStatus {
     /// What of an issuer's own error code the gateway repeats in an error's detail, which reaches
     /// the caller and the logs. A code is a name from the issuer's vocabulary (with Bridge's, the
     /// fields at fault: `bad_customer_request, field first_name,ssn`), so only text that reads as
-    /// one is shown: at most 100 ASCII letters, digits, spaces and `_-.,`, without a run of 8
-    /// digits or more (a card or account number an issuer echoed). Anything else is left out
-    /// whole, never trimmed into something that reads well: an issuer may put a card number, a
-    /// credential it was sent, or terminal escapes in it.
+    /// one is shown: at most 100 ASCII letters, digits, spaces and `_-.,`, and no 8 digits in
+    /// one run, however spaced, dashed or dotted (a card or account number an issuer echoed,
+    /// `4111 1111 1111 1111` included). Anything else is left out whole, never trimmed into
+    /// something that reads well: an issuer may put a card number, a credential it was sent, or
+    /// terminal escapes in it.
     static func shownCode(_ code: String?) -> String? {
         guard let code, !code.isEmpty, code.utf8.count <= 100 else { return nil }
-        var digitsInARow = 0
+        var digitsInARun = 0
         for byte in code.utf8 {
-            let isDigit = (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-            digitsInARow = isDigit ? digitsInARow + 1 : 0
-            guard digitsInARow < 8 else { return nil }
-            let allowed = isDigit || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                || [UInt8(ascii: " "), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ",")].contains(byte)
-            guard allowed else { return nil }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                digitsInARun += 1
+                guard digitsInARun < 8 else { return nil }
+            case UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","):
+                continue  // a separator does not end a run of digits
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"):
+                digitsInARun = 0
+            default:
+                return nil
+            }
         }
         return code
     }

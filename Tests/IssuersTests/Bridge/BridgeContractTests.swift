@@ -166,6 +166,14 @@ import Testing
         }
     }
 
+    /// A code that does not read as one is left out, and the fields at fault are still named.
+    @Test func anUnreadableCodeStillNamesTheFieldsAtFault() async throws {
+        let body = try JSONSerialization.data(withJSONObject: ["code": "bad \u{1B}[31m 4111111111111111", "message": "m", "name": "nonce"])
+        let (result, _) = try await ConnectorScenarios.replay(status: .badRequest, body: body, card: Self.card, make: Self.connector())
+        guard case .failure(let error) = result else { Issue.record("HTTP 400 was taken as a success"); return }
+        #expect(error.detail.hasSuffix("(field nonce)"), "\(error.detail)")
+    }
+
     @Test func anErrorCodeIsRepeatedOnlyWhenItReadsAsOne() async throws {
         try await ConnectorScenarios.anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(
             body: { try JSONSerialization.data(withJSONObject: ["code": $0, "message": "refused"]) }, card: Self.card, make: Self.connector())

@@ -326,8 +326,9 @@ import Testing
     /// The transition's answer is read by its state (the swagger's enum): the one asked for is
     /// applied, REQUESTED is applied later, REQUEST_DECLINED is the issuer's refusal, and another
     /// state is no transition to what was asked, never reported as applied.
-    @Test(arguments: [("SUSPENDED", "applied"), ("REQUESTED", "requested"), ("REQUEST_DECLINED", "upstream_rejected"),
-                      ("ACTIVE", "upstream_protocol_error"), ("TERMINATED", "upstream_protocol_error")])
+    /// A refusal is a known outcome (an Idempotency-Key is released); an unexpected state is not.
+    @Test(arguments: [("SUSPENDED", "applied"), ("REQUESTED", "requested"), ("REQUEST_DECLINED", "upstream_rejected known"),
+                      ("ACTIVE", "upstream_protocol_error unknown"), ("TERMINATED", "upstream_protocol_error unknown")])
     func aTransitionsAnswerIsReadByItsState(state: String, expected: String) async throws {
         let answer: [String: Any] = ["token": "t1", "state": state, "channel": "API", "digital_wallet_token": ["token": "dwt-1"]]
         let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
@@ -337,7 +338,7 @@ import Testing
                     return try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
                         .outcome.rawValue
                 } catch {
-                    return error.code.rawValue
+                    return error.code.rawValue + (error.condition?.leavesOutcomeUnknown == true ? " unknown" : " known")
                 }
             }
         }
