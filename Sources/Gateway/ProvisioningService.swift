@@ -179,10 +179,18 @@ public struct ProvisioningService: Sendable {
     ) async throws(GatewayError) -> WalletTokenChange {
         guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
         let (issuer, change) = try await run(
-            AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, tokenID: tokenID,
+            fallbackAllowed: false,
             logger: logger
         ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
-            let tokens = try await connector.listWalletTokens(card: card!, context: context)
+            // The list only reads: however it fails, no transition was sent, so the failure leaves no
+            // outcome unknown (an Idempotency-Key is released, the attempt may be made again).
+            let tokens: [WalletToken]
+            do throws(GatewayError) {
+                tokens = try await connector.listWalletTokens(card: card!, context: context)
+            } catch {
+                throw error.nothingActed()
+            }
             guard let token = tokens.first(where: { $0.tokenID == tokenID }) else {
                 // The id is not repeated: it is the caller's text, and may be anything pasted there.
                 throw GatewayError(.tokenNotFound, "card \(cardID) has no wallet token of that id at \(connector.issuer)")
@@ -214,7 +222,8 @@ public struct ProvisioningService: Sendable {
         logger: Logger? = nil
     ) async throws(GatewayError) -> TokenActivation {
         let (issuer, result) = try await run(
-            .tokenActivation, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, fallbackAllowed: false,
+            .tokenActivation, cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil,
+            tokenID: request.tokenUniqueReference, fallbackAllowed: false,
             logger: logger
         ) { (connector, card, context) async throws(GatewayError) in
             try await connector.activateToken(request, card: card, context: context)
@@ -239,7 +248,7 @@ public struct ProvisioningService: Sendable {
     /// own (its `request_id`), else the service's.
     private func run<T: Sendable>(
         _ operation: AuditOperation, cardID: CardID?, client: Client, provisioningID: ProvisioningID, deviceType: DeviceType?,
-        fallbackAllowed: Bool, logger requestLogger: Logger?,
+        tokenID: String? = nil, fallbackAllowed: Bool, logger requestLogger: Logger?,
         prepare: (IssuerID) async throws(GatewayError) -> Void = { _ in },
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> (IssuerID, T) {
@@ -251,7 +260,7 @@ public struct ProvisioningService: Sendable {
         logger[metadataKey: "client"] = "\(client.id)"
         var trail = Trail(event: AuditEvent(
             provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
-            deviceType: deviceType, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
+            deviceType: deviceType, tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
             latencyMS: 0), logger: logger)
 
         // Rules match a wallet; a token activation goes to the card's own issuer, else to

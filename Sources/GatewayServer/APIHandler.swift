@@ -423,7 +423,8 @@ struct APIHandler: APIProtocol {
             throw GatewayError(.notFound, "no provisioning \(input.path.provisioningId) for this client")
         }
         return .ok(.init(body: .json(.init(provisioningId: input.path.provisioningId, events: events.map { event in
-            .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue, deviceType: event.deviceType?.rawValue,
+            .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue,
+                  deviceType: event.deviceType?.rawValue, tokenId: event.tokenID,
                   issuer: event.issuer?.rawValue, endpoint: event.endpoint, attempt: event.attempt,
                   outcome: .init(rawValue: event.outcome.rawValue) ?? .failed, errorCode: event.errorCode?.rawValue,
                   upstreamStatus: event.upstreamStatus, latencyMs: event.latencyMS)

@@ -87,6 +87,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ("005_audit_event_once", statements(StoreRows.auditOnceMigration(isNotDistinctFrom: "IS NOT DISTINCT FROM"))),
         ("006_released_issuer_references", statements(StoreRows.releasedReferencesMigration)),
         ("007_claim_abandon_time", statements(StoreRows.claimAbandonTimeMigration)),
+        ("008_audit_token_id", statements(StoreRows.auditTokenMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -432,10 +433,11 @@ public final class PostgresGatewayStore: GatewayStore {
     /// fails (`StoreRows.checkAlreadyRecorded`). `run` is the pool or a transaction's connection.
     private func insertAudit(_ event: AuditEvent, _ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
         let inserted = try await run("""
-            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt,
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint, attempt,
                 outcome, error_code, upstream_status, latency_ms)
             VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
-                \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.issuer?.rawValue), \(event.endpoint), \(event.attempt),
+                \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.tokenID), \(event.issuer?.rawValue),
+                \(event.endpoint), \(event.attempt),
                 \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
             ON CONFLICT (provisioning_id, attempt) WHERE \(unescaped: StoreRows.auditOnce) DO NOTHING RETURNING id
             """)
@@ -450,7 +452,7 @@ public final class PostgresGatewayStore: GatewayStore {
     private static func auditSelect(_ provisioningID: ProvisioningID, attempt: Int? = nil) -> PostgresQuery {
         let columns = """
             SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
-                upstream_status, latency_ms, device_type FROM audit_events
+                upstream_status, latency_ms, device_type, token_id FROM audit_events
             """
         if let attempt {
             return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) AND attempt = \(attempt) AND \(unescaped: StoreRows.auditOnce)"
@@ -459,10 +461,11 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     private func auditEvent(_ row: PostgresRow) throws -> AuditEvent {
-        let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device) = try row.decode(
-            (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?).self)
+        let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token) = try row.decode(
+            (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?, String?).self)
         return try StoreRows.auditEvent(
-            provisioningID: id, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, issuer: issuer, endpoint: endpoint,
+            provisioningID: id, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, tokenID: token, issuer: issuer,
+            endpoint: endpoint,
             attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, store: displayName)
     }
 

@@ -180,6 +180,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("007_claim_abandon_time") { db in
             try db.execute(sql: StoreRows.claimAbandonTimeMigration)
         }
+        migrator.registerMigration("008_audit_token_id") { db in
+            try db.execute(sql: StoreRows.auditTokenMigration)
+        }
         return migrator
     }
 
@@ -443,14 +446,15 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// same event is done, a different one fails (`StoreRows.checkAlreadyRecorded`).
     private static func insertAudit(_ events: [AuditEvent], _ db: Database) throws {
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint,
-                attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint,
+                attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (provisioning_id, attempt) WHERE \(StoreRows.auditOnce) DO NOTHING
             """)
         for event in events {
             try statement.execute(arguments: [
                 event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
-                event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.issuer?.rawValue, event.endpoint, event.attempt,
+                event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.tokenID, event.issuer?.rawValue, event.endpoint,
+                event.attempt,
                 event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
             guard db.changesCount == 0 else { continue }
             let stored = try Row.fetchOne(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? AND attempt = ? AND \(StoreRows.auditOnce)",
@@ -462,7 +466,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     private static func auditEvent(_ row: Row) throws -> AuditEvent {
         try StoreRows.auditEvent(
             provisioningID: row["provisioning_id"], at: row["at"], client: row["client_id"], cardID: row["card_id"], wallet: row["wallet"],
-            deviceType: row["device_type"], issuer: row["issuer"], endpoint: row["endpoint"], attempt: row["attempt"],
+            deviceType: row["device_type"], tokenID: row["token_id"], issuer: row["issuer"], endpoint: row["endpoint"], attempt: row["attempt"],
             outcome: row["outcome"], errorCode: row["error_code"], upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"],
             store: "sqlite")
     }

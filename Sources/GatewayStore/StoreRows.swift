@@ -91,15 +91,16 @@ enum StoreRows {
 
     /// An audit row's columns as an event; an unknown wallet or outcome is the store's error.
     static func auditEvent(
-        provisioningID: String, at: Int64, client: String, cardID: String, wallet: String, deviceType: String?, issuer: String?,
-        endpoint: String?, attempt: Int, outcome: String, errorCode: String?, upstreamStatus: Int?, latencyMS: Int, store: String
+        provisioningID: String, at: Int64, client: String, cardID: String, wallet: String, deviceType: String?, tokenID: String?,
+        issuer: String?, endpoint: String?, attempt: Int, outcome: String, errorCode: String?, upstreamStatus: Int?, latencyMS: Int,
+        store: String
     ) throws -> AuditEvent {
         guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
             throw StoreError(store: store, reason: "an audit row has an unknown wallet or outcome")
         }
         return AuditEvent(
             provisioningID: ProvisioningID(provisioningID), at: date(at), client: ClientID(client), cardID: CardID(cardID),
-            operation: operation, deviceType: deviceType.flatMap(DeviceType.init(rawValue:)), issuer: issuer.map { IssuerID($0) },
+            operation: operation, deviceType: deviceType.flatMap(DeviceType.init(rawValue:)), tokenID: tokenID, issuer: issuer.map { IssuerID($0) },
             endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: errorCode.flatMap { GatewayError.Code(rawValue: $0) },
             upstreamStatus: upstreamStatus, latencyMS: latencyMS)
     }
@@ -170,6 +171,9 @@ enum StoreRows {
     /// counts as abandoned (its own request's deadline and margin), instead of every later request
     /// judging it by its own deadline. Rows kept before it have none (NULL).
     static let claimAbandonTimeMigration = "ALTER TABLE idempotency_keys ADD COLUMN abandon_at BIGINT"
+
+    /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
+    static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
 
     /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
     /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:

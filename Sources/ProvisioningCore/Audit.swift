@@ -17,6 +17,9 @@ public struct AuditEvent: Sendable, Equatable {
     public var operation: AuditOperation
     /// Apple Pay: the device the pass is for (phone, watch, tablet).
     public var deviceType: DeviceType?
+    /// The wallet token the request acted on: a transition's token id at the issuer, an
+    /// activation's `token_unique_reference`. Identifiers, never card data.
+    public var tokenID: String?
     public var issuer: IssuerID?
     /// The upstream endpoint's base URL (never with credentials or a query).
     public var endpoint: String?
@@ -35,8 +38,9 @@ public struct AuditEvent: Sendable, Equatable {
     }
 
     public init(
-        provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, operation: AuditOperation, deviceType: DeviceType? = nil, issuer: IssuerID?,
-        endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?, upstreamStatus: Int?, latencyMS: Int
+        provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, operation: AuditOperation, deviceType: DeviceType? = nil,
+        tokenID: String? = nil, issuer: IssuerID?, endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?,
+        upstreamStatus: Int?, latencyMS: Int
     ) {
         self.provisioningID = provisioningID
         self.at = at
@@ -44,6 +48,7 @@ public struct AuditEvent: Sendable, Equatable {
         self.cardID = cardID
         self.operation = operation
         self.deviceType = deviceType
+        self.tokenID = tokenID
         self.issuer = issuer
         self.endpoint = endpoint
         self.attempt = attempt

@@ -159,6 +159,19 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         return copy
     }
 
+    /// The same failure of a call that only read (a token list before a transition): whatever
+    /// happened to it, the issuer did nothing, so it is what a connection never made means to
+    /// the retry table and to an Idempotency-Key (`connect_failed`: safe to send again, key
+    /// released). Code, detail and status are kept.
+    public func nothingActed() -> GatewayError {
+        guard condition != nil, condition != .connectFailed else { return self }
+        var copy = GatewayError(code, detail, upstreamStatus: upstreamStatus, condition: .connectFailed, retryAfter: retryAfter)
+        copy.provisioningID = provisioningID
+        copy.cause = cause
+        copy.afterIssuerAttempt = afterIssuerAttempt
+        return copy
+    }
+
     /// An underlying error as one short log-safe line: its type and description, control
     /// characters replaced, at most `maxCauseLength` characters. A wrapped `GatewayError` gives its
     /// own code, detail and cause.

@@ -77,6 +77,7 @@ import Testing
             // Each call is in the audit trail under its operation.
             let events = try await ResilienceTests.events(client, suspended)
             #expect(events.map { $0["wallet"] as? String } == ["token_suspend"])
+            #expect(events.map { $0["token_id"] as? String } == [id], "the audit names the token acted on")
             #expect(events.map { $0["outcome"] as? String } == ["succeeded"])
         }
     }
@@ -169,6 +170,27 @@ import Testing
         }
     }
 
+    /// A transition whose token list fails (the list only reads) sent nothing: the failure is
+    /// retryable, the list is tried again within the request, and the key is released for a
+    /// retry, which sends the transition once.
+    @Test func aTransitionWhoseTokenListFailedSentNothingAndKeepsNoKey() async throws {
+        try await ResilienceTests.runSkippingWaits(config: try ResilienceTests.config()) { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_lithic_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            let suspend = "/v1/cards/card_lithic_demo/wallet-tokens/\(id)/suspend"
+            try await ResilienceTests.addFault(client, #"{"issuer":"lithic","mode":"reset","count":3}"#)
+            let failed = try await Self.post(client, suspend, idempotencyKey: "list-fails")
+            #expect(failed.status == .serviceUnavailable, "\(String(buffer: failed.body))")
+            #expect(failed.json["retryable"] as? Bool == true)
+            #expect(try await ResilienceTests.events(client, failed).filter { $0["attempt"] as? Int != 0 }.count == 3,
+                    "the list is tried again within the request")
+            #expect(await sandbox.lithic.tokenizations.transitions.isEmpty)
+            let retried = try await Self.post(client, suspend, idempotencyKey: "list-fails")
+            #expect(retried.status == .ok, "\(String(buffer: retried.body))")
+            #expect(await sandbox.lithic.tokenizations.transitions.map(\.verb) == ["pause"])
+        }
+    }
+
     /// An activation under an Idempotency-Key reaches TMP once; the replay is the same answer, and
     /// the key with another token reference is a reuse.
     @Test func anActivationUnderAnIdempotencyKeyIsSentOnce() async throws {
@@ -181,6 +203,7 @@ import Testing
             #expect(again.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
             #expect(again.json["result"] as? String == first.json["result"] as? String)
             #expect(await sandbox.tmp.log.count == 1, "the replay was sent to the issuer")
+            #expect(try await ResilienceTests.events(client, first).first?["token_id"] as? String == "DWSPMC0000000007")
             let other = try await Self.post(client, "/v1/token-activations", json: #"{"token_unique_reference":"DWSPMC0000000008","card_id":"card_tmp_demo"}"#,
                                             idempotencyKey: "activate-1")
             #expect(other.status == .unprocessableContent && other.json["code"] as? String == "idempotency_key_reused")

@@ -72,20 +72,17 @@ struct PostgresGatewayStoreTests {
         }
     }
 
-    @Test func aNewerSchemaIsRefusedAndLeftAlone() async throws {
+    /// Two scenarios on one server (each server is an `initdb` and a start, which a parallel
+    /// test run pays in CPU): a claim judged by its own abandon time, then a newer schema refused.
+    @Test func aClaimIsJudgedByItsOwnAbandonTimeAndANewerSchemaIsRefused() async throws {
         try await withStoreAndSQL { store, sql in
+            try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)
             try await StoreConformance.aNewerSchemaIsRefusedAndLeftAlone(
                 store, sql: sql,
                 recordFutureVersionForget007: """
                     INSERT INTO schema_migrations (version, applied_at) VALUES ('999_from_the_future', 0);
                     DELETE FROM schema_migrations WHERE version = '007_claim_abandon_time'
                     """)
-        }
-    }
-
-    @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
-        try await withStoreAndSQL { store, sql in
-            try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)
         }
     }
 

@@ -40,7 +40,8 @@ enum StoreConformance {
     typealias RawSQL = @Sendable (String) async throws -> Void
 
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
-                           "006_released_issuer_references", "007_claim_abandon_time"]
+                           "006_released_issuer_references", "007_claim_abandon_time",
+                           "008_audit_token_id"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -474,6 +475,7 @@ enum StoreConformance {
         unrelated.provisioningID = "prv_2"
         unrelated.operation = .tokenActivation
         unrelated.deviceType = nil
+        unrelated.tokenID = "DWSPMC000000000132d72d4fcb2f4136"
         let replay = AuditEvent(
             provisioningID: "prv_1", at: instant(3), client: ClientID("acme"), cardID: "c1", operation: .applePay, issuer: nil,
             endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
