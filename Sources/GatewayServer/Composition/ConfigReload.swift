@@ -41,6 +41,12 @@ enum RestartOnlySettings {
         keep("server.max_connections", \.server.maxConnections)
         keep("server.shutdown_delay_ms", \.server.shutdownDelayMS)
         keep("server.shutdown_timeout_ms", \.server.shutdownTimeoutMS)
+        // Its default follows the longest deadline, but the bound running was fixed at start-up:
+        // longer deadlines get the longer bound they need only after a restart (a shorter one is
+        // already covered).
+        if !differing.contains("server.shutdown_timeout_ms"), next.shutdownTimeout > running.shutdownTimeout {
+            differing.append("server.shutdown_timeout_ms")
+        }
         keep("store", \.store)
         keep("local", \.local)
         keep("vault", \.vault)

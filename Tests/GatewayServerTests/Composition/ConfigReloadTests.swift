@@ -176,6 +176,20 @@ import Testing
         }
     }
 
+    /// A longer deadline applies at once, but the graceful shutdown's bound, which by default
+    /// follows the longest deadline, was fixed at start-up: the answer says it needs a restart.
+    @Test func aLongerDeadlineSaysTheShutdownBoundNeedsARestart() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            try file.write(Self.replacing("  deadline_ms: 15000", "  deadline_ms: 18000"))
+            let answer = try await Self.reload(client)
+            #expect(answer.status == .ok, "\(String(buffer: answer.body))")
+            #expect(answer.json["changed"] as? [String] == ["server.deadline_ms"])
+            #expect(answer.json["restart_required"] as? [String] == ["server.shutdown_timeout_ms"])
+        }
+    }
+
     /// The store keeps running with the settings it started with, so a reload is checked with
     /// them: deadlines that outgrow the running Idempotency-Key lifetime are refused (a key could
     /// expire while its request still runs, and a duplicate would reach the issuer again), even when
