@@ -31,7 +31,9 @@ public struct CardImport: Sendable {
     public func parse(_ file: String) -> Swift.Result<[CardRecord], CardImportError> {
         // SwiftCSV drops an empty last cell on a last line without its newline (`...,ca_1002,`
         // would count one cell short): every line is read as ended.
-        let text = file.hasSuffix("\n") || file.isEmpty ? file : file + "\n"
+        // (By scalars: "\r\n" is one Character, which `hasSuffix("\n")` would not see.)
+        let ended = file.unicodeScalars.last.map { $0 == "\n" || $0 == "\r" } ?? true
+        let text = ended ? file : file + "\n"
         let csv: CSV<Named>
         do {
             csv = try CSV<Named>(string: text, delimiter: .comma, loadColumns: false)

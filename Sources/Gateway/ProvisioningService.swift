@@ -452,7 +452,7 @@ public struct ProvisioningService: Sendable {
 
     private func audit(_ report: AttemptReport, trail: inout Trail) async throws(GatewayError) {
         trail.attempts += 1
-        if let error = report.error, error.issuerOutcomeUnknown || error.condition?.leavesOutcomeUnknown == true {
+        if let error = report.error, !error.actedOnNothing, error.issuerOutcomeUnknown || error.condition?.leavesOutcomeUnknown == true {
             trail.outcomeUnknown = true
         }
         var event = trail.event
@@ -497,13 +497,14 @@ public struct ProvisioningService: Sendable {
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called. The
     /// answer is replayed only once this is written.
     public func recordReplay(
-        provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, logger: Logger? = nil
+        provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
+        logger: Logger? = nil
     ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         let event = AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation, issuer: nil,
-            endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
+            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+            tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
         try await record(event, logger: logger)
     }
 

@@ -192,7 +192,7 @@ struct APIHandler: APIProtocol {
                          action: .init(rawValue: action.rawValue)!,
                          outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
         }
-        return try await answer(outcome, cardID: cardID, client: client, operation: operation, id: \.provisioningId)
+        return try await answer(outcome, cardID: cardID, client: client, operation: operation, tokenID: tokenID, id: \.provisioningId)
     }
 
     // MARK: Token activation
@@ -215,13 +215,15 @@ struct APIHandler: APIProtocol {
                 result: .init(rawValue: result.outcome.rawValue)!, tokenUniqueReference: result.tokenUniqueReference,
                 cardLast4: result.cardLast4, comment: result.comment)
         }
-        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .tokenActivation, id: \.provisioningId))))
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .tokenActivation,
+                                                      tokenID: request.tokenUniqueReference, id: \.provisioningId))))
     }
 
     /// A provisioning's answer: the fresh one as it is; a replay only for a caller that may still
     /// use the card, read back from its stored form and put on record as a replay.
     func answer<Answer: Decodable & Sendable>(
-        _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID?, client: Client, operation: AuditOperation, id: KeyPath<Answer, String>
+        _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
+        id: KeyPath<Answer, String>
     ) async throws -> Answer {
         switch outcome {
         case .fresh(let answer):
@@ -230,7 +232,7 @@ struct APIHandler: APIProtocol {
             try await service.authorizeReplay(cardID: cardID, client: client)
             let answer = try Self.decodeStored(Answer.self, stored)
             try await service.recordReplay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client,
-                                           operation: operation, logger: RequestScope.logger)
+                                           operation: operation, tokenID: tokenID, logger: RequestScope.logger)
             return answer
         }
     }

@@ -134,6 +134,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// not say "not handled", the call cancelled while out: `UpstreamCondition.leavesOutcomeUnknown`).
     /// An Idempotency-Key whose request ended so is never run again: a retry could provision twice.
     public private(set) var issuerOutcomeUnknown = false
+    /// The call that failed only read (`nothingActed()`): it cannot have acted at the issuer.
+    public private(set) var actedOnNothing = false
 
     /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
     public init(
@@ -156,19 +158,17 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         copy.cause = cause
         copy.afterIssuerAttempt = afterIssuerAttempt
         copy.issuerOutcomeUnknown = issuerOutcomeUnknown
+        copy.actedOnNothing = actedOnNothing
         return copy
     }
 
-    /// The same failure of a call that only read (a token list before a transition): whatever
-    /// happened to it, the issuer did nothing, so it is what a connection never made means to
-    /// the retry table and to an Idempotency-Key (`connect_failed`: safe to send again, key
-    /// released). Code, detail and status are kept.
+    /// The same failure, from a call that only read (a token list before a transition): whatever
+    /// happened to it, the issuer did nothing, so it leaves no outcome unknown (an Idempotency-Key
+    /// is released, `retryable` keeps its code's answer). Its condition, code and status are
+    /// kept, so the retry table, the breakers and the caller see the failure as it was.
     public func nothingActed() -> GatewayError {
-        guard condition != nil, condition != .connectFailed else { return self }
-        var copy = GatewayError(code, detail, upstreamStatus: upstreamStatus, condition: .connectFailed, retryAfter: retryAfter)
-        copy.provisioningID = provisioningID
-        copy.cause = cause
-        copy.afterIssuerAttempt = afterIssuerAttempt
+        var copy = self
+        copy.actedOnNothing = true
         return copy
     }
 

@@ -90,6 +90,9 @@ import Testing
         // A last row ending in an empty cell, without a final newline, has all its cells.
         let unended = "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\ncard_1002,demo,bridge,cust_77,ca_1002,"
         #expect(try await importer.run(unended, into: store) == .imported(count: 1))
+        // Windows line ends (a spreadsheet's export), the last one included.
+        let crlf = "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\r\ncard_1003,demo,bridge,cust_78,ca_1003,\r\n"
+        #expect(try await importer.run(crlf, into: store) == .imported(count: 1))
     }
 
     @Test func aFileWithoutTheRequiredColumnsIsRefused() async throws {

@@ -57,6 +57,7 @@ enum ConnectorScenarios {
         ("4111111111111111", false),
         ("card 4111 1111 1111 1111", false),
         ("4111-1111-1111-1111", false),
+        ("4111_1111_1111_1111", false),
         ("ref 12.34.56.78", false),
         ("error_1234567 at step 12", true),
         ("bad key sk_live_0123456789abcdef", false),

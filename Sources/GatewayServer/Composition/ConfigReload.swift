@@ -25,7 +25,7 @@ public struct ConfigSource: Sendable {
 /// takes effect.
 enum RestartOnlySettings {
     /// Copies the running values into `next`; returns the key paths whose values differed.
-    static func pin(_ next: inout GatewayConfig, to running: GatewayConfig) -> [String] {
+    static func pin(_ next: inout GatewayConfig, to running: GatewayConfig, startedShutdownTimeout: Duration) -> [String] {
         var differing: [String] = []
         func keep<T: Encodable>(_ path: String, _ field: WritableKeyPath<GatewayConfig, T>) {
             if !same(next[keyPath: field], running[keyPath: field]) { differing.append(path) }
@@ -43,8 +43,8 @@ enum RestartOnlySettings {
         keep("server.shutdown_timeout_ms", \.server.shutdownTimeoutMS)
         // Its default follows the longest deadline, but the bound running was fixed at start-up:
         // longer deadlines get the longer bound they need only after a restart (a shorter one is
-        // already covered).
-        if !differing.contains("server.shutdown_timeout_ms"), next.shutdownTimeout > running.shutdownTimeout {
+        // already covered), however many reloads ago they came.
+        if !differing.contains("server.shutdown_timeout_ms"), next.shutdownTimeout > startedShutdownTimeout {
             differing.append("server.shutdown_timeout_ms")
         }
         keep("store", \.store)
@@ -127,6 +127,8 @@ actor ConfigReloader {
     /// The clients' and the failed-authentication buckets, whose limits a reload updates in place.
     let clientLimits: RateLimiter<ClientID, GatewayClock>
     let failureLimits: RateLimiter<String, GatewayClock>
+    /// The graceful shutdown's bound for requests in flight, fixed when the process started.
+    private var startedShutdownTimeout: Duration?
 
     init(source: ConfigSource?, live: LiveConfiguration, parts: GenerationParts, environment: [String: String], audit: SecurityAudit,
          clientLimits: RateLimiter<ClientID, GatewayClock>, failureLimits: RateLimiter<String, GatewayClock>) {
@@ -143,6 +145,7 @@ actor ConfigReloader {
 
     /// The start-up generation, once the upstreams can be built (the simulators listen).
     func start(config: GatewayConfig, sandbox: SandboxEndpoints) async throws(ConfigError) {
+        startedShutdownTimeout = config.shutdownTimeout
         let upstreams = try await UpstreamDirectory.build(
             config: config, environment: environment, sandbox: sandbox, logger: logger, clock: parts.clock)
         let generation = ConfigGeneration(number: 1, config: config, fileSHA256: nil, upstreams: upstreams, parts: parts)
@@ -212,7 +215,8 @@ actor ConfigReloader {
         }
         var (config, problems) = try ConfigLoader.read(text: text, path: source.path)
         source.overrides(&config)
-        outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config)
+        outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config,
+                                                          startedShutdownTimeout: startedShutdownTimeout ?? running.config.shutdownTimeout)
         // The file was checked as written; what runs is the file with the running store, so the
         // deadlines it brings must fit the Idempotency-Key lifetime that keeps running.
         if let problem = config.idempotencyLifetimeProblem(running: true), !problems.contains(where: { $0.path == problem.path }) {

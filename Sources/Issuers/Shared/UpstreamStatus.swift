@@ -27,7 +27,7 @@ enum UpstreamStatus {
     /// the caller and the logs. A code is a name from the issuer's vocabulary (with Bridge's, the
     /// fields at fault: `bad_customer_request, field first_name,ssn`), so only text that reads as
     /// one is shown: at most 100 ASCII letters, digits, spaces and `_-.,`, and no 8 digits in
-    /// one run, however spaced, dashed or dotted (a card or account number an issuer echoed,
+    /// one run, however spaced, dashed, dotted or underscored (a card or account number an issuer echoed,
     /// `4111 1111 1111 1111` included). Anything else is left out whole, never trimmed into
     /// something that reads well: an issuer may put a card number, a credential it was sent, or
     /// terminal escapes in it.
@@ -39,9 +39,9 @@ enum UpstreamStatus {
             case UInt8(ascii: "0")...UInt8(ascii: "9"):
                 digitsInARun += 1
                 guard digitsInARun < 8 else { return nil }
-            case UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","):
+            case UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","), UInt8(ascii: "_"):
                 continue  // a separator does not end a run of digits
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "_"):
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
                 digitsInARun = 0
             default:
                 return nil

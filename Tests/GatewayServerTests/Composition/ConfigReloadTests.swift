@@ -187,6 +187,10 @@ import Testing
             #expect(answer.status == .ok, "\(String(buffer: answer.body))")
             #expect(answer.json["changed"] as? [String] == ["server.deadline_ms"])
             #expect(answer.json["restart_required"] as? [String] == ["server.shutdown_timeout_ms"])
+            // A later reload still runs under the start-up bound: said again.
+            try file.write(Self.replacing("  deadline_ms: 15000", "  deadline_ms: 17000"))
+            let later = try await Self.reload(client)
+            #expect(later.json["restart_required"] as? [String] == ["server.shutdown_timeout_ms"], "\(String(buffer: later.body))")
         }
     }
 
