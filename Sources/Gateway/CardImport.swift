@@ -34,9 +34,13 @@ public struct CardImport: Sendable {
         // (By scalars: "\r\n" is one Character, which `hasSuffix("\n")` would not see.)
         let ended = file.unicodeScalars.last.map { $0 == "\n" || $0 == "\r" } ?? true
         let text = ended ? file : file + "\n"
-        let csv: CSV<Named>
+        // The header from SwiftCSV's own view; the rows from its parser, once, as read (its row views
+        // pad short rows and drop extra cells, which would hide a shifted row).
+        let csv: CSV<Enumerated>
+        var rows: [[String]] = []
         do {
-            csv = try CSV<Named>(string: text, delimiter: .comma, loadColumns: false)
+            csv = try CSV<Enumerated>(string: text, delimiter: .comma, loadColumns: false, rowLimit: 1)
+            try csv.enumerateAsArray(startAt: 1, rowLimit: nil) { rows.append($0) }
         } catch {
             return .failure(CardImportError(problems: [Problem(line: 1, reason: "not a readable CSV file")]))
         }
@@ -46,20 +50,17 @@ public struct CardImport: Sendable {
             return .failure(CardImportError(problems: [Problem(line: 1, reason: "missing column(s): \(missing.joined(separator: ", "))")]))
         }
         var problems: [Problem] = []
-        // A row with more or fewer cells than the header names is shifted or cut: its cells would
-        // land in the wrong columns (or be dropped without a word), so it is a problem of its own.
-        // (SwiftCSV's own row views pad short rows and drop extra cells; its parser's rows are as read.)
-        var cellCounts: [Int] = []
-        try? csv.enumerateAsArray(startAt: 1, rowLimit: nil) { cells in cellCounts.append(cells.count) }
-        var misshapen = Set<Int>()
-        for (index, count) in cellCounts.enumerated() where count != csv.header.count {
-            misshapen.insert(index)
-            problems.append(Problem(line: index + 2, reason: "\(count) cells where the header names \(csv.header.count) columns"))
-        }
         var cards: [CardRecord] = []
         var seen: [String: Int] = [:]
-        for (index, row) in csv.rows.enumerated() where !misshapen.contains(index) {
+        for (index, cells) in rows.enumerated() {
             let line = index + 2
+            // A row with more or fewer cells than the header names is shifted or cut: its cells would
+            // land in the wrong columns (or be dropped without a word), so it is a problem of its own.
+            guard cells.count == header.count else {
+                problems.append(Problem(line: line, reason: "\(cells.count) cells where the header names \(header.count) columns"))
+                continue
+            }
+            let row = Dictionary(zip(header, cells), uniquingKeysWith: { first, _ in first })
             let value = { (column: String) in (row[column] ?? "").trimmingCharacters(in: .whitespaces) }
             var reference: [String: String] = [:]
             for column in header where !Self.requiredColumns.contains(column) && !value(column).isEmpty {

@@ -48,9 +48,13 @@ public struct CardVault: CardDataSource {
     /// Seals `data` for `card`, which must be in the registry (an entry never exists without its
     /// card); `event` (the CLI's) is written in the same transaction.
     public func put(_ card: CardRecord, _ data: CardData, event: SecurityEvent? = nil) async throws {
-        let sealed = try SealedEnvelope.seal(JSONEncoder().encode(data), keyID: keyring.activeID, key: keyring.activeKey,
-                                             authenticating: Self.associatedData(card))
-        try await store.putVaultEntry(card.id, sealed: sealed, event: event)
+        try await store.putVaultEntry(card.id, sealed: try seal(data, for: card), event: event)
+    }
+
+    /// `data` sealed under the active key, bound to `card`.
+    private func seal(_ data: CardData, for card: CardRecord) throws -> Data {
+        try SealedEnvelope.seal(JSONEncoder().encode(data), keyID: keyring.activeID, key: keyring.activeKey,
+                                authenticating: Self.associatedData(card))
     }
 
     @discardableResult
@@ -135,9 +139,7 @@ public struct CardVault: CardDataSource {
                 }
                 // Swapped in only over the bytes just read: the gateway keeps serving meanwhile,
                 // and a new number put, or the card deleted or moved, must not be undone.
-                let resealed = try SealedEnvelope.seal(JSONEncoder().encode(opened.data), keyID: keyring.activeID, key: keyring.activeKey,
-                                                       authenticating: Self.associatedData(card))
-                if try await store.replaceVaultEntry(id, expected: sealed, with: resealed) {
+                if try await store.replaceVaultEntry(id, expected: sealed, with: try seal(opened.data, for: card)) {
                     report.resealed += 1
                 } else {
                     report.changedMeanwhile.append(id)
