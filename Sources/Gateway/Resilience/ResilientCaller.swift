@@ -19,6 +19,7 @@ public struct AttemptReport: Sendable {
 /// circuit breakers, within the request's deadline:
 ///
 /// 0. A paused issuer (`UpstreamHealth.isPaused`) gets no attempt: `upstream_unavailable` at once.
+///    A pause that comes while a request waits to retry stops it there, with the last failure.
 /// 1. Before each attempt: if less than `minAttemptTime` is left, stop (`deadline_exceeded`, or
 ///    the last `upstream_timeout`). No attempt starts that could not finish.
 /// 2. The endpoint is the preferred one if its breaker allows, else the next in failover order;
@@ -90,6 +91,16 @@ public struct ResilientCaller: Sendable {
                 }
             }
             failedOverFrom = nil
+            // Paused while this request waited to retry (an incident, or the issuer taken out of
+            // the config while paused): no further attempt. The caller gets the issuer's last
+            // failure, as when the attempts run out.
+            if let lastError, health.isPaused(upstream.issuer) {
+                health.release(issuer: upstream.issuer, index: index)
+                logger.info("no further attempt: the issuer was paused by ops", metadata: [
+                    "issuer": "\(upstream.issuer)", "after": "\(lastError.code.rawValue)", "attempts": "\(attempts)",
+                ])
+                throw lastError
+            }
             attempts += 1
             if attempts > 1 { metrics?.retry(issuer: upstream.issuer, reason: lastError?.condition?.description ?? "other") }
             let connector = upstream.endpoints[index]

@@ -34,6 +34,10 @@ public struct PauseSwitch: Sendable, Equatable {
     /// What the file read last said, per issuer.
     private var fileSaid: [IssuerID: Bool] = [:]
     private var states: [IssuerID: State] = [:]
+    /// Issuers a file dropped while they were paused. Requests that started before that file
+    /// (a reload's old generation, still draining) may still hold the issuer's connectors, so it
+    /// stays paused for them; it is no longer listed, and a file that names it again decides anew.
+    private var droppedWhilePaused: Set<IssuerID> = []
 
     /// The state the file `config` (issuer -> `paused`) describes.
     public init(config: [IssuerID: Bool] = [:]) {
@@ -42,8 +46,10 @@ public struct PauseSwitch: Sendable, Equatable {
 
     public func state(_ issuer: IssuerID) -> State? { states[issuer] }
 
-    /// False for an issuer the switch does not know.
-    public func isPaused(_ issuer: IssuerID) -> Bool { states[issuer]?.paused ?? false }
+    /// False for an issuer the switch does not know; true for one a file dropped while it was paused.
+    public func isPaused(_ issuer: IssuerID) -> Bool {
+        states[issuer]?.paused ?? droppedWhilePaused.contains(issuer)
+    }
 
     /// Every issuer's state, by name.
     public var all: [(issuer: IssuerID, state: State)] {
@@ -61,8 +67,13 @@ public struct PauseSwitch: Sendable, Equatable {
     /// A config file's `issuers.<name>.paused`. An issuer that is new, or whose value the file
     /// changed since the last file, takes the file's value; every other issuer keeps its state
     /// (an admin's pause or resume survives a reload of an unchanged file). Issuers the file no
-    /// longer names are forgotten.
+    /// longer names are no longer listed; one that was paused stays paused for the requests still
+    /// holding it (`isPaused`).
     public mutating func apply(config: [IssuerID: Bool]) {
+        for (issuer, state) in states where config[issuer] == nil && state.paused {
+            droppedWhilePaused.insert(issuer)
+        }
+        droppedWhilePaused.subtract(config.keys)
         var next: [IssuerID: State] = [:]
         for (issuer, paused) in config {
             if let current = states[issuer], fileSaid[issuer] == paused {

@@ -69,9 +69,10 @@ struct ResilientCallerTests {
     /// One Apple Pay call through the caller; `attemptTakes` is how far the gateway's clock moves
     /// during each attempt (what a slow upstream would cost).
     static func call(
-        _ rig: Rig, deadlineIn: Duration = .seconds(10), attemptTakes: Duration = .zero, attempted: @escaping @Sendable () -> Void = {}
+        _ rig: Rig, health: UpstreamHealth? = nil, deadlineIn: Duration = .seconds(10), attemptTakes: Duration = .zero,
+        attempted: @escaping @Sendable () -> Void = {}
     ) async -> Result<ApplePayPayload, GatewayError> {
-        let caller = ResilientCaller(health: UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
+        let caller = ResilientCaller(health: health ?? UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
         let context = rig.context(deadlineIn: deadlineIn)
         let request: ApplePayProvisioningRequest
         do { request = try Self.request() } catch { return .failure(GatewayError(.internal, "fixture")) }
@@ -149,6 +150,36 @@ struct ResilientCallerTests {
             let result = await call.value
             #expect((try? result.get()) != nil, "\(result)")
             #expect(await rig.simulator.log.requests.map(\.status) == [503, 503, 200])
+        }
+    }
+
+    /// Ops pause the issuer while a request waits to retry it: the wait ends with no further
+    /// attempt, and the caller gets the issuer's last failure. The same holds when a reload drops
+    /// the paused issuer from the config while the request still holds its connector.
+    @Test(arguments: [false, true])
+    func aPauseDuringABackoffStopsTheRetries(dropFromConfig: Bool) async throws {
+        try await Self.withBridge { rig in
+            await rig.simulator.faults.add(Fault(mode: .unavailable, count: 2))
+            let health = UpstreamHealth(clock: rig.gatewayClock)
+            health.applyPauses(config: ["bridge": false])
+            let call = Task { await Self.call(rig, health: health) }
+            #expect(await rig.clock.waitForSleepers())
+            #expect(await rig.simulator.log.count == 1)
+            #expect(health.setPaused("bridge", true, by: "ops") != nil)
+            if dropFromConfig { health.applyPauses(config: [:]) }
+            rig.clock.advance(by: .milliseconds(50))
+            let result = await call.value
+            guard case .failure(let failure) = result else {
+                Issue.record("a paused issuer was called again: \(result)")
+                return
+            }
+            #expect(failure.code == .upstreamUnavailable)
+            #expect(failure.upstreamStatus == 503, "the issuer's own last answer, not a made-up one")
+            #expect(await rig.simulator.log.count == 1, "no attempt after the pause")
+            // And a request that starts now is refused before any call.
+            let next = await Self.call(rig, health: health)
+            #expect((try? next.get()) == nil)
+            #expect(await rig.simulator.log.count == 1)
         }
     }
 

@@ -46,11 +46,32 @@ import Testing
         #expect(!pauses.isPaused("bridge"))
     }
 
-    @Test func anIssuerTheFileDropsIsForgotten() {
-        var pauses = PauseSwitch(config: ["bridge": true])
-        pauses.apply(config: [:])
+    @Test func anIssuerTheFileDropsIsNoLongerListed() {
+        var pauses = PauseSwitch(config: ["bridge": false, "tmp": false])
+        pauses.apply(config: ["tmp": false])
         #expect(pauses.state("bridge") == nil && !pauses.isPaused("bridge"))
-        pauses.apply(config: ["bridge": false])
+        #expect(pauses.all.map { $0.issuer } == ["tmp"])
+        pauses.apply(config: ["bridge": false, "tmp": false])
         #expect(pauses.state("bridge") == .init(paused: false, setBy: .config))
+    }
+
+    /// Requests of the generation before a reload may still hold a dropped issuer's connectors:
+    /// one that was paused (by the file or an admin) stays paused for them, unlisted, until a file
+    /// names it again.
+    @Test func anIssuerDroppedWhilePausedStaysPausedUntilAFileNamesItAgain() {
+        var pauses = PauseSwitch(config: ["bridge": true, "tmp": false, "crossmint": false])
+        _ = pauses.set("tmp", paused: true, by: "ops")
+        pauses.apply(config: ["crossmint": false])
+        #expect(pauses.isPaused("bridge") && pauses.isPaused("tmp"))
+        #expect(pauses.state("bridge") == nil && pauses.all.map { $0.issuer } == ["crossmint"])
+        #expect(pauses.set("bridge", paused: false, by: "ops") == nil, "an admin cannot resume an issuer the file no longer names")
+        #expect(pauses.isPaused("bridge"))
+        // Another reload that still leaves it out keeps it paused.
+        pauses.apply(config: ["crossmint": true])
+        #expect(pauses.isPaused("bridge") && pauses.isPaused("tmp"))
+        // Named again: the file decides.
+        pauses.apply(config: ["bridge": false, "crossmint": true])
+        #expect(!pauses.isPaused("bridge") && pauses.state("bridge") == .init(paused: false, setBy: .config))
+        #expect(pauses.isPaused("tmp"))
     }
 }
