@@ -168,6 +168,10 @@ struct ResilientCallerTests {
             #expect(health.setPaused("bridge", true, by: "ops") != nil)
             if dropFromConfig { health.applyPauses(config: [:]) }
             rig.clock.advance(by: .milliseconds(50))
+            // Were it to retry anyway, let its next waits pass, so that the test fails instead of hanging.
+            for _ in 0..<3 where await rig.clock.waitForSleepers(limit: .milliseconds(300)) {
+                rig.clock.advance(by: .seconds(1))
+            }
             let result = await call.value
             guard case .failure(let failure) = result else {
                 Issue.record("a paused issuer was called again: \(result)")
