@@ -88,6 +88,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ("006_released_issuer_references", statements(StoreRows.releasedReferencesMigration)),
         ("007_claim_abandon_time", statements(StoreRows.claimAbandonTimeMigration)),
         ("008_audit_token_id", statements(StoreRows.auditTokenMigration)),
+        (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -131,6 +132,12 @@ public final class PostgresGatewayStore: GatewayStore {
                     throw newer
                 }
                 for migration in Self.migrations where !applied.contains(migration.version) {
+                    if migration.version == StoreRows.referenceCaseFoldVersion {
+                        for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences),
+                                                                             logger: self.logger).decode(Int.self) where variants > 0 {
+                            throw StoreRows.caseVariantsRefused(variants, store: self.displayName)
+                        }
+                    }
                     for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
                     let now = StoreRows.milliseconds(Date())
                     try await connection.query(
@@ -253,14 +260,16 @@ public final class PostgresGatewayStore: GatewayStore {
         // reference made the insert wait on the unique index, and its release row is committed
         // (and seen by this statement) by the time the insert goes on.
         if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
-            var holder: String?
+            var heldElsewhere: String?
+            // Compared without regard to case, as the unique index does (schema 009).
             for try await program in try await connection.query("""
-                DELETE FROM released_issuer_references WHERE issuer = \(card.issuer?.rawValue) AND issuer_reference = \(reference)
+                DELETE FROM released_issuer_references
+                WHERE issuer = \(card.issuer?.rawValue) AND lower(issuer_reference) = lower(\(reference))
                 RETURNING program
-                """, logger: logger).decode(String.self) { holder = program }
-            if let holder, let owners, !owners.contains(ProgramID(holder)) { throw CardRegistryError.issuerReferenceInUse }
+                """, logger: logger).decode(String.self) where owners?.contains(ProgramID(program)) == false { heldElsewhere = program }
+            if heldElsewhere != nil { throw CardRegistryError.issuerReferenceInUse }
         }
-        if let before, let referenceBefore, (before.issuer, referenceBefore) != (card.issuer?.rawValue, reference) {
+        if let before, let referenceBefore, !StoreRows.sameReference((before.issuer, referenceBefore), (card.issuer?.rawValue, reference)) {
             try await release(issuer: before.issuer, referenceJSON: referenceBefore, program: before.program, on: connection)
         }
         if let event {

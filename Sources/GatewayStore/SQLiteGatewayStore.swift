@@ -183,6 +183,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration("008_audit_token_id") { db in
             try db.execute(sql: StoreRows.auditTokenMigration)
         }
+        migrator.registerMigration(StoreRows.referenceCaseFoldVersion) { db in
+            let variants = try Int.fetchOne(db, sql: StoreRows.caseVariantReferences) ?? 0
+            if variants > 0 { throw CaseVariantReferences(count: variants) }
+            try db.execute(sql: StoreRows.referenceCaseFoldMigration)
+        }
         return migrator
     }
 
@@ -196,9 +201,16 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             let known = Self.migrator.migrations
             if let newer = StoreRows.unknownSchema(applied: applied, known: known, store: store) { throw newer }
-            try Self.migrator.migrate(pool)
+            do {
+                try Self.migrator.migrate(pool)
+            } catch let refused as CaseVariantReferences {
+                throw StoreRows.caseVariantsRefused(refused.count, store: store)
+            }
         }.value
     }
+
+    /// Schema 009's refusal, inside the migrator, which knows no path.
+    private struct CaseVariantReferences: Error { let count: Int }
 
     public func schemaVersions() async throws -> [String] {
         try readHere { db in try Self.migrator.appliedMigrations(db) }
@@ -287,16 +299,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         // A reference another program let go of stays that program's (schema 006); taking it
         // back (its own program's client, an admin, the CLI) makes it a card's again.
         if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
-            let holder = try String.fetchOne(
-                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND issuer_reference = ?",
+            // Compared without regard to case, as the unique index does (schema 009).
+            let holders = try String.fetchAll(
+                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND lower(issuer_reference) = lower(?)",
                 arguments: [card.issuer?.rawValue, reference])
-            if let holder, let owners, !owners.contains(ProgramID(holder)) { throw CardRegistryError.issuerReferenceInUse }
-            if holder != nil {
-                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND issuer_reference = ?",
+            if let owners, holders.contains(where: { !owners.contains(ProgramID($0)) }) { throw CardRegistryError.issuerReferenceInUse }
+            if !holders.isEmpty {
+                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND lower(issuer_reference) = lower(?)",
                                arguments: [card.issuer?.rawValue, reference])
             }
         }
-        if let row, let before, (before.issuer, row["issuer_reference"] as String) != (card.issuer?.rawValue, reference) {
+        if let row, let before, !StoreRows.sameReference((before.issuer, row["issuer_reference"]), (card.issuer?.rawValue, reference)) {
             try release(issuer: before.issuer, referenceJSON: row["issuer_reference"], program: before.program, db)
         }
         let result: CardWrite = before == nil ? .created : .updated

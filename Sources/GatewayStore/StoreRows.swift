@@ -56,6 +56,13 @@ enum StoreRows {
         )
         """
 
+    /// Whether two (issuer, reference column) pairs name one card at the issuer: the same issuer
+    /// and the same fields, letter case aside (schema 009). A card re-put with only the case of its
+    /// reference changed still holds it, and lets nothing go.
+    static func sameReference(_ a: (issuer: String?, json: String), _ b: (issuer: String?, json: String)) -> Bool {
+        a.issuer == b.issuer && a.json.lowercased() == b.json.lowercased()
+    }
+
     /// Whether a reference a card lets go of is worth remembering: one with an issuer and fields
     /// (the unique index covers the same ones).
     static func holdsReference(issuer: String?, referenceJSON: String) -> Bool {
@@ -174,6 +181,37 @@ enum StoreRows {
 
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
+
+    /// Schema 009, the same on both stores: an issuer reference is one card's whatever the case of
+    /// its letters. An issuer that reads its ids without regard to case (a UUID, say) would take
+    /// `CA_1` for another tenant's `ca_1`; no issuer's contract says its ids are case-sensitive, so
+    /// the unique index, and the lookups of released references, compare them folded (ASCII
+    /// `lower`: reference values are printable ASCII). The exact index it replaces is implied.
+    static let referenceCaseFoldVersion = "009_reference_case_folded"
+    static let referenceCaseFoldMigration = """
+        CREATE UNIQUE INDEX cards_issuer_reference_folded ON cards (issuer, lower(issuer_reference))
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+        DROP INDEX cards_issuer_reference;
+        CREATE INDEX released_issuer_references_folded ON released_issuer_references (issuer, lower(issuer_reference))
+        """
+
+    /// How many issuer references more than one card holds once case is set aside: schema 009
+    /// cannot apply while any does.
+    static let caseVariantReferences = """
+        SELECT count(*) FROM (
+            SELECT issuer, lower(issuer_reference) AS folded FROM cards
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}'
+            GROUP BY issuer, lower(issuer_reference) HAVING count(*) > 1
+        ) AS variants
+        """
+
+    /// Schema 009 refused: names no card and no reference (those are for ops to find), only how
+    /// many and how to find them.
+    static func caseVariantsRefused(_ count: Int, store: String) -> StoreError {
+        StoreError(store: store, reason: "schema \(referenceCaseFoldVersion) cannot apply: \(count) issuer reference(s) are held by "
+            + "more than one card when letter case is ignored, and an issuer may read them as one card. List the cards "
+            + "(`provisioning-gateway cards list`), delete or change all but one card of each, then start again; nothing was changed")
+    }
 
     /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
     /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:

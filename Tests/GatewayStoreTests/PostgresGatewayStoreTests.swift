@@ -72,9 +72,10 @@ struct PostgresGatewayStoreTests {
         }
     }
 
-    /// Two scenarios on one server (each server is an `initdb` and a start, which a parallel
-    /// test run pays in CPU): a claim judged by its own abandon time, then a newer schema refused.
-    @Test func aClaimIsJudgedByItsOwnAbandonTimeAndANewerSchemaIsRefused() async throws {
+    /// Three scenarios on one server (each server is an `initdb` and a start, which a parallel
+    /// test run pays in CPU): a claim judged by its own abandon time, a newer schema refused, and
+    /// schema 009 refused over references held twice when case is set aside.
+    @Test func aClaimIsJudgedByItsOwnAbandonTimeANewerSchemaIsRefusedAndCaseVariantsStopSchema009() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)
             try await StoreConformance.aNewerSchemaIsRefusedAndLeftAlone(
@@ -82,6 +83,19 @@ struct PostgresGatewayStoreTests {
                 recordFutureVersionForget007: """
                     INSERT INTO schema_migrations (version, applied_at) VALUES ('999_from_the_future', 0);
                     DELETE FROM schema_migrations WHERE version = '007_claim_abandon_time'
+                    """)
+            try await sql("""
+                DELETE FROM schema_migrations WHERE version = '999_from_the_future';
+                INSERT INTO schema_migrations (version, applied_at) VALUES ('007_claim_abandon_time', 0)
+                """)
+            try await store.migrate()
+            try await StoreConformance.theCaseFoldingMigrationRefusesHeldVariants(
+                store, sql: sql,
+                forget009: """
+                    DROP INDEX cards_issuer_reference_folded; DROP INDEX released_issuer_references_folded;
+                    CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
+                        WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+                    DELETE FROM schema_migrations WHERE version = '009_reference_case_folded'
                     """)
         }
     }

@@ -112,6 +112,19 @@ import Testing
         }
     }
 
+    @Test func theCaseFoldingMigrationRefusesHeldVariants() async throws {
+        try await withStore { store in
+            try await StoreConformance.theCaseFoldingMigrationRefusesHeldVariants(
+                store, sql: Self.sql(store),
+                forget009: """
+                    DROP INDEX cards_issuer_reference_folded; DROP INDEX released_issuer_references_folded;
+                    CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
+                        WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+                    DELETE FROM grdb_migrations WHERE identifier = '009_reference_case_folded'
+                    """)
+        }
+    }
+
     @Test func aClaimIsJudgedByItsOwnAbandonTime() async throws {
         try await withStore { store in
             try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: Self.sql(store))

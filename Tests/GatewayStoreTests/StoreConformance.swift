@@ -27,6 +27,7 @@ enum StoreConformance {
         .init(name: "a claim taken over is no longer its first request's", run: aClaimTakenOverIsNoLongerItsFirstRequests),
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
+        .init(name: "a reference is one card's whatever its letter case", run: aReferenceIsOneCardsWhateverItsLetterCase),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "a re-seal never undoes a change made meanwhile", run: aReSealNeverUndoesAChangeMadeMeanwhile),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
@@ -41,7 +42,7 @@ enum StoreConformance {
 
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
                            "006_released_issuer_references", "007_claim_abandon_time",
-                           "008_audit_token_id"]
+                           "008_audit_token_id", "009_reference_case_folded"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -307,6 +308,63 @@ enum StoreConformance {
         #expect(try await put(local("l1", "acme"), ["acme"]) == .created)
         #expect(try await store.deleteCard("l1", owners: ["acme"], event: change("acme", "l1")) != nil)
         #expect(try await put(local("l2", "evil"), ["evil"]) == .created)
+    }
+
+    /// An issuer may read its ids without regard to case (a UUID, say): `CA_1` would then be
+    /// another tenant's `ca_1`. Held or let go of, a reference is compared folded (schema 009).
+    static func aReferenceIsOneCardsWhateverItsLetterCase(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
+        #expect(try await put(card("a1", program: "acme", ref: "abc_1"), ["acme"]) == .created)
+        // Another tenant's card under the same fields in other letter cases: refused, nothing written.
+        for variant in ["ABC_1", "Abc_1"] {
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: variant), ["evil"]) }
+        }
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.importCards([card("e2", program: "evil", ref: "ABC_1")]) }
+        #expect(try await store.card("e1") == nil)
+        #expect(try await store.card("e2") == nil)
+        #expect(try await store.securityEvents(SecurityEventQuery(cardID: "e1")).isEmpty)
+        // The owner may change only the case of its own card's reference: it still holds it, and
+        // lets nothing go that another tenant could then take.
+        #expect(try await put(card("a1", program: "acme", ref: "ABC_1"), ["acme"]) == .updated)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: "abc_1"), ["evil"]) }
+        // Let go of (the card deleted), it stays acme's in every case...
+        #expect(try await store.deleteCard("a1", owners: ["acme"], event: change("acme", "a1")) != nil)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: "abc_1"), ["evil"]) }
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: "aBc_1"), ["evil"]) }
+        #expect(try await store.card("e1") == nil)
+        // ...and acme takes it back in another case, which makes it a card's again.
+        #expect(try await put(card("a2", program: "acme", ref: "aBC_1"), ["acme"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("e1", program: "evil", ref: "abc_1"), ["evil"]) }
+        // Other fields are other cards.
+        #expect(try await put(card("e3", program: "evil", ref: "abc_2"), ["evil"]) == .created)
+    }
+
+    /// A database kept before schema 009 may hold two cards whose references differ only in case:
+    /// the migration is refused, saying how many and what to do, naming no reference, and changes
+    /// nothing; once ops resolve it, it applies.
+    static func theCaseFoldingMigrationRefusesHeldVariants(_ store: any GatewayStore, sql: RawSQL, forget009: String) async throws {
+        try await store.migrate()
+        try await sql(forget009)
+        try await store.putCard(card("v1", program: "acme", ref: "variant_q"))
+        try await store.putCard(card("v2", program: "evil", ref: "VARIANT_Q"))
+        do {
+            try await store.migrate()
+            Issue.record("schema 009 applied over two cards holding one reference")
+        } catch let error as StoreError {
+            let text = "\(error)"
+            #expect(text.contains("009_reference_case_folded") && text.contains("1 issuer reference"), "\(text)")
+            #expect(!text.lowercased().contains("variant_q") && !text.contains("v1") && !text.contains("v2"), "\(text)")
+        }
+        #expect(!(try await store.schemaVersions()).contains("009_reference_case_folded"))
+        #expect(try await store.card("v1") != nil)
+        #expect(try await store.card("v2") != nil)
+        try await store.deleteCard("v2")
+        try await store.migrate()
+        #expect(try await store.schemaVersions() == versions)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.putCard(card("v3", program: "evil", ref: "Variant_Q")) }
     }
 
     static func vaultEntriesGoWithTheirCard(_ store: any GatewayStore) async throws {
