@@ -174,6 +174,26 @@ struct ResilienceTests {
         }
     }
 
+    /// An issuer's Retry-After is read as at most an hour: 2^63 - 1 seconds once overflowed the
+    /// problem's header arithmetic and brought the whole process down. The caller is told an hour,
+    /// and the gateway goes on serving.
+    @Test(arguments: [Int.max, 9_223_372_036_854_776])
+    func aHugeRetryAfterIsCappedAndCrashesNothing(seconds: Int) async throws {
+        let clock = TestClock()
+        try await Self.runSkippingWaits(config: try Self.config(), clock: clock) { client, sandbox in
+            // Past what the sandbox's fault API takes from a caller: set on the simulator itself.
+            await sandbox.bridge.faults.add(Fault(mode: .throttled, count: 1, retryAfterSeconds: seconds))
+            let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.json["code"] as? String == "upstream_unavailable")
+            #expect(response.headers[.retryAfter] == "3600")
+            #expect(Self.requestWaits(clock).isEmpty)
+            let next = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            #expect(next.status == .ok)
+            #expect(await sandbox.bridge.log.requests.map(\.status) == [429, 200])
+        }
+    }
+
     /// A route's own deadline replaces the server's: 40 ms leaves no time for an attempt (50 ms
     /// minimum), where the server's 3 s would. The clock does not move, so this is exact.
     @Test func aRouteDeadlineBoundsEveryAttempt() async throws {

@@ -9,7 +9,8 @@ enum ProblemResponse {
         var headers: HTTPFields = [.contentType: "application/problem+json"]
         // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
         if error.isRetryableByTheCaller, let retryAfter = error.retryAfter {
-            headers[.retryAfter] = "\(max(1, (retryAfter.wholeMilliseconds + 999) / 1000))"
+            let (seconds, fraction) = retryAfter.components
+            headers[.retryAfter] = "\(max(1, fraction > 0 && seconds < .max ? seconds + 1 : seconds))"
         }
         if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
         return Response(

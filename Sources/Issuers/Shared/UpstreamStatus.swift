@@ -7,20 +7,43 @@ import ProvisioningCore
 enum UpstreamStatus {
     static func error(issuer: IssuerID, response: UpstreamHTTP.Response, upstreamCode: String?) -> GatewayError {
         let error = error(issuer: issuer, status: response.status, upstreamCode: upstreamCode)
-        guard let retryAfter = retryAfter(response.headers.first(name: "Retry-After")) else { return error }
+        guard let retryAfter = retryAfter(response.headers.first(name: "Retry-After"), answeredAt: response.headers.first(name: "Date"))
+        else { return error }
         return GatewayError(error.code, error.detail, upstreamStatus: error.upstreamStatus, retryAfter: retryAfter)
     }
 
-    /// `Retry-After` as delay-seconds or an HTTP date (RFC 9110, 10.2.3); nil when absent or unreadable.
-    static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
+    /// The longest wait an issuer's `Retry-After` is read as. Past it the request is over anyway
+    /// (no deadline is that long), and the caller is told no more than this: an issuer's number
+    /// is not passed on unbounded (one of 2^63 seconds once overflowed the gateway's arithmetic).
+    static let longestRetryAfter: Duration = .seconds(3_600)
+
+    /// `Retry-After` as delay-seconds or an HTTP date (RFC 9110, 10.2.3), at most
+    /// `longestRetryAfter`; nil when absent or unreadable. A date is read against the answer's
+    /// own `Date` header when it has one (the issuer's clock against the issuer's clock), else
+    /// against `now`.
+    static func retryAfter(_ value: String?, answeredAt: String? = nil, now: Date = Date()) -> Duration? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value), seconds >= 0 { return .seconds(seconds) }
+        let longest = longestRetryAfter
+        if value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+            // Any run of digits is a number of seconds, however long.
+            guard let seconds = Int(value), seconds <= longest.components.seconds else { return longest }
+            return .seconds(seconds)
+        }
+        guard let date = httpDate(value) else { return nil }
+        let reference = answeredAt.flatMap(httpDate) ?? now
+        let seconds = date.timeIntervalSince(reference)
+        guard seconds > 0 else { return .zero }
+        guard seconds < Double(longest.components.seconds) else { return longest }
+        return .milliseconds(Int(seconds * 1000))
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form RFC 9110 says senders use.
+    static func httpDate(_ text: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return .milliseconds(max(0, Int(date.timeIntervalSince(now) * 1000)))
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text.trimmingCharacters(in: .whitespaces))
     }
 
     /// What of an issuer's own error code the gateway repeats in an error's detail, which reaches
