@@ -48,13 +48,12 @@ public struct LithicConnector: IssuerConnector {
                 throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: nil)
             }
             let page = try WireJSON.decode(LithicWire.TokenizationPage.self, from: response.body, issuer: issuer)
-            // Listed by `card_token`; one that names another card is not this card's, whatever the
-            // listing returned (defence in depth: an ownership check rests on it).
-            tokens += page.data.filter { $0.cardToken == nil || $0.cardToken == cardToken }.map { token in
-                WalletToken(tokenID: token.token, status: LithicWire.status(token.status), wallet: LithicWire.wallet(token.tokenRequestorName),
-                            tokenUniqueReference: token.tokenUniqueReference, deviceType: nil,
-                            createdAt: token.createdAt.flatMap { ISO8601DateFormatter().date(from: $0) })
-            }
+            tokens += try ListedTokens.card(cardToken, page.data.map { token in
+                ListedTokens.Listed(cardToken: token.cardToken, token: WalletToken(
+                    tokenID: token.token, status: LithicWire.status(token.status), wallet: LithicWire.wallet(token.tokenRequestorName),
+                    tokenUniqueReference: token.tokenUniqueReference, deviceType: nil,
+                    createdAt: token.createdAt.flatMap { ISO8601DateFormatter().date(from: $0) }))
+            }, issuer: issuer)
             guard page.hasMore == true, let last = page.data.last?.token else { break }
             after = last
         }

@@ -57,14 +57,13 @@ public struct MarqetaConnector: IssuerConnector {
                 throw UpstreamStatus.error(issuer: issuer, response: response, upstreamCode: error?.errorCode)
             }
             let list = try WireJSON.decode(MarqetaWire.TokenList.self, from: response.body, issuer: issuer)
-            // Listed by the card's path; a token that names another card is not this card's,
-            // whatever the listing returned (defence in depth: an ownership check rests on it).
-            tokens += (list.data ?? []).filter { $0.cardToken == nil || $0.cardToken == cardToken }.map { token in
-                WalletToken(tokenID: token.token, status: MarqetaWire.status(token.state),
-                            wallet: MarqetaWire.wallet(token.tokenServiceProvider?.tokenRequestorName),
-                            tokenUniqueReference: token.tokenServiceProvider?.tokenReferenceID, deviceType: token.device?.type,
-                            createdAt: token.createdTime.flatMap { ISO8601DateFormatter().date(from: $0) })
-            }
+            tokens += try ListedTokens.card(cardToken, (list.data ?? []).map { token in
+                ListedTokens.Listed(cardToken: token.cardToken, token: WalletToken(
+                    tokenID: token.token, status: MarqetaWire.status(token.state),
+                    wallet: MarqetaWire.wallet(token.tokenServiceProvider?.tokenRequestorName),
+                    tokenUniqueReference: token.tokenServiceProvider?.tokenReferenceID, deviceType: token.device?.type,
+                    createdAt: token.createdTime.flatMap { ISO8601DateFormatter().date(from: $0) }))
+            }, issuer: issuer)
             guard list.isMore == true, !(list.data ?? []).isEmpty else { break }
         }
         return tokens

@@ -134,6 +134,26 @@ import Testing
         }
         #expect(tokens.map(\.tokenID) == ["tok-mine"])
     }
+
+    /// As Marqeta's (`ListedTokens`): an id out of its form fails the listing, a token reference
+    /// out of its form is left out.
+    @Test func aListedTokenizationOutOfItsFormIsNotPassedOn() async throws {
+        func list(_ data: [[String: Any]]) async throws -> Result<[WalletToken], GatewayError> {
+            try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: ["has_more": false, "data": data])) { url, _ in
+                try await withUpstreamHTTP("lithic") { http in
+                    do throws(GatewayError) {
+                        return .success(try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context()))
+                    } catch { return .failure(error) }
+                }
+            }
+        }
+        let kept = try await list([["token": "tok-1", "card_token": "lithic_card_1", "status": "ACTIVE",
+                                    "token_unique_reference": "ref \u{1B}[2J 4111111111111111"]])
+        #expect((try? kept.get())?.map(\.tokenUniqueReference) == [nil])
+        let refused = try await list([["token": "tok/../../admin", "card_token": "lithic_card_1", "status": "ACTIVE"]])
+        guard case .failure(let error) = refused else { Issue.record("a token id with '/' was passed on"); return }
+        #expect(error.code == .upstreamProtocolError)
+    }
 }
 
 /// `LITHIC_BASE_URL`, `LITHIC_API_KEY`, `LITHIC_CARD_TOKEN`.

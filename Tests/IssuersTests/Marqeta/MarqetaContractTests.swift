@@ -359,6 +359,44 @@ import Testing
         }
         #expect(tokens.map(\.tokenID) == ["dwt-mine", "dwt-unsaid"])
     }
+
+    /// A listing is shown to the tenant and decides what it may act on: a token id the API could
+    /// not take back in a path makes the listing a protocol error, with nothing of it repeated; a
+    /// device type or token reference that does not read as one is left out.
+    @Test(arguments: ["tok 4111111111111111", "dwt-\u{1B}[31m", String(repeating: "a", count: 5_000), ""])
+    func aListedTokenIdOutOfItsFormIsAProtocolError(id: String) async throws {
+        let list: [String: Any] = ["count": 2, "start_index": 0, "end_index": 1, "is_more": false, "data": [
+            ["token": "dwt-fine", "card_token": "mq_card_1", "state": "ACTIVE"],
+            ["token": id, "card_token": "mq_card_1", "state": "ACTIVE"],
+        ]]
+        let failure = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: list)) { url, _ in
+            try await withUpstreamHTTP("marqeta") { http -> GatewayError? in
+                do throws(GatewayError) {
+                    _ = try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+                    return nil
+                } catch { return error }
+            }
+        }
+        #expect(failure?.code == .upstreamProtocolError)
+        #expect(failure.map { !$0.detail.contains("4111") && !$0.detail.contains("\u{1B}") && $0.detail.count < 200 } == true)
+    }
+
+    @Test func aListedTokensDeviceTypeAndReferenceAreKeptOnlyWhenTheyReadAsSuch() async throws {
+        let list: [String: Any] = ["count": 2, "start_index": 0, "end_index": 1, "is_more": false, "data": [
+            ["token": "dwt-1", "card_token": "mq_card_1", "state": "ACTIVE", "device": ["type": "MOBILE_PHONE"],
+             "token_service_provider": ["token_reference_id": "DAPLMC00001234", "token_requestor_name": "APPLE_PAY"]],
+            ["token": "dwt-2", "card_token": "mq_card_1", "state": "ACTIVE", "device": ["type": "card 4111 1111 1111 1111"],
+             "token_service_provider": ["token_reference_id": "4111111111111111/../x", "token_requestor_name": "APPLE_PAY"]],
+        ]]
+        let tokens = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: list)) { url, _ in
+            try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+        }
+        #expect(tokens.map(\.tokenID) == ["dwt-1", "dwt-2"])
+        #expect(tokens.map(\.deviceType) == ["MOBILE_PHONE", nil])
+        #expect(tokens.map(\.tokenUniqueReference) == ["DAPLMC00001234", nil])
+    }
 }
 
 /// `MARQETA_BASE_URL`, `MARQETA_APPLICATION_TOKEN`, `MARQETA_ACCESS_TOKEN`, `MARQETA_CARD_TOKEN`.
