@@ -16,27 +16,65 @@ enum DuplicateMembers {
     /// Where `body` (parsed as `parsed`) names a member more than once: the member (`device.type`,
     /// `certificates[1].k`) when its copies differ, "the body" when it cannot be told; nil when
     /// every name is given once.
-    static func duplicate(in body: Data, parsed: JSONValue) -> String? {
-        guard colonsOutsideStrings(body) != members(parsed) else { return nil }
+    static func duplicate(in body: Data, parsed: JSONValue, shape: Shape? = nil) -> String? {
+        guard (shape ?? Self.shape(of: body)).colons != members(parsed) else { return nil }
         guard let lastWins = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
-              let place = difference(parsed, lastWins, at: ""), !place.isEmpty else { return "the body" }
+              let place = difference(parsed, lastWins, at: ""), !place.isEmpty, Self.isShown(place) else { return "the body" }
         return place
     }
 
-    /// The `:` of a JSON text that are not inside a string: one per member. (UTF-8 never puts an
-    /// ASCII byte inside a multi-byte character.)
-    static func colonsOutsideStrings(_ body: Data) -> Int {
-        body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Int in
-            guard let base = bytes.baseAddress else { return 0 }
-            var colons = 0
+    /// Whether a member's place may be named in a problem, which the caller and the logs read:
+    /// names the API could have (at most 100 characters of letters, digits, `_ - . : [ ]`, no run
+    /// of 8 digits). A name made up to carry a card number, a nonce or 28 KB of text is not
+    /// repeated; the problem then says "the body".
+    static func isShown(_ place: String) -> Bool {
+        guard place.utf8.count <= 100 else { return false }
+        var digits = 0
+        for byte in place.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                digits += 1
+                if digits >= 8 { return false }
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "_"), UInt8(ascii: "-"),
+                 UInt8(ascii: "."), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"):
+                digits = 0
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    /// What one pass over a JSON text's bytes outside its strings tells, before any parser runs.
+    struct Shape: Equatable {
+        /// The `:` outside strings: one per member.
+        var colons = 0
+        /// The deepest nesting of `[` and `{` (0 for a scalar).
+        var deepest = 0
+    }
+
+    /// The `:` of a JSON text that are not inside a string, and how deep its arrays and objects
+    /// nest. (UTF-8 never puts an ASCII byte inside a multi-byte character.) On text that is not
+    /// JSON the figures mean nothing, and the parser then refuses it.
+    static func shape(of body: Data) -> Shape {
+        body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Shape in
+            guard let base = bytes.baseAddress else { return Shape() }
+            var shape = Shape()
+            var depth = 0
             var index = 0
             let count = bytes.count
             while index < count {
                 let byte = bytes[index]
                 index += 1
-                if byte == UInt8(ascii: ":") {
-                    colons += 1
-                } else if byte == UInt8(ascii: "\"") {
+                switch byte {
+                case UInt8(ascii: ":"):
+                    shape.colons += 1
+                case UInt8(ascii: "["), UInt8(ascii: "{"):
+                    depth += 1
+                    if depth > shape.deepest { shape.deepest = depth }
+                case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                    depth -= 1
+                case UInt8(ascii: "\""):
                     // A string: to its closing quote, the first not escaped (after an even run of
                     // backslashes), found with memchr (most of a body is its strings).
                     while index < count, let quote = memchr(base + index, Int32(UInt8(ascii: "\"")), count - index) {
@@ -46,11 +84,15 @@ enum DuplicateMembers {
                         index = at + 1
                         if backslashes % 2 == 0 { break }
                     }
+                default:
+                    break
                 }
             }
-            return colons
+            return shape
         }
     }
+
+    static func colonsOutsideStrings(_ body: Data) -> Int { shape(of: body).colons }
 
     /// The members of every object in `value` (scalars are not descended into).
     static func members(_ value: JSONValue) -> Int {

@@ -140,13 +140,21 @@ public struct RequestContract: Sendable {
                     // would read UTF-16 and UTF-32 too, but nothing else on the way (a proxy's check,
                     // the duplicate-name count) reads them alike.
                     problems.append("the body must be UTF-8 JSON without a byte order mark")
-                } else if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
-                    schema.check(value, into: &problems)
-                    if let place = DuplicateMembers.duplicate(in: body, parsed: value) {
-                        problems.append("\(place): a member name is given more than once")
-                    }
                 } else {
-                    problems.append("the body is not valid JSON")
+                    let shape = DuplicateMembers.shape(of: body)
+                    if shape.deepest > Self.maxBodyDepth {
+                        // Refused before any parser runs: a parser's work on a deeply nested text
+                        // grows faster than its size (a 60 KB body of 500-deep arrays once held a
+                        // core for half a minute), and no request of this API nests past a few levels.
+                        problems.append("the body nests arrays and objects more than \(Self.maxBodyDepth) levels deep")
+                    } else if let value = try? SharedJSON.decoder.decode(JSONValue.self, from: body) {
+                        schema.check(value, into: &problems)
+                        if let place = DuplicateMembers.duplicate(in: body, parsed: value, shape: shape) {
+                            problems.append("\(place): a member name is given more than once")
+                        }
+                    } else {
+                        problems.append("the body is not valid JSON")
+                    }
                 }
             } else if operation.bodyRequired {
                 problems.append("the body is required")
@@ -154,6 +162,10 @@ public struct RequestContract: Sendable {
         }
         return problems
     }
+
+    /// How deep a request body's arrays and objects may nest. The API's own requests nest a few
+    /// levels; this leaves room for any later one.
+    public static let maxBodyDepth = 32
 
     /// A byte order mark, or the NUL bytes UTF-16 and UTF-32 put beside the first character of a
     /// JSON text (always ASCII), within its first four bytes.

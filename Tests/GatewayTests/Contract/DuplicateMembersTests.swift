@@ -43,15 +43,54 @@ import Testing
         #expect(try Self.difference(json) == nil)
     }
 
-    /// Through the contract: the problem names the member, beside any other.
-    @Test func theContractRefusesItNamingTheMember() throws {
-        let contract = try RequestContract(spec: Data(contentsOf: URL(fileURLWithPath: #filePath)
+    /// A name made up to carry a card number, control characters or a page of text is not repeated
+    /// in the problem, which the caller and the logs read.
+    @Test(arguments: [
+        #"{"4111111111111111":1,"4111111111111111":2}"#,
+        #"{"pan 4111-1111-1111-1111":1,"pan 4111-1111-1111-1111":2}"#,
+        #"{"a\u001b[31m":1,"a\u001b[31m":2}"#,
+        "{\"\(String(repeating: "x", count: 101))\":1,\"\(String(repeating: "x", count: 101))\":2}",
+    ])
+    func aMadeUpNameIsNotRepeated(json: String) throws {
+        #expect(try Self.difference(json) == "the body")
+    }
+
+    static func contract() throws -> RequestContract {
+        try RequestContract(spec: Data(contentsOf: URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml")))
+    }
+
+    /// Through the contract: the problem names the member, beside any other.
+    @Test func theContractRefusesItNamingTheMember() throws {
         let body = #"{"wallet_account_id":"WLT-1","device_id":"dev-1","wallet_account_id":"WLT-2"}"#
-        let problems = contract.problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [], header: { _ in nil },
-                                         body: Data(body.utf8))
+        let problems = try Self.contract().problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [],
+                                                    header: { _ in nil }, body: Data(body.utf8))
         #expect(problems == ["wallet_account_id: a member name is given more than once"])
+    }
+
+    /// One pass over the bytes tells how deep a body nests, strings set aside.
+    @Test(arguments: [
+        (#""text""#, 0), (#"{}"#, 1), (#"[[],[[]]]"#, 3), (#"{"a":{"b":[1,{"c":"]]]]"}]}}"#, 4), (#"{"a":"[[[[\"[[["}"#, 1),
+    ])
+    func theShapeCountsNestingOutsideStrings(json: String, deepest: Int) {
+        #expect(DuplicateMembers.shape(of: Data(json.utf8)).deepest == deepest)
+    }
+
+    /// A body nested past `maxBodyDepth` is refused before any parser reads it: a parser's work on
+    /// a deep text grows faster than its size (60 KB of 500-deep arrays once held a core for
+    /// half a minute). At the limit, the body is parsed and checked as any other.
+    @Test func aBodyNestedPastTheLimitIsRefusedUnparsed() throws {
+        let contract = try Self.contract()
+        func problems(depth: Int, copies: Int = 1) -> [String] {
+            let one = String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1)
+            let body = #"{"token_unique_reference":"DNITHE1","x":["# + Array(repeating: one, count: copies).joined(separator: ",") + "]}"
+            return contract.problems(operationID: "activateToken", pathParameters: [:], query: [], header: { _ in nil }, body: Data(body.utf8))
+        }
+        let limit = RequestContract.maxBodyDepth
+        #expect(problems(depth: limit + 1) == ["the body nests arrays and objects more than \(limit) levels deep"])
+        #expect(problems(depth: 500, copies: 60) == ["the body nests arrays and objects more than \(limit) levels deep"])
+        #expect(!problems(depth: limit - 1).contains { $0.contains("levels deep") })
     }
 }
 
