@@ -142,6 +142,27 @@ import Testing
         }
     }
 
+    /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
+    /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
+    /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.
+    @Test(arguments: ["text/html", "application/xml", "application/4111111111111111", "nonsense;;q=x"])
+    func anAcceptTheGatewayCannotSatisfyIsDisregardedNotRefusedAfterActing(accept: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)", .accept: accept]
+            let response = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                    headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(response.status == .ok, "\(response.json)")
+            #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            #expect(response.json["provisioning_id"] is String)
+            #expect(await sandbox.bridge.log.count == 1)
+            // A problem is still a problem, whatever was asked.
+            let missing = try await client.execute(uri: "/v1/cards/no_such_card/wallet-provisioning/apple-pay", method: .post,
+                                                   headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(missing.status == .notFound)
+            #expect(!(missing.json["detail"] as? String ?? "").contains("4111111111111111"))
+        }
+    }
+
     /// A member given twice can read as two requests (the gateway's parsers keep the first, a proxy
     /// in front may keep the last): refused, whichever copy is the valid one.
     @Test(arguments: [true, false])

@@ -20,6 +20,12 @@ struct RequestContractMiddleware: ServerMiddleware {
         _ request: HTTPRequest, body: HTTPBody?, metadata: ServerRequestMetadata, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
+        // `Accept` is not negotiated: every answer is JSON (or problem+json), and the generated
+        // code checks `Accept` only when it serializes the answer, after the handler has acted (a
+        // token suspended, a card provisioned, a card stored, then 400). RFC 9110 (12.5.1) lets a
+        // server disregard an `Accept` it cannot satisfy, so it is taken out before anything runs.
+        var request = request
+        request.headerFields[.accept] = nil
         guard let operation = contract.operations[operationID] else { return try await next(request, body, metadata) }
         var bytes: Data?
         var body = body
