@@ -225,6 +225,12 @@ public final class UpstreamHTTP: Sendable {
             return GatewayError(.upstreamUnavailable, "\(issuer) reset the connection", condition: .connectionReset)
         }
         if let failure = tlsFailure(error, issuer: issuer, condition: .connectionReset) { return failure }
+        // The issuer was reached and answered, with something that is not HTTP (a bad status
+        // line, a header that never ends, conflicting framing): its answer is broken, which is a
+        // protocol error, not a connection that failed.
+        if error is HTTPParserError {
+            return GatewayError(.upstreamProtocolError, "\(issuer) answered with a response that is not valid HTTP/1.1", condition: .malformed)
+        }
         return GatewayError(.upstreamUnavailable, "\(issuer) could not be reached (\(type(of: error)))", condition: .connectionReset)
     }
 }

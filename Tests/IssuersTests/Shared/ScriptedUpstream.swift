@@ -20,6 +20,8 @@ final class ScriptedUpstream: Sendable {
         case closeWithoutAnswer
         /// Reads the request and never answers.
         case hang
+        /// Writes these bytes as the answer, whatever they are, and closes.
+        case raw(String)
     }
 
     struct Seen: Sendable {
@@ -130,6 +132,14 @@ final class ScriptedUpstream: Sendable {
                 break
             case .closeWithoutAnswer:
                 context.close(promise: nil)
+            case .raw(let text):
+                // Written below the response encoder, so the bytes go out as they are.
+                guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+                    context.close(promise: nil)
+                    return
+                }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                encoder.writeAndFlush(NIOAny(ByteBuffer(string: text))).whenComplete { _ in bound.value.close(promise: nil) }
             case .answer(let status, let text, let close, let closeAfter, let delay):
                 let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
                 let respond = { [self] in

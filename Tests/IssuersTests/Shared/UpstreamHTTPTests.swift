@@ -68,6 +68,28 @@ import Testing
         #expect(body == atBound)
     }
 
+    /// An issuer that answers with something that is not HTTP was reached: its answer is a
+    /// protocol error (502, outcome unknown), not a connection that could not be made or was reset.
+    @Test(arguments: [
+        "HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\n{}",
+        "NOT HTTP AT ALL\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        "HTTP/1.1 200 OK\r\nBad\u{01}Header: x\r\nContent-Length: 2\r\n\r\n{}",
+    ])
+    func anAnswerThatIsNotHTTPIsAProtocolError(raw: String) async throws {
+        let error = try await ScriptedUpstream.with([.raw(raw)]) { server in
+            try await withUpstreamHTTP { http in
+                await gatewayError {
+                    try await http.send(method: .GET, url: server.url.appendingPathComponent("v0/x"), headers: [], body: nil,
+                                        context: Fixtures.context())
+                }
+            }
+        }
+        #expect(error?.code == .upstreamProtocolError, "\(String(describing: error))")
+        #expect(error?.condition == .malformed)
+        #expect(error?.condition?.leavesOutcomeUnknown == true)
+    }
+
     /// Where a URL sends a request and the Host header it names: the port only when it is not
     /// the scheme's own, an IPv6 address in brackets.
     @Test(arguments: [
