@@ -142,6 +142,36 @@ import Testing
         }
     }
 
+    /// A refusal written while its request's body is still arriving closes the connection once
+    /// written: the rest is not read. Before, a caller without a key could stream chunk
+    /// extensions (which no body limit counts) into an answered connection until the read timeout
+    /// (10 s here) passed.
+    @Test func aRefusalBeforeTheBodyEndedClosesTheConnection() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            // No key: 401 as soon as the head is read, the body still coming.
+            let keyless = try await RawConnection.open(port: client.port)
+            defer { keyless.close() }
+            try await keyless.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1;ext=" + String(repeating: "a", count: 4_096))
+            #expect(await keyless.eventually { $0.text.hasPrefix("HTTP/1.1 401 ") && !$0.isOpen }, "\(keyless.text.prefix(200))")
+            #expect(keyless.text.lowercased().contains("connection: close"))
+            // Over the body limit part-way: 413, and the rest is not read either.
+            let large = try await RawConnection.open(port: client.port)
+            defer { large.close() }
+            try await large.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + "11000\r\n" + String(repeating: "a", count: 0x11000) + "\r\n")
+            #expect(await large.eventually { $0.text.hasPrefix("HTTP/1.1 413 ") && !$0.isOpen }, "\(large.text.prefix(200))")
+            #expect(await sandbox.bridge.log.count == 0)
+            // A refusal of a whole request keeps its connection: the next request is served on it.
+            let whole = try await RawConnection.open(port: client.port)
+            defer { whole.close() }
+            try await whole.send("GET /v1/cards HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(await whole.eventually { $0.text.hasPrefix("HTTP/1.1 401 ") && $0.text.contains("HTTP/1.1 200 ") })
+            #expect(whole.isOpen)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

@@ -24,6 +24,12 @@ import ProvisioningCore
 ///   bytes, not requests): a client would wait for the rest of that answer, and for answers to
 ///   requests it sent after it, until the idle timeout. So the answer to a `CONNECT` says
 ///   `Connection: close`, and the connection is closed once it is written.
+/// - **A refusal written while its request's body is still arriving** (401 before the body was
+///   read, 413 part-way through it) says `Connection: close`, and the connection is closed once it
+///   is written (RFC 9112, 9.6). Otherwise the rest of the body would still be read and thrown
+///   away until it ended or the read timeout passed: a client without a key could stream gigabytes
+///   of chunk extensions, which no body limit counts, into a connection that had already been
+///   answered.
 final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -38,6 +44,10 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var connectRequest: Int?
     /// Whether the answer being written is the one to that `CONNECT`.
     private var answeringConnect = false
+    /// Whether the latest request's body is still arriving (its head read, its end not yet).
+    private var requestOpen = false
+    /// Whether the answer being written refuses a request whose body is still arriving.
+    private var closingAfterAnswer = false
 
     /// The parser's error, once one passed.
     private var parseError: HTTPParserError?
@@ -45,9 +55,15 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var pendingBody: ByteBuffer?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
             requests += 1
+            requestOpen = true
             if head.method == .connect, connectRequest == nil { connectRequest = requests }
+        case .end:
+            requestOpen = false
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
@@ -86,6 +102,20 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             pendingBody = problem
             answers += 1
             context.write(wrapOutboundOut(.head(HTTPResponse(status: head.status, headerFields: fields))), promise: promise)
+        case .head(var head) where head.status.kind == .clientError && requestOpen && answers + 1 == requests:
+            // The answer to the request still arriving, refusing it: nothing more of it is read.
+            answers += 1
+            closingAfterAnswer = true
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end where closingAfterAnswer:
+            closingAfterAnswer = false
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            context.write(data, promise: written)
+            context.flush()
         case .end(let trailers) where pendingBody != nil:
             let body = pendingBody!
             pendingBody = nil
