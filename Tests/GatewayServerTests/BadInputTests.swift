@@ -172,6 +172,23 @@ import Testing
         }
     }
 
+    /// A client that asks `Expect: 100-continue` (curl does, before a larger body) is told to go
+    /// on at once, and its request is then served as any other.
+    @Test func expectContinueIsAnsweredAtOnce() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let body = String(decoding: try GatewayHarness.requestBody(), as: UTF8.self)
+            let connection = try await RawConnection.open(port: client.port)
+            defer { connection.close() }
+            try await connection.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.utf8.count)\r\nExpect: 100-continue\r\n\r\n")
+            #expect(await connection.eventually { $0.text.hasPrefix("HTTP/1.1 100 Continue\r\n\r\n") }, "\(connection.text.prefix(100))")
+            try await connection.send(body)
+            #expect(await connection.eventually { $0.text.contains("HTTP/1.1 200 ") && $0.text.contains("provisioning_id") })
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

@@ -24,6 +24,10 @@ import ProvisioningCore
 ///   bytes, not requests): a client would wait for the rest of that answer, and for answers to
 ///   requests it sent after it, until the idle timeout. So the answer to a `CONNECT` says
 ///   `Connection: close`, and the connection is closed once it is written.
+/// - **`Expect: 100-continue`** (what curl and many HTTP clients send before a larger body) is
+///   answered with `100 Continue` as soon as the head is read, so the client sends its body at
+///   once instead of waiting a second or more for an answer that would never come. A request the
+///   gateway then refuses before reading its body is answered and closed (below).
 /// - **A refusal written while its request's body is still arriving** (401 before the body was
 ///   read, 413 part-way through it) says `Connection: close`, and the connection is closed once it
 ///   is written (RFC 9112, 9.6). Otherwise the rest of the body would still be read and thrown
@@ -60,6 +64,10 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             requests += 1
             requestOpen = true
             if head.method == .connect, connectRequest == nil { connectRequest = requests }
+            if let expect = head.headerFields[.expect], expect.lowercased() == "100-continue" {
+                // Informational: not counted as the request's answer.
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
         case .end:
             requestOpen = false
         case .body:
