@@ -18,4 +18,36 @@ struct InputRulesTests {
         #expect(InputRules.cardIDRule.hasSuffix("not dots alone"))
         #expect(!InputRules.isCardID("") && !InputRules.isCardID(String(repeating: "a", count: 129)))
     }
+
+    /// What a problem or a log line repeats of the caller's text: never a run of 8 digits, however
+    /// spaced or dashed (it may be a card number), never another character than an id's.
+    @Test(arguments: [
+        ("card_bridge_demo", "card_bridge_demo"),
+        ("acme:1234", "acme:1234"),
+        ("order-1234567", "order-1234567"),
+        ("4111111111111111", "?"),
+        ("4111 1111 1111 1111", "?"),
+        ("pan_4111-1111-1111-1111_x", "pan_?x"),
+        ("a\u{1B}[31m", "a??31m"),
+        ("x12345678", "x?"),
+    ])
+    func shortShowsNoCardNumberAndNoForeignCharacter(text: String, shown: String) {
+        #expect(InputRules.short(text) == shown)
+    }
+
+    @Test func shortIsAtMost64CharactersAndSaysSo() {
+        #expect(InputRules.short(String(repeating: "a", count: 64)) == String(repeating: "a", count: 64))
+        #expect(InputRules.short(String(repeating: "a", count: 65)) == String(repeating: "a", count: 64) + "...")
+        #expect(InputRules.short(String(repeating: "a", count: 60) + "123456789") == String(repeating: "a", count: 60) + "1234...")
+    }
+
+    @Test(arguments: [
+        ("Unexpected content type, expected: application/json, received: application/4111111111111111+json",
+         "Unexpected content type, expected: application/json, received: application/?+json"),
+        ("accept 4111 1111 1111 1111.", "accept ?"),
+        ("no digits here, 1234567 is seven", "no digits here, 1234567 is seven"),
+    ])
+    func longDigitRunsAreTakenOutOfQuotedText(text: String, shown: String) {
+        #expect(InputRules.withoutLongDigitRuns(text) == shown)
+    }
 }
