@@ -189,6 +189,20 @@ import Testing
         }
     }
 
+    /// The contract reads a query as the generated code does (`+` is a space, `%2B` a plus): it
+    /// read `limit=+1` as 1 where the handler got " 1", and answered "wrong type" naming nothing.
+    @Test func aQueryIsCheckedAsTheHandlerReadsIt() async throws {
+        try await GatewayHarness.run { client, _ in
+            let headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+            let plus = try await client.execute(uri: "/v1/cards?limit=+1", method: .get, headers: headers)
+            expectProblem(plus, status: .badRequest, code: "invalid_request")
+            #expect((plus.json["detail"] as? String)?.hasPrefix("limit") == true, "\(plus.json)")
+            let encoded = try await client.execute(uri: "/v1/cards?limit=%2B1", method: .get, headers: headers)
+            #expect(encoded.status == .ok || (encoded.json["detail"] as? String)?.hasPrefix("limit") == true, "\(encoded.json)")
+            #expect(try await client.execute(uri: "/v1/cards?limit=1", method: .get, headers: headers).status == .ok)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

@@ -39,8 +39,10 @@ struct RequestContractMiddleware: ServerMiddleware {
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
         }
+        // Read as the generated code reads it (a form-style query: `+` is a space, `%2B` a plus),
+        // so that what is checked is what the handler gets.
         let query = request.path.flatMap { path in
-            path.utf8.contains(UInt8(ascii: "?")) ? URLComponents(string: path)?.queryItems : nil
+            path.utf8.contains(UInt8(ascii: "?")) ? URLComponents(string: path.replacingOccurrences(of: "+", with: "%20"))?.queryItems : nil
         }?.map { (name: $0.name, value: $0.value ?? "") } ?? []
         let problems = contract.problems(
             operationID: operationID, pathParameters: pathParameters, query: query,
