@@ -78,7 +78,10 @@ public struct ResilientCaller: Sendable {
                 throw Self.expired(upstream.issuer, lastError: lastError)
             }
             guard let index = choose(upstream, from: preferred) else {
-                throw GatewayError(.upstreamUnavailable, "every \(upstream.issuer) endpoint's circuit breaker is open")
+                // The breakers may have opened on this request's own failures: the last one is
+                // named, so the caller sees what the issuer did, not only that it is now shut off.
+                let after = lastError.map { " after \($0.code.rawValue) (\($0.detail))" } ?? ""
+                throw GatewayError(.upstreamUnavailable, "every \(upstream.issuer) endpoint's circuit breaker is open\(after)")
             }
             // Failing over found no other endpoint open: back off before the same one again.
             if failedOverFrom == index, let lastError {
