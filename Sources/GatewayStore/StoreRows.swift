@@ -209,9 +209,17 @@ enum StoreRows {
     /// many and how to find them.
     static func caseVariantsRefused(_ count: Int, store: String) -> StoreError {
         StoreError(store: store, reason: "schema \(referenceCaseFoldVersion) cannot apply: \(count) issuer reference(s) are held by "
-            + "more than one card when letter case is ignored, and an issuer may read them as one card. List the cards "
-            + "(`provisioning-gateway cards list`), delete or change all but one card of each, then start again; nothing was changed")
+            + "more than one card when letter case is ignored, and an issuer may read them as one card; nothing was changed. "
+            + "Find them with: \(caseVariantCards); with the gateway version run before this one, delete or change all but one "
+            + "card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
     }
+
+    /// The cards whose references schema 009 finds held twice, for ops to run (SQLite and PostgreSQL).
+    static let caseVariantCards = """
+        SELECT card_id, program, issuer, issuer_reference FROM cards WHERE (issuer, lower(issuer_reference)) IN \
+        (SELECT issuer, lower(issuer_reference) FROM cards WHERE issuer IS NOT NULL AND issuer_reference <> '{}' \
+        GROUP BY issuer, lower(issuer_reference) HAVING count(*) > 1) ORDER BY issuer, lower(issuer_reference)
+        """
 
     /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
     /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:

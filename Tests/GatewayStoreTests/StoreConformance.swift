@@ -1,5 +1,5 @@
 import Foundation
-import GatewayStore
+@testable import GatewayStore
 import ProvisioningCore
 import Testing
 
@@ -357,7 +357,10 @@ enum StoreConformance {
             let text = "\(error)"
             #expect(text.contains("009_reference_case_folded") && text.contains("1 issuer reference"), "\(text)")
             #expect(!text.lowercased().contains("variant_q") && !text.contains("v1") && !text.contains("v2"), "\(text)")
+            #expect(text.contains(StoreRows.caseVariantCards), "the query that finds them")
         }
+        // The query it gives ops runs on this store's dialect.
+        try await sql(StoreRows.caseVariantCards)
         #expect(!(try await store.schemaVersions()).contains("009_reference_case_folded"))
         #expect(try await store.card("v1") != nil)
         #expect(try await store.card("v2") != nil)
