@@ -88,7 +88,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ("006_released_issuer_references", statements(StoreRows.releasedReferencesMigration)),
         ("007_claim_abandon_time", statements(StoreRows.claimAbandonTimeMigration)),
         ("008_audit_token_id", statements(StoreRows.auditTokenMigration)),
-        (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration)),
+        (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration(.postgres))),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -133,9 +133,9 @@ public final class PostgresGatewayStore: GatewayStore {
                 }
                 for migration in Self.migrations where !applied.contains(migration.version) {
                     if migration.version == StoreRows.referenceCaseFoldVersion {
-                        for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences),
+                        for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences(.postgres)),
                                                                              logger: self.logger).decode(Int.self) where variants > 0 {
-                            throw StoreRows.caseVariantsRefused(variants, store: self.displayName)
+                            throw StoreRows.caseVariantsRefused(variants, store: self.displayName, .postgres)
                         }
                     }
                     for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
@@ -144,6 +144,23 @@ public final class PostgresGatewayStore: GatewayStore {
                         "INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), \(now))", logger: self.logger)
                 }
             }
+        }
+    }
+
+    /// The server keeps its own pages whole (checksums, WAL); what a store check can see from here
+    /// is an index the server marked invalid (a failed `CREATE INDEX CONCURRENTLY`, say), on the
+    /// gateway's tables.
+    public func check() async throws -> [String] {
+        try await withConnectTimeout {
+            var problems: [String] = []
+            for try await (index, table) in try await self.client.query("""
+                SELECT i.indexrelid::regclass::text, i.indrelid::regclass::text FROM pg_index i
+                JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready)
+                """, logger: self.logger).decode((String, String).self) {
+                problems.append("index \(index) on \(table) is not valid: rebuild it (REINDEX INDEX \(index))")
+            }
+            return problems
         }
     }
 
@@ -259,12 +276,15 @@ public final class PostgresGatewayStore: GatewayStore {
         // the insert: a card deleted by a transaction still open when this one inserted its
         // reference made the insert wait on the unique index, and its release row is committed
         // (and seen by this statement) by the time the insert goes on.
-        if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+        // A card that keeps the reference it holds (letter case aside) takes nothing from anyone.
+        let keepsItsReference = referenceBefore.map { StoreRows.sameReference((before?.issuer, $0), (card.issuer?.rawValue, reference)) }
+            ?? false
+        if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             var heldElsewhere: String?
             // Compared without regard to case, as the unique index does (schema 009).
             for try await program in try await connection.query("""
                 DELETE FROM released_issuer_references
-                WHERE issuer = \(card.issuer?.rawValue) AND lower(issuer_reference) = lower(\(reference))
+                WHERE issuer = \(card.issuer?.rawValue) AND lower(issuer_reference COLLATE "C") = lower(\(reference)::text COLLATE "C")
                 RETURNING program
                 """, logger: logger).decode(String.self) where owners?.contains(ProgramID(program)) == false { heldElsewhere = program }
             if heldElsewhere != nil { throw CardRegistryError.issuerReferenceInUse }

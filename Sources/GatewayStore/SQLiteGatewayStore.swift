@@ -184,9 +184,9 @@ public final class SQLiteGatewayStore: GatewayStore {
             try db.execute(sql: StoreRows.auditTokenMigration)
         }
         migrator.registerMigration(StoreRows.referenceCaseFoldVersion) { db in
-            let variants = try Int.fetchOne(db, sql: StoreRows.caseVariantReferences) ?? 0
+            let variants = try Int.fetchOne(db, sql: StoreRows.caseVariantReferences(.sqlite)) ?? 0
             if variants > 0 { throw CaseVariantReferences(count: variants) }
-            try db.execute(sql: StoreRows.referenceCaseFoldMigration)
+            try db.execute(sql: StoreRows.referenceCaseFoldMigration(.sqlite))
         }
         return migrator
     }
@@ -204,13 +204,23 @@ public final class SQLiteGatewayStore: GatewayStore {
             do {
                 try Self.migrator.migrate(pool)
             } catch let refused as CaseVariantReferences {
-                throw StoreRows.caseVariantsRefused(refused.count, store: store)
+                throw StoreRows.caseVariantsRefused(refused.count, store: store, .sqlite)
             }
         }.value
     }
 
     /// Schema 009's refusal, inside the migrator, which knows no path.
     private struct CaseVariantReferences: Error { let count: Int }
+
+    /// `PRAGMA integrity_check` over the whole file (every page, every index against its table),
+    /// at most 100 problems, on a reader connection: nothing is written.
+    public func check() async throws -> [String] {
+        let pool = self.pool
+        return try await Task.detached {
+            let found = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check(100)") }
+            return found == ["ok"] ? [] : found
+        }.value
+    }
 
     public func schemaVersions() async throws -> [String] {
         try readHere { db in try Self.migrator.appliedMigrations(db) }
@@ -289,6 +299,9 @@ public final class SQLiteGatewayStore: GatewayStore {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
         }
         let reference = StoreRows.referenceJSON(card.issuerReference)
+        // A card that keeps the reference it holds (letter case aside) takes nothing from anyone.
+        let keepsItsReference = row.map { StoreRows.sameReference((before?.issuer, $0["issuer_reference"] as String), (card.issuer?.rawValue, reference)) }
+            ?? false
         try db.execute(
             sql: """
                 INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -298,7 +311,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue, reference, StoreRows.milliseconds(Date())])
         // A reference another program let go of stays that program's (schema 006); taking it
         // back (its own program's client, an admin, the CLI) makes it a card's again.
-        if StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+        if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             // Compared without regard to case, as the unique index does (schema 009).
             let holders = try String.fetchAll(
                 db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND lower(issuer_reference) = lower(?)",

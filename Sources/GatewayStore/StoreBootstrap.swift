@@ -65,9 +65,10 @@ public enum StoreBootstrap {
         }
     }
 
-    /// Runs `body` with a migrated store, keeping its background work alive for the duration.
+    /// Runs `body` with a migrated store (as it was, with `migrate: false`: `store check` reads a
+    /// store it must not change), keeping its background work alive for the duration.
     public static func withStore<T: Sendable>(
-        _ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger,
+        _ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger, migrate: Bool = true,
         _ body: @escaping @Sendable (Opened) async throws -> T
     ) async throws -> T {
         let opened = try open(config, baseDirectory: baseDirectory, environment: environment, logger: logger)
@@ -75,7 +76,7 @@ public enum StoreBootstrap {
             if let service = opened.service { group.addTask { try await service.run(); return nil } }
             defer { group.cancelAll() }
             do {
-                try await opened.store.migrate()
+                if migrate { try await opened.store.migrate() }
             } catch let error as StoreError {
                 throw error
             } catch {

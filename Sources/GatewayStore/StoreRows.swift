@@ -60,7 +60,12 @@ enum StoreRows {
     /// and the same fields, letter case aside (schema 009). A card re-put with only the case of its
     /// reference changed still holds it, and lets nothing go.
     static func sameReference(_ a: (issuer: String?, json: String), _ b: (issuer: String?, json: String)) -> Bool {
-        a.issuer == b.issuer && a.json.lowercased() == b.json.lowercased()
+        a.issuer == b.issuer && a.json.utf8.elementsEqual(b.json.utf8, by: { asciiLower($0) == asciiLower($1) })
+    }
+
+    /// ASCII's fold alone, as the stores' `lower` is made to do.
+    private static func asciiLower(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
     }
 
     /// Whether a reference a card lets go of is worth remembering: one with an issuer and fields
@@ -182,44 +187,75 @@ enum StoreRows {
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
 
-    /// Schema 009, the same on both stores: an issuer reference is one card's whatever the case of
-    /// its letters. An issuer that reads its ids without regard to case (a UUID, say) would take
-    /// `CA_1` for another tenant's `ca_1`; no issuer's contract says its ids are case-sensitive, so
-    /// the unique index, and the lookups of released references, compare them folded (ASCII
-    /// `lower`: reference values are printable ASCII). The exact index it replaces is implied.
+    /// Schema 009: an issuer reference is one card's whatever the case of its letters. An issuer
+    /// that reads its ids without regard to case (a UUID, say) would take `CA_1` for another
+    /// tenant's `ca_1`; no issuer's contract says its ids are case-sensitive, so the unique index,
+    /// and the lookups of released references, compare them folded: ASCII letters only (reference
+    /// values are printable ASCII), whatever the database's locale (`foldedReference`). The exact
+    /// index it replaces is implied. Released references a card now holds again (in another case)
+    /// are dropped, and of released references that differ only in case, the latest is kept.
     static let referenceCaseFoldVersion = "009_reference_case_folded"
-    static let referenceCaseFoldMigration = """
-        CREATE UNIQUE INDEX cards_issuer_reference_folded ON cards (issuer, lower(issuer_reference))
-            WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
-        DROP INDEX cards_issuer_reference;
-        CREATE INDEX released_issuer_references_folded ON released_issuer_references (issuer, lower(issuer_reference))
-        """
+
+    /// The folded reference column in a dialect: SQLite's `lower` folds ASCII alone; PostgreSQL's
+    /// follows the column's collation, so it is given "C" (in a Turkish locale `lower('I')` is `ı`).
+    /// Indexes and lookups must spell it the same for the index to serve them.
+    enum Dialect {
+        case sqlite, postgres
+        func folded(_ column: String = "issuer_reference") -> String {
+            switch self {
+            case .sqlite: "lower(\(column))"
+            case .postgres: "lower(\(column) COLLATE \"C\")"
+            }
+        }
+    }
+
+    static func referenceCaseFoldMigration(_ dialect: Dialect) -> String {
+        let folded = dialect.folded()
+        return """
+            CREATE UNIQUE INDEX cards_issuer_reference_folded ON cards (issuer, \(folded))
+                WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+            DROP INDEX cards_issuer_reference;
+            DELETE FROM released_issuer_references WHERE EXISTS (
+                SELECT 1 FROM cards c WHERE c.issuer = released_issuer_references.issuer
+                AND \(dialect.folded("c.issuer_reference")) = \(dialect.folded("released_issuer_references.issuer_reference")));
+            DELETE FROM released_issuer_references WHERE EXISTS (
+                SELECT 1 FROM released_issuer_references o WHERE o.issuer = released_issuer_references.issuer
+                AND \(dialect.folded("o.issuer_reference")) = \(dialect.folded("released_issuer_references.issuer_reference"))
+                AND (o.released_at > released_issuer_references.released_at
+                     OR (o.released_at = released_issuer_references.released_at
+                         AND o.issuer_reference > released_issuer_references.issuer_reference)));
+            CREATE INDEX released_issuer_references_folded ON released_issuer_references (issuer, \(folded))
+            """
+    }
 
     /// How many issuer references more than one card holds once case is set aside: schema 009
     /// cannot apply while any does.
-    static let caseVariantReferences = """
+    static func caseVariantReferences(_ dialect: Dialect) -> String {
+        """
         SELECT count(*) FROM (
-            SELECT issuer, lower(issuer_reference) AS folded FROM cards
+            SELECT issuer, \(dialect.folded()) AS folded FROM cards
             WHERE issuer IS NOT NULL AND issuer_reference <> '{}'
-            GROUP BY issuer, lower(issuer_reference) HAVING count(*) > 1
+            GROUP BY issuer, \(dialect.folded()) HAVING count(*) > 1
         ) AS variants
         """
+    }
 
     /// Schema 009 refused: names no card and no reference (those are for ops to find), only how
     /// many and how to find them.
-    static func caseVariantsRefused(_ count: Int, store: String) -> StoreError {
+    static func caseVariantsRefused(_ count: Int, store: String, _ dialect: Dialect) -> StoreError {
         StoreError(store: store, reason: "schema \(referenceCaseFoldVersion) cannot apply: \(count) issuer reference(s) are held by "
             + "more than one card when letter case is ignored, and an issuer may read them as one card; nothing was changed. "
-            + "Find them with: \(caseVariantCards); with the gateway version run before this one, delete or change all but one "
-            + "card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
+            + "Find them with: \(caseVariantCards(dialect)); with the gateway version run before this one, delete or change all "
+            + "but one card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
     }
 
-    /// The cards whose references schema 009 finds held twice, for ops to run (SQLite and PostgreSQL).
-    static let caseVariantCards = """
-        SELECT card_id, program, issuer, issuer_reference FROM cards WHERE (issuer, lower(issuer_reference)) IN \
-        (SELECT issuer, lower(issuer_reference) FROM cards WHERE issuer IS NOT NULL AND issuer_reference <> '{}' \
-        GROUP BY issuer, lower(issuer_reference) HAVING count(*) > 1) ORDER BY issuer, lower(issuer_reference)
-        """
+    /// The cards whose references schema 009 finds held twice, for ops to run.
+    static func caseVariantCards(_ dialect: Dialect) -> String {
+        let folded = dialect.folded()
+        return "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE (issuer, \(folded)) IN "
+            + "(SELECT issuer, \(folded) FROM cards WHERE issuer IS NOT NULL AND issuer_reference <> '{}' "
+            + "GROUP BY issuer, \(folded) HAVING count(*) > 1) ORDER BY issuer, \(folded)"
+    }
 
     /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
     /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:

@@ -56,6 +56,12 @@ public protocol GatewayStore: CardRegistry {
     func migrate() async throws
     /// The applied schema versions, oldest first.
     func schemaVersions() async throws -> [String]
+    /// `store check`: reads the whole store for damage a request would otherwise find only when
+    /// it reached it (a torn page, an index out of step with its table), without migrating or
+    /// changing anything. The problems found, in the store's own words (which name pages, tables
+    /// and indexes, never a row's values); empty when the store is sound. Slow on a large store:
+    /// an operator's command, never run by the gateway itself.
+    func check() async throws -> [String]
 
     /// Inserts or replaces a card. An existing card is replaced only when its program is one of
     /// `owners` (any card when nil: admin clients, the CLI), and `event`, when given, is written in

@@ -35,7 +35,7 @@ struct ProvisioningGatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provisioning-gateway",
         abstract: "One push-provisioning API in front of Bridge, TMP, Crossmint, Marqeta and Lithic.",
-        subcommands: [Serve.self, ConfigTools.self, RouteTools.self, Cards.self, Vault.self, SandboxTools.self],
+        subcommands: [Serve.self, ConfigTools.self, RouteTools.self, Cards.self, Vault.self, StoreTools.self, SandboxTools.self],
         defaultSubcommand: Serve.self)
 }
 

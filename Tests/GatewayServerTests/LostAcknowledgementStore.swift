@@ -25,6 +25,7 @@ final class LostAcknowledgementStore: GatewayStore {
     func card(_ id: CardID) async throws -> CardRecord? { try await inner.card(id) }
     func migrate() async throws { try await inner.migrate() }
     func schemaVersions() async throws -> [String] { try await inner.schemaVersions() }
+    func check() async throws -> [String] { try await inner.check() }
     func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
         try await inner.putCard(card, owners: owners, event: event)
     }

@@ -1,5 +1,5 @@
 import Foundation
-import GatewayStore
+@testable import GatewayStore
 import GatewayTestSupport
 import Logging
 import ProvisioningCore
@@ -96,7 +96,7 @@ struct PostgresGatewayStoreTests {
                     CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
                         WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
                     DELETE FROM schema_migrations WHERE version = '009_reference_case_folded'
-                    """)
+                    """, dialect: .postgres)
         }
     }
 

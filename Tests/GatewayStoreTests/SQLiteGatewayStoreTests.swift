@@ -121,7 +121,7 @@ import Testing
                     CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
                         WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
                     DELETE FROM grdb_migrations WHERE identifier = '009_reference_case_folded'
-                    """)
+                    """, dialect: .sqlite)
         }
     }
 

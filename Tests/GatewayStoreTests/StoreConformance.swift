@@ -344,12 +344,25 @@ enum StoreConformance {
 
     /// A database kept before schema 009 may hold two cards whose references differ only in case:
     /// the migration is refused, saying how many and what to do, naming no reference, and changes
-    /// nothing; once ops resolve it, it applies.
-    static func theCaseFoldingMigrationRefusesHeldVariants(_ store: any GatewayStore, sql: RawSQL, forget009: String) async throws {
+    /// nothing; once ops resolve it (deleting one card), it applies, and the card left keeps working
+    /// for its own tenant. Released references it finds in several cases keep only the latest.
+    static func theCaseFoldingMigrationRefusesHeldVariants(
+        _ store: any GatewayStore, sql: RawSQL, forget009: String, dialect: StoreRows.Dialect
+    ) async throws {
         try await store.migrate()
         try await sql(forget009)
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
         try await store.putCard(card("v1", program: "acme", ref: "variant_q"))
         try await store.putCard(card("v2", program: "evil", ref: "VARIANT_Q"))
+        // Two tenants let go of one reference in two cases; evil's the later.
+        try await store.putCard(card("r1", program: "acme", ref: "rel_x"))
+        try await store.putCard(card("r2", program: "evil", ref: "REL_X"))
+        try await store.deleteCard("r1")
+        try await store.deleteCard("r2")
+        let acmeReleased = StoreRows.referenceJSON(card("r1", ref: "rel_x").issuerReference)
+        try await sql("UPDATE released_issuer_references SET released_at = 1 WHERE issuer_reference = '\(acmeReleased)'")
         do {
             try await store.migrate()
             Issue.record("schema 009 applied over two cards holding one reference")
@@ -357,17 +370,24 @@ enum StoreConformance {
             let text = "\(error)"
             #expect(text.contains("009_reference_case_folded") && text.contains("1 issuer reference"), "\(text)")
             #expect(!text.lowercased().contains("variant_q") && !text.contains("v1") && !text.contains("v2"), "\(text)")
-            #expect(text.contains(StoreRows.caseVariantCards), "the query that finds them")
+            #expect(text.contains(StoreRows.caseVariantCards(dialect)), "the query that finds them")
         }
         // The query it gives ops runs on this store's dialect.
-        try await sql(StoreRows.caseVariantCards)
+        try await sql(StoreRows.caseVariantCards(dialect))
         #expect(!(try await store.schemaVersions()).contains("009_reference_case_folded"))
         #expect(try await store.card("v1") != nil)
         #expect(try await store.card("v2") != nil)
+        // Ops delete evil's card (which lets VARIANT_Q go, as evil's), and the migration applies.
         try await store.deleteCard("v2")
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
-        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.putCard(card("v3", program: "evil", ref: "Variant_Q")) }
+        // The card left is acme's to change: the released copy of its own reference was dropped.
+        #expect(try await put(card("v1", program: "acme", ref: "variant_q"), ["acme"]) == .updated)
+        #expect(try await put(card("v1", program: "acme", ref: "Variant_Q"), ["acme"]) == .updated)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("v3", program: "evil", ref: "VARIANT_Q"), ["evil"]) }
+        // Of rel_x's two released copies the later, evil's, is kept.
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("r3", program: "acme", ref: "Rel_X"), ["acme"]) }
+        #expect(try await put(card("r4", program: "evil", ref: "rel_X"), ["evil"]) == .created)
     }
 
     static func vaultEntriesGoWithTheirCard(_ store: any GatewayStore) async throws {

@@ -74,6 +74,36 @@ public enum OperatorTools {
         }
     }
 
+    /// `store check`: the store read whole for damage, without migrating or changing it. A
+    /// SQLite file that does not exist is named, not created.
+    public static func checkStore(config path: String, environment: [String: String] = ProcessInfo.processInfo.environment) async -> ToolOutcome {
+        let config: GatewayConfig
+        do {
+            config = try ConfigLoader.load(path: path)
+        } catch {
+            return .failed("\(error)")
+        }
+        if config.store.postgres == nil, !FileManager.default.fileExists(atPath: config.store.sqlite.path) {
+            return .failed("no SQLite store at \(config.store.sqlite.path) (store.sqlite.path): nothing to check")
+        }
+        do {
+            return try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
+                                                      logger: Logger(label: "provisioning-gateway"), migrate: false) { opened in
+                let versions = try await opened.store.schemaVersions()
+                let problems = try await opened.store.check()
+                let schema = versions.last.map { "schema \($0) (\(versions.count) versions)" } ?? "no schema yet (never migrated)"
+                guard problems.isEmpty else {
+                    return .failed("\(opened.name): \(problems.count) problem\(problems.count == 1 ? "" : "s") found, \(schema); "
+                        + "restore the last backup, or copy out what still reads (sqlite3 .recover) and check again",
+                                   diagnostics: problems.map { "\(opened.name): \($0)" })
+                }
+                return .ok("\(opened.name): no damage found, \(schema)")
+            }
+        } catch {
+            return .failed("the store is not usable: \(error)")
+        }
+    }
+
     /// `cards delete`: the card and its vault entry.
     public static func deleteCard(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
