@@ -47,66 +47,72 @@ public enum InputRules {
     }
 
     /// A value safe to put in a problem's detail or a log line: at most 64 characters, anything
-    /// outside A-Z a-z 0-9 _ - . : shown as `?`, and a run of 8 digits or more (separators
-    /// `-` `.` `:` `_` and the `?` of other characters inside it count as part of the run: a card
-    /// number pasted as `4111-1111-1111-1111` or with spaces) shown as one `?`: it may be a card
-    /// number, and a name or an id the caller sent is echoed only to say which one was wrong.
+    /// outside A-Z a-z 0-9 _ - . : shown as `?`, and a run of 8 digits (`withoutLongDigitRuns`)
+    /// shown as one `?`: it may be a card number, and a name or an id the caller sent is echoed
+    /// only to say which one was wrong.
     public static func short(_ text: String) -> String {
         var shown = ""
         shown.reserveCapacity(min(text.utf8.count, 64) + 3)
-        var run = ""
-        var digitsInRun = 0
-        func flush() {
-            shown += digitsInRun >= 8 ? "?" : run
-            run = ""
-            digitsInRun = 0
-        }
         var count = 0
         for character in text {
-            if count == 64 {
-                flush()
-                return shown + "..."
-            }
+            if count == 64 { return withoutLongDigitRuns(shown) + "..." }
             count += 1
-            let byte = character.asciiValue
-            let visible: Character = byte.map(isIDByte) == true ? character : "?"
-            if let byte, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
-                run.append(visible)
-                digitsInRun += 1
-            } else if !run.isEmpty, visible == "?" || "-.:_".contains(visible) {
-                // A separator inside a run of digits stays in the run, pending.
-                run.append(visible)
+            if let byte = character.asciiValue, isIDByte(byte) {
+                shown.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
+                shown += "?"
+            }
+        }
+        return withoutLongDigitRuns(shown)
+    }
+
+    /// The one rule for text that may hold a card number: 8 digits or more with no letter between
+    /// them. Anything else between two digits (a space, `-`, `.`, `,`, `+`, `_`, a tab, an escape)
+    /// keeps the run going, so `4111 1111 1111 1111` and `4111+1111,1111-1111` are runs too.
+    public static func hasLongDigitRun(_ text: String) -> Bool {
+        var digits = 0
+        for character in text {
+            if character.isASCII, character.isWholeNumber {
+                digits += 1
+                if digits >= 8 { return true }
+            } else if character.isLetter {
+                digits = 0
+            }
+        }
+        return false
+    }
+
+    /// `text` with each run `hasLongDigitRun` finds (from its first digit to its last) replaced by
+    /// one `?`, the rest as it is: for messages that quote what a caller sent (a header value in the
+    /// generated server's errors).
+    public static func withoutLongDigitRuns(_ text: String) -> String {
+        var shown = ""
+        var run = ""
+        var between = ""
+        var digits = 0
+        func flush() {
+            shown += (digits >= 8 ? "?" : run) + between
+            run = ""
+            between = ""
+            digits = 0
+        }
+        for character in text {
+            if character.isASCII, character.isWholeNumber {
+                run += between
+                between = ""
+                run.append(character)
+                digits += 1
+            } else if character.isLetter {
                 flush()
-                shown.append(visible)
+                shown.append(character)
+            } else if digits > 0 {
+                between.append(character)
+            } else {
+                shown.append(character)
             }
         }
         flush()
         return shown
-    }
-
-    /// `text` with every run of 8 digits or more (spaces, `-`, `.`, `:`, `_` and `/` between them
-    /// count as part of the run) replaced by one `?`, the rest as it is: for messages that quote
-    /// what a caller sent (a header value in the generated server's errors), which may hold a card
-    /// number.
-    public static func withoutLongDigitRuns(_ text: String) -> String {
-        var shown = ""
-        var run = ""
-        var digits = 0
-        for character in text {
-            if character.isASCII, character.isNumber {
-                run.append(character)
-                digits += 1
-            } else if !run.isEmpty, " -.:_/".contains(character) {
-                run.append(character)
-            } else {
-                shown += digits >= 8 ? "?" : run
-                run = ""
-                digits = 0
-                shown.append(character)
-            }
-        }
-        return shown + (digits >= 8 ? "?" : run)
     }
 
     /// A-Z a-z 0-9 _ - . : (a card id's characters, and what `short` shows as it is).

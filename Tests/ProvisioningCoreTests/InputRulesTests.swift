@@ -27,7 +27,8 @@ struct InputRulesTests {
         ("order-1234567", "order-1234567"),
         ("4111111111111111", "?"),
         ("4111 1111 1111 1111", "?"),
-        ("pan_4111-1111-1111-1111_x", "pan_?x"),
+        ("pan_4111-1111-1111-1111_x", "pan_?_x"),
+        ("4111+1111,1111\t1111", "?"),
         ("a\u{1B}[31m", "a??31m"),
         ("x12345678", "x?"),
     ])
@@ -44,10 +45,19 @@ struct InputRulesTests {
     @Test(arguments: [
         ("Unexpected content type, expected: application/json, received: application/4111111111111111+json",
          "Unexpected content type, expected: application/json, received: application/?+json"),
-        ("accept 4111 1111 1111 1111.", "accept ?"),
+        ("accept 4111 1111 1111 1111.", "accept ?."),
+        ("4111+1111,1111\t1111 and 4111,111", "? and 4111,111"),
         ("no digits here, 1234567 is seven", "no digits here, 1234567 is seven"),
     ])
     func longDigitRunsAreTakenOutOfQuotedText(text: String, shown: String) {
         #expect(InputRules.withoutLongDigitRuns(text) == shown)
+    }
+
+    @Test(arguments: [
+        ("4111111111111111", true), ("4111-1111.1111,1111", true), ("4111+1111+1111+1111", true), ("code 1234 5678", true),
+        ("abc1234567", false), ("1234567a1234567", false), ("ERR_42", false), ("", false),
+    ])
+    func aLongDigitRunIsEightDigitsWithNoLetterBetween(text: String, found: Bool) {
+        #expect(InputRules.hasLongDigitRun(text) == found, "\(text)")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProvisioningCore
 
 /// JSON lets an object name a member twice and leaves which one counts to the parser: Foundation's
 /// `JSONDecoder` keeps the first, its `JSONSerialization` the last, and a proxy, a firewall or an
@@ -28,21 +29,14 @@ enum DuplicateMembers {
     /// of 8 digits). A name made up to carry a card number, a nonce or 28 KB of text is not
     /// repeated; the problem then says "the body".
     static func isShown(_ place: String) -> Bool {
-        guard place.utf8.count <= 100 else { return false }
-        var digits = 0
-        for byte in place.utf8 {
+        guard place.utf8.count <= 100, !InputRules.hasLongDigitRun(place) else { return false }
+        return place.utf8.allSatisfy { byte in
             switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"):
-                digits += 1
-                if digits >= 8 { return false }
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "_"), UInt8(ascii: "-"),
-                 UInt8(ascii: "."), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"):
-                digits = 0
-            default:
-                return false
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"): true
+            default: false
             }
         }
-        return true
     }
 
     /// What one pass over a JSON text's bytes outside its strings tells, before any parser runs.
@@ -91,8 +85,6 @@ enum DuplicateMembers {
             return shape
         }
     }
-
-    static func colonsOutsideStrings(_ body: Data) -> Int { shape(of: body).colons }
 
     /// The members of every object in `value` (scalars are not descended into).
     static func members(_ value: JSONValue) -> Int {

@@ -41,8 +41,8 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             // Everything else the generated code refuses is the shape of the request itself
             // (content type, missing body, path or query values).
             // (bounded and printable: it may quote a header the caller sent)
-            return GatewayError(.invalidRequest, String(InputRules.withoutLongDigitRuns(
-                LineSafeLogHandler<StreamLogHandler>.escape(error.causeDescription)).prefix(200)))
+            return GatewayError(.invalidRequest, String(LineSafeLogHandler<StreamLogHandler>.escape(
+                InputRules.withoutLongDigitRuns(error.causeDescription)).prefix(200)))
         case let error as DecodingError:
             return invalidBody(error)
         case let error as HTTPError:

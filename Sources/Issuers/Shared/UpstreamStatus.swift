@@ -55,22 +55,15 @@ enum UpstreamStatus {
     /// something that reads well: an issuer may put a card number, a credential it was sent, or
     /// terminal escapes in it.
     static func shownCode(_ code: String?) -> String? {
-        guard let code, !code.isEmpty, code.utf8.count <= 100 else { return nil }
-        var digitsInARun = 0
-        for byte in code.utf8 {
+        guard let code, !code.isEmpty, code.utf8.count <= 100, !InputRules.hasLongDigitRun(code) else { return nil }
+        let codeLike = code.utf8.allSatisfy { byte in
             switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"):
-                digitsInARun += 1
-                guard digitsInARun < 8 else { return nil }
-            case UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","), UInt8(ascii: "_"):
-                continue  // a separator does not end a run of digits
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
-                digitsInARun = 0
-            default:
-                return nil
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","), UInt8(ascii: "_"): true
+            default: false
             }
         }
-        return code
+        return codeLike ? code : nil
     }
 
     static func error(issuer: IssuerID, status: Int, upstreamCode: String?) -> GatewayError {
