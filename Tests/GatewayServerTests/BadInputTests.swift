@@ -163,12 +163,21 @@ import Testing
                 + "11000\r\n" + String(repeating: "a", count: 0x11000) + "\r\n")
             #expect(await large.eventually { $0.text.hasPrefix("HTTP/1.1 413 ") && !$0.isOpen }, "\(large.text.prefix(200))")
             #expect(await sandbox.bridge.log.count == 0)
-            // A refusal of a whole request keeps its connection: the next request is served on it.
+            // A refusal of a whole request keeps its connection: the next request is served on it,
+            // with or without a body.
             let whole = try await RawConnection.open(port: client.port)
             defer { whole.close() }
             try await whole.send("GET /v1/cards HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             #expect(await whole.eventually { $0.text.hasPrefix("HTTP/1.1 401 ") && $0.text.contains("HTTP/1.1 200 ") })
             #expect(whole.isOpen)
+            let body = String(decoding: try GatewayHarness.requestBody(), as: UTF8.self)
+            let posted = try await RawConnection.open(port: client.port)
+            defer { posted.close() }
+            try await posted.send("POST /v1/cards/no_such_card/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                + body + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(await posted.eventually { $0.text.hasPrefix("HTTP/1.1 404 ") && $0.text.contains("HTTP/1.1 200 ") }, "\(posted.text.prefix(300))")
+            #expect(posted.isOpen)
         }
     }
 

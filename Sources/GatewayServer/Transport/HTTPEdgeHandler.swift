@@ -26,12 +26,16 @@ import ProvisioningCore
 ///   `Connection: close`, and the connection is closed once it is written.
 /// - **`Expect: 100-continue`** (what curl and many HTTP clients send before a larger body) is
 ///   answered with `100 Continue` as soon as the head is read, so the client sends its body at
-///   once instead of waiting a second or more for an answer that would never come. A request the
+///   once instead of waiting a second or more for an answer that would never come; only when every
+///   earlier request's answer is written whole (a pipelined request's `100` must not land inside
+///   the answer before it), else the client sends its body after its own wait. A request the
 ///   gateway then refuses before reading its body is answered and closed (below).
 /// - **A refusal written while its request's body is still arriving** (401 before the body was
-///   read, 413 part-way through it) says `Connection: close`, and the connection is closed once it
-///   is written (RFC 9112, 9.6). Otherwise the rest of the body would still be read and thrown
-///   away until it ended or the read timeout passed: a client without a key could stream gigabytes
+///   read, 413 part-way through it) says `Connection: close`; once it is written the connection's
+///   output is closed, what still arrives is read and dropped for `lingerTime` (so the client's
+///   kernel is not sent a reset that could discard the answer before it is read: RFC 9112, 9.6),
+///   then the connection is closed. Otherwise the rest of the body would still be read and handed
+///   on until it ended or the read timeout passed: a client without a key could stream gigabytes
 ///   of chunk extensions, which no body limit counts, into a connection that had already been
 ///   answered.
 final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -50,8 +54,16 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var answeringConnect = false
     /// Whether the latest request's body is still arriving (its head read, its end not yet).
     private var requestOpen = false
-    /// Whether the answer being written refuses a request whose body is still arriving.
-    private var closingAfterAnswer = false
+    /// Whether a final answer's head is written and its end not yet.
+    private var answerInProgress = false
+    /// How the connection ends once the answer being written is: at once (`CONNECT`), or after
+    /// a linger (a refusal while the body is still arriving).
+    private enum Ending { case now, lingering }
+    private var endingAfterAnswer: Ending?
+    /// Once the connection's output is closed, what arrives is dropped until it closes.
+    private var lingering = false
+    /// How long a refused connection still reads (and drops) before it is closed.
+    static let lingerTime: TimeAmount = .seconds(1)
 
     /// The parser's error, once one passed.
     private var parseError: HTTPParserError?
@@ -59,12 +71,13 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var pendingBody: ByteBuffer?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !lingering else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             requests += 1
             requestOpen = true
             if head.method == .connect, connectRequest == nil { connectRequest = requests }
-            if let expect = head.headerFields[.expect], expect.lowercased() == "100-continue" {
+            if let expect = head.headerFields[.expect], expect.lowercased() == "100-continue", answers + 1 == requests, !answerInProgress {
                 // Informational: not counted as the request's answer.
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
@@ -83,20 +96,44 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
+        case .head(let head) where head.status.kind != .informational:
+            answerInProgress = true
+        case .end:
+            answerInProgress = false
+        default:
+            break
+        }
+        switch unwrapOutboundIn(data) {
         case .head(var head) where head.status.kind != .informational && connectRequest == answers + 1:
             answers += 1
             answeringConnect = true
+            endingAfterAnswer = .now
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .body where answeringConnect:
             // The codec frames an answer to CONNECT without a body; it is not written at all.
             promise?.succeed()
-        case .end where answeringConnect:
+        case .end where endingAfterAnswer != nil:
             answeringConnect = false
+            let ending = endingAfterAnswer!
+            endingAfterAnswer = nil
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)
             let channel = context.channel
-            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            written.futureResult.whenComplete { _ in
+                switch ending {
+                case .now:
+                    channel.close(promise: nil)
+                case .lingering:
+                    let halfClosed = channel.eventLoop.makePromise(of: Void.self)
+                    halfClosed.futureResult.whenComplete { result in
+                        if case .failure = result { channel.close(promise: nil); return }
+                        channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
+                    }
+                    channel.close(mode: .output, promise: halfClosed)
+                }
+            }
+            if ending == .lingering { lingering = true }
             context.write(data, promise: written)
             context.flush()
         case .head(let head) where parseError != nil && answers == requests && head.status == .badRequest
@@ -111,19 +148,11 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             answers += 1
             context.write(wrapOutboundOut(.head(HTTPResponse(status: head.status, headerFields: fields))), promise: promise)
         case .head(var head) where head.status.kind == .clientError && requestOpen && answers + 1 == requests:
-            // The answer to the request still arriving, refusing it: nothing more of it is read.
+            // The answer to the request still arriving, refusing it: nothing more of it is handed on.
             answers += 1
-            closingAfterAnswer = true
+            endingAfterAnswer = .lingering
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
-        case .end where closingAfterAnswer:
-            closingAfterAnswer = false
-            let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.cascade(to: promise)
-            let channel = context.channel
-            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
-            context.write(data, promise: written)
-            context.flush()
         case .end(let trailers) where pendingBody != nil:
             let body = pendingBody!
             pendingBody = nil
