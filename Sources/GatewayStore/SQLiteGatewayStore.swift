@@ -217,8 +217,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func check() async throws -> [String] {
         let pool = self.pool
         return try await Task.detached {
-            let found = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check(100)") }
-            return found == ["ok"] ? [] : found
+            do {
+                let found = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check(100)") }
+                return found == ["ok"] ? [] : found
+            } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+                // Damage the check itself could not read past (its header, its schema).
+                return ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"]
+            }
         }.value
     }
 

@@ -48,6 +48,36 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).map(\.id) == ["moved_1", "moved_2"])
     }
 
+    /// `store check` reads the whole file without migrating it: a missing file is named (not
+    /// created), a sound one says so with its schema, and one with a damaged page lists what the
+    /// check found and exits 2, where a request would find it only on reaching that page.
+    @Test func storeCheckFindsDamageARequestWouldMeetOnlyLater() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let missing = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(missing.status == 2 && missing.stderr.contains("no SQLite store at \(database)"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: database))
+
+        let csv = config.deletingLastPathComponent().appendingPathComponent("many.csv")
+        let rows = (0..<400).map { "checked_\($0),demo,bridge,cust_\($0),acct_\($0)," }.joined(separator: "\n")
+        try ("card_id,program,issuer,customer_id,card_account_id,issuer_card_id\n" + rows + "\n").write(to: csv, atomically: true, encoding: .utf8)
+        #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path]).status == 0)
+        let sound = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(sound.status == 0, "\(sound.stderr)")
+        #expect(sound.stdout.contains("no damage found, schema 009_reference_case_folded"), "\(sound.stdout)")
+
+        // Every byte of one page past the schema's overwritten: a torn page, say.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        let size = try handle.seekToEnd()
+        #expect(size > 8 * 4_096, "the cards span several pages")
+        try handle.seek(toOffset: size / 2 / 4_096 * 4_096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: 4_096))
+        try handle.close()
+        let damaged = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(damaged.status == 2, "\(damaged.stdout)")
+        #expect(damaged.stderr.contains("problem") || damaged.stderr.contains("damaged"), "\(damaged.stderr)")
+        #expect(!damaged.stderr.contains("cust_") && !damaged.stderr.contains("acct_"), "no row's values")
+    }
+
     @Test func vaultPutSealsAndDeleteRemovesAndAWrongKeyIsAClearError() async throws {
         let (config, database) = try Self.sandboxConfig()
         // An entry belongs to a registered card.
