@@ -471,6 +471,8 @@ enum StoreConformance {
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
         #expect(try await store.card("nothing") == nil)
+        // A sound store checks clean (`store check`).
+        #expect(try await store.check() == [])
     }
 
     static func registryCRUD(_ store: any GatewayStore) async throws {
