@@ -25,7 +25,8 @@ struct RequestContractMiddleware: ServerMiddleware {
         // token suspended, a card provisioned, a card stored, then 400). RFC 9110 (12.5.1) lets a
         // server disregard an `Accept` it cannot satisfy, so it is taken out before anything runs.
         var request = request
-        request.headerFields[.accept] = nil
+        // Only when there is one: a write to the fields copies them.
+        if request.headerFields.contains(.accept) { request.headerFields[.accept] = nil }
         guard let operation = contract.operations[operationID] else { return try await next(request, body, metadata) }
         var bytes: Data?
         var body = body
