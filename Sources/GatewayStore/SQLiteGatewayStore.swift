@@ -216,15 +216,46 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// at most 100 problems, on a reader connection: nothing is written.
     public func check() async throws -> [String] {
         let pool = self.pool
-        return try await Task.detached {
+        return try await Task.detached { try pool.read(Self.integrityProblems) }.value
+    }
+
+    /// `store check` on a file no gateway may have opened: read-only, so nothing of the store's
+    /// own opening happens to it (no permission change, no switch to WAL, no table GRDB creates
+    /// and drops to probe WAL, no checkpoint on close). The applied schema versions (read from
+    /// GRDB's table directly, none when it has none) and the problems `check` would list.
+    public static func checkFile(path: String) async throws -> (versions: [String], problems: [String]) {
+        try await Task.detached {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue: DatabaseQueue
             do {
-                let found = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check(100)") }
-                return found == ["ok"] ? [] : found
+                queue = try DatabaseQueue(path: path, configuration: configuration)
+            } catch {
+                throw StoreError(store: "sqlite \(path)", reason: "cannot open the file read-only (\(error))")
+            }
+            do {
+                // No transaction around it: the check's own statements, on a connection that cannot write.
+                return try queue.inDatabase { db in
+                    let problems = try integrityProblems(db)
+                    guard problems.isEmpty else { return ([], problems) }
+                    let versions = try db.tableExists("grdb_migrations")
+                        ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") : []
+                    return (versions, [])
+                }
             } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
-                // Damage the check itself could not read past (its header, its schema).
-                return ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"]
+                return ([], ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"])
             }
         }.value
+    }
+
+    private static func integrityProblems(_ db: Database) throws -> [String] {
+        do {
+            let found = try String.fetchAll(db, sql: "PRAGMA integrity_check(100)")
+            return found == ["ok"] ? [] : found
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            // Damage the check itself could not read past (its header, its schema).
+            return ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"]
+        }
     }
 
     public func schemaVersions() async throws -> [String] {

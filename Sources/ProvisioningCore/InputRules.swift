@@ -70,12 +70,14 @@ public enum InputRules {
     /// them. Anything else between two digits (a space, `-`, `.`, `,`, `+`, `_`, a tab, an escape)
     /// keeps the run going, so `4111 1111 1111 1111` and `4111+1111,1111-1111` are runs too.
     public static func hasLongDigitRun(_ text: String) -> Bool {
+        // By Unicode scalar: a digit with a variation selector or a combining mark after it is
+        // one `Character`, and would otherwise not count.
         var digits = 0
-        for character in text {
-            if character.isASCII, character.isWholeNumber {
+        for scalar in text.unicodeScalars {
+            if isDigit(scalar) {
                 digits += 1
                 if digits >= 8 { return true }
-            } else if character.isLetter {
+            } else if scalar.properties.isAlphabetic {
                 digits = 0
             }
         }
@@ -86,34 +88,37 @@ public enum InputRules {
     /// one `?`, the rest as it is: for messages that quote what a caller sent (a header value in the
     /// generated server's errors).
     public static func withoutLongDigitRuns(_ text: String) -> String {
-        var shown = ""
-        var run = ""
-        var between = ""
+        var shown = String.UnicodeScalarView()
+        var run = String.UnicodeScalarView()
+        var between = String.UnicodeScalarView()
         var digits = 0
         func flush() {
-            shown += (digits >= 8 ? "?" : run) + between
-            run = ""
-            between = ""
+            if digits >= 8 { shown.append("?") } else { shown.append(contentsOf: run) }
+            shown.append(contentsOf: between)
+            run = String.UnicodeScalarView()
+            between = String.UnicodeScalarView()
             digits = 0
         }
-        for character in text {
-            if character.isASCII, character.isWholeNumber {
-                run += between
-                between = ""
-                run.append(character)
+        for scalar in text.unicodeScalars {
+            if isDigit(scalar) {
+                run.append(contentsOf: between)
+                between = String.UnicodeScalarView()
+                run.append(scalar)
                 digits += 1
-            } else if character.isLetter {
+            } else if scalar.properties.isAlphabetic {
                 flush()
-                shown.append(character)
+                shown.append(scalar)
             } else if digits > 0 {
-                between.append(character)
+                between.append(scalar)
             } else {
-                shown.append(character)
+                shown.append(scalar)
             }
         }
         flush()
-        return shown
+        return String(shown)
     }
+
+    private static func isDigit(_ scalar: Unicode.Scalar) -> Bool { ("0"..."9").contains(scalar) }
 
     /// A-Z a-z 0-9 _ - . : (a card id's characters, and what `short` shows as it is).
     private static func isIDByte(_ byte: UInt8) -> Bool {

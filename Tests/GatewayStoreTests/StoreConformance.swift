@@ -385,6 +385,10 @@ enum StoreConformance {
         #expect(try await put(card("v1", program: "acme", ref: "variant_q"), ["acme"]) == .updated)
         #expect(try await put(card("v1", program: "acme", ref: "Variant_Q"), ["acme"]) == .updated)
         await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("v3", program: "evil", ref: "VARIANT_Q"), ["evil"]) }
+        // And once acme lets its card go, the reference is acme's alone to register again (evil's
+        // released copy went with the migration, not only out of the card's way).
+        #expect(try await store.deleteCard("v1", owners: ["acme"], event: change("acme", "v1")) != nil)
+        #expect(try await put(card("v5", program: "acme", ref: "VARIANT_q"), ["acme"]) == .created)
         // Of rel_x's two released copies the later, evil's, is kept.
         await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("r3", program: "acme", ref: "Rel_X"), ["acme"]) }
         #expect(try await put(card("r4", program: "evil", ref: "rel_X"), ["evil"]) == .created)

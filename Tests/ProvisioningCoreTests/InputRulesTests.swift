@@ -56,6 +56,8 @@ struct InputRulesTests {
     @Test(arguments: [
         ("4111111111111111", true), ("4111-1111.1111,1111", true), ("4111+1111+1111+1111", true), ("code 1234 5678", true),
         ("abc1234567", false), ("1234567a1234567", false), ("ERR_42", false), ("", false),
+        // Each digit followed by a variation selector: one Character each, eight digits still.
+        ("4\u{FE0F}1\u{FE0F}1\u{FE0F}1\u{FE0F}1\u{FE0F}1\u{FE0F}1\u{FE0F}1\u{FE0F}", true),
     ])
     func aLongDigitRunIsEightDigitsWithNoLetterBetween(text: String, found: Bool) {
         #expect(InputRules.hasLongDigitRun(text) == found, "\(text)")

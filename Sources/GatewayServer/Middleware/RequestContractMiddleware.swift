@@ -40,11 +40,7 @@ struct RequestContractMiddleware: ServerMiddleware {
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
         }
-        // Read as the generated code reads it (a form-style query: `+` is a space, `%2B` a plus),
-        // so that what is checked is what the handler gets.
-        let query = request.path.flatMap { path in
-            path.utf8.contains(UInt8(ascii: "?")) ? URLComponents(string: path.replacingOccurrences(of: "+", with: "%20"))?.queryItems : nil
-        }?.map { (name: $0.name, value: $0.value ?? "") } ?? []
+        let query = request.path.map(Self.queryItems) ?? []
         let problems = contract.problems(
             operationID: operationID, pathParameters: pathParameters, query: query,
             header: { name in HTTPField.Name(name).flatMap { request.headerFields[$0] } }, body: bytes)
@@ -54,6 +50,23 @@ struct RequestContractMiddleware: ServerMiddleware {
             throw GatewayError(.invalidRequest, listed + more)
         }
         return try await next(request, body, metadata)
+    }
+
+    /// A request target's query as the generated code reads it (OpenAPIRuntime's `URIParser` for a
+    /// form-style query): split on `&` and the first `=`, `+` a space, then percent-decoded, and
+    /// empty when that fails. So what the contract checks is what the handler gets (URLComponents
+    /// kept `+`, and re-encoded a whole query once one character in it needed it).
+    static func queryItems(_ target: String) -> [(name: String, value: String)] {
+        guard let mark = target.firstIndex(of: "?") else { return [] }
+        var query = target[target.index(after: mark)...]
+        if let fragment = query.firstIndex(of: "#") { query = query[..<fragment] }
+        func decoded(_ text: Substring) -> String {
+            text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+        }
+        return query.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (name: decoded(parts[0]), value: parts.count > 1 ? decoded(parts[1]) : "")
+        }
     }
 
     /// `application/json` or any `+json` type, parameters (`; charset=utf-8`) and case aside.

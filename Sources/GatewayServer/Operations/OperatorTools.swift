@@ -83,21 +83,29 @@ public enum OperatorTools {
         } catch {
             return .failed("\(error)")
         }
-        if config.store.postgres == nil, !FileManager.default.fileExists(atPath: config.store.sqlite.path) {
-            return .failed("no SQLite store at \(config.store.sqlite.path) (store.sqlite.path): nothing to check")
+        @Sendable func outcome(_ name: String, versions: [String], problems: [String]) -> ToolOutcome {
+            guard problems.isEmpty else {
+                return .failed("\(name): \(problems.count) problem\(problems.count == 1 ? "" : "s") found; "
+                    + "restore the last backup, or copy out what still reads (sqlite3 .recover) and check again",
+                               diagnostics: problems.map { "\(name): \($0)" })
+            }
+            let schema = versions.last.map { "schema \($0) (\(versions.count) versions)" } ?? "no schema yet (never migrated)"
+            return .ok("\(name): no damage found, \(schema)")
         }
         do {
+            guard config.store.postgres != nil else {
+                let path = config.store.sqlite.path
+                guard FileManager.default.fileExists(atPath: path) else {
+                    return .failed("no SQLite store at \(path) (store.sqlite.path): nothing to check")
+                }
+                let (versions, problems) = try await SQLiteGatewayStore.checkFile(path: path)
+                return outcome("sqlite \(path)", versions: versions, problems: problems)
+            }
             return try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
                                                       logger: Logger(label: "provisioning-gateway"), migrate: false) { opened in
-                let versions = try await opened.store.schemaVersions()
                 let problems = try await opened.store.check()
-                let schema = versions.last.map { "schema \($0) (\(versions.count) versions)" } ?? "no schema yet (never migrated)"
-                guard problems.isEmpty else {
-                    return .failed("\(opened.name): \(problems.count) problem\(problems.count == 1 ? "" : "s") found, \(schema); "
-                        + "restore the last backup, or copy out what still reads (sqlite3 .recover) and check again",
-                                   diagnostics: problems.map { "\(opened.name): \($0)" })
-                }
-                return .ok("\(opened.name): no damage found, \(schema)")
+                let versions = problems.isEmpty ? try await opened.store.schemaVersions() : []
+                return outcome(opened.name, versions: versions, problems: problems)
             }
         } catch {
             return .failed("the store is not usable: \(error)")

@@ -90,6 +90,9 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Whatever arrives after a refusal is dropped, unparsable bytes included: no answer is
+        // written onto the closed output.
+        if lingering, error is HTTPParserError { return }
         if let error = error as? HTTPParserError { parseError = error }
         context.fireErrorCaught(error)
     }
@@ -125,15 +128,11 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 case .now:
                     channel.close(promise: nil)
                 case .lingering:
-                    let halfClosed = channel.eventLoop.makePromise(of: Void.self)
-                    halfClosed.futureResult.whenComplete { result in
-                        if case .failure = result { channel.close(promise: nil); return }
-                        channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
-                    }
-                    channel.close(mode: .output, promise: halfClosed)
+                    // Closed in full after the linger, whether or not the output could be closed first.
+                    channel.close(mode: .output, promise: nil)
+                    channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
                 }
             }
-            if ending == .lingering { lingering = true }
             context.write(data, promise: written)
             context.flush()
         case .head(let head) where parseError != nil && answers == requests && head.status == .badRequest
@@ -148,9 +147,12 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             answers += 1
             context.write(wrapOutboundOut(.head(HTTPResponse(status: head.status, headerFields: fields))), promise: promise)
         case .head(var head) where head.status.kind == .clientError && requestOpen && answers + 1 == requests:
-            // The answer to the request still arriving, refusing it: nothing more of it is handed on.
+            // The answer to the request still arriving, refusing it: nothing more that arrives is
+            // handed on (neither the rest of its body nor a request pipelined behind it, which
+            // would run with its answer lost).
             answers += 1
             endingAfterAnswer = .lingering
+            lingering = true
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .end(let trailers) where pendingBody != nil:
