@@ -191,10 +191,15 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    /// None on a database never migrated (no `schema_migrations` yet: `store check` before a first start).
     public func schemaVersions() async throws -> [String] {
         var versions: [String] = []
-        for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY version", logger: logger)
-            .decode(String.self) { versions.append(version) }
+        do {
+            for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY version", logger: logger)
+                .decode(String.self) { versions.append(version) }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+            return []
+        }
         return versions
     }
 

@@ -123,6 +123,10 @@ struct PostgresGatewayStoreTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await store.run() }
                 defer { group.cancelAll() }
+                // Never migrated: no schema yet, and nothing to find damaged (`store check`).
+                let versions = try? await store.schemaVersions()
+                let problems = try? await store.check()
+                #expect(versions == [] && problems == [], "\(String(describing: versions)) \(String(describing: problems))")
                 let error = await #expect(throws: StoreError.self) { try await store.migrate() }
                 #expect(error?.description.contains("synchronous_commit is off") == true, "\(String(describing: error))")
                 #expect(error?.store == store.displayName)
