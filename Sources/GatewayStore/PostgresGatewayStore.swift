@@ -289,12 +289,13 @@ public final class PostgresGatewayStore: GatewayStore {
             // Compared without regard to case, as the unique index does (schema 009).
             for try await program in try await connection.query("""
                 DELETE FROM released_issuer_references
-                WHERE issuer = \(card.issuer?.rawValue) AND lower(issuer_reference COLLATE "C") = lower(\(reference)::text COLLATE "C")
+                WHERE issuer = \(card.issuer?.rawValue)
+                    AND \(unescaped: StoreRows.Dialect.postgres.folded()) = lower(\(reference)::text COLLATE "C")
                 RETURNING program
                 """, logger: logger).decode(String.self) where owners?.contains(ProgramID(program)) == false { heldElsewhere = program }
             if heldElsewhere != nil { throw CardRegistryError.issuerReferenceInUse }
         }
-        if let before, let referenceBefore, !StoreRows.sameReference((before.issuer, referenceBefore), (card.issuer?.rawValue, reference)) {
+        if let before, let referenceBefore, !keepsItsReference {
             try await release(issuer: before.issuer, referenceJSON: referenceBefore, program: before.program, on: connection)
         }
         if let event {

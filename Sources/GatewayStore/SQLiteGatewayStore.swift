@@ -209,6 +209,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         }.value
     }
 
+    /// A released reference's column against a reference given, folded as the index is (schema 009).
+    private static let foldedMatch = "\(StoreRows.Dialect.sqlite.folded()) = \(StoreRows.Dialect.sqlite.folded("?"))"
+
     /// Schema 009's refusal, inside the migrator, which knows no path.
     private struct CaseVariantReferences: Error { let count: Int }
 
@@ -242,8 +245,8 @@ public final class SQLiteGatewayStore: GatewayStore {
                         ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") : []
                     return (versions, [])
                 }
-            } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
-                return ([], ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"])
+            } catch let error as DatabaseError where isDamage(error) {
+                return ([], [damaged(error)])
             }
         }.value
     }
@@ -252,10 +255,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         do {
             let found = try String.fetchAll(db, sql: "PRAGMA integrity_check(100)")
             return found == ["ok"] ? [] : found
-        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
-            // Damage the check itself could not read past (its header, its schema).
-            return ["the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"]
+        } catch let error as DatabaseError where isDamage(error) {
+            return [damaged(error)]
         }
+    }
+
+    /// Damage the check itself could not read past (its header, its schema, a page it needed).
+    private static func isDamage(_ error: DatabaseError) -> Bool { [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) }
+    private static func damaged(_ error: DatabaseError) -> String {
+        "the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"
     }
 
     public func schemaVersions() async throws -> [String] {
@@ -350,15 +358,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             // Compared without regard to case, as the unique index does (schema 009).
             let holders = try String.fetchAll(
-                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND lower(issuer_reference) = lower(?)",
+                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND \(Self.foldedMatch)",
                 arguments: [card.issuer?.rawValue, reference])
             if let owners, holders.contains(where: { !owners.contains(ProgramID($0)) }) { throw CardRegistryError.issuerReferenceInUse }
             if !holders.isEmpty {
-                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND lower(issuer_reference) = lower(?)",
+                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND \(Self.foldedMatch)",
                                arguments: [card.issuer?.rawValue, reference])
             }
         }
-        if let row, let before, !StoreRows.sameReference((before.issuer, row["issuer_reference"]), (card.issuer?.rawValue, reference)) {
+        if let row, let before, !keepsItsReference {
             try release(issuer: before.issuer, referenceJSON: row["issuer_reference"], program: before.program, db)
         }
         let result: CardWrite = before == nil ? .created : .updated

@@ -118,6 +118,17 @@ public enum InputRules {
         return String(shown)
     }
 
+    /// Whether text an issuer or a caller sent may be repeated as a name or a code: at most 100
+    /// characters of ASCII letters, digits and `punctuation`, and no run `hasLongDigitRun` finds.
+    /// Anything else is left out whole, never trimmed into something that reads well.
+    public static func readsAsCode(_ text: String, punctuation: String) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= 100, !hasLongDigitRun(text) else { return false }
+        let allowed = Set(punctuation.utf8)
+        return text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || allowed.contains(byte)
+        }
+    }
+
     private static func isDigit(_ scalar: Unicode.Scalar) -> Bool { ("0"..."9").contains(scalar) }
 
     /// A-Z a-z 0-9 _ - . : (a card id's characters, and what `short` shows as it is).

@@ -29,14 +29,7 @@ enum DuplicateMembers {
     /// of 8 digits). A name made up to carry a card number, a nonce or 28 KB of text is not
     /// repeated; the problem then says "the body".
     static func isShown(_ place: String) -> Bool {
-        guard place.utf8.count <= 100, !InputRules.hasLongDigitRun(place) else { return false }
-        return place.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"): true
-            default: false
-            }
-        }
+        InputRules.readsAsCode(place, punctuation: "_-.:[]")
     }
 
     /// What one pass over a JSON text's bytes outside its strings tells, before any parser runs.

@@ -50,17 +50,15 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The number of the `CONNECT` request (1 for the connection's first), once one came: the
     /// decoder reads no request after it.
     private var connectRequest: Int?
-    /// Whether the answer being written is the one to that `CONNECT`.
-    private var answeringConnect = false
     /// Whether the latest request's body is still arriving (its head read, its end not yet).
     private var requestOpen = false
     /// Whether a final answer's head is written and its end not yet.
     private var answerInProgress = false
-    /// How the connection ends once the answer being written is: at once (`CONNECT`), or after
-    /// a linger (a refusal while the body is still arriving).
+    /// How the connection ends once the answer being written is: at once (the answer to that
+    /// `CONNECT`), or after a linger (a refusal while the body is still arriving).
     private enum Ending { case now, lingering }
     private var endingAfterAnswer: Ending?
-    /// Once the connection's output is closed, what arrives is dropped until it closes.
+    /// From a refusal's head on, what arrives is dropped until the connection closes.
     private var lingering = false
     /// How long a refused connection still reads (and drops) before it is closed.
     static let lingerTime: TimeAmount = .seconds(1)
@@ -109,15 +107,13 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapOutboundIn(data) {
         case .head(var head) where head.status.kind != .informational && connectRequest == answers + 1:
             answers += 1
-            answeringConnect = true
             endingAfterAnswer = .now
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
-        case .body where answeringConnect:
+        case .body where endingAfterAnswer == .now:
             // The codec frames an answer to CONNECT without a body; it is not written at all.
             promise?.succeed()
         case .end where endingAfterAnswer != nil:
-            answeringConnect = false
             let ending = endingAfterAnswer!
             endingAfterAnswer = nil
             let written = context.eventLoop.makePromise(of: Void.self)

@@ -55,15 +55,7 @@ enum UpstreamStatus {
     /// something that reads well: an issuer may put a card number, a credential it was sent, or
     /// terminal escapes in it.
     static func shownCode(_ code: String?) -> String? {
-        guard let code, !code.isEmpty, code.utf8.count <= 100, !InputRules.hasLongDigitRun(code) else { return nil }
-        let codeLike = code.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: " "), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: ","), UInt8(ascii: "_"): true
-            default: false
-            }
-        }
-        return codeLike ? code : nil
+        code.flatMap { InputRules.readsAsCode($0, punctuation: " -.,_") ? $0 : nil }
     }
 
     static func error(issuer: IssuerID, status: Int, upstreamCode: String?) -> GatewayError {
