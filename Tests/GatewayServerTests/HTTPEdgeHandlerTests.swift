@@ -16,6 +16,12 @@ import Testing
         ("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \(secret)x\r\n\r\n", "its Content-Length is not valid"),
         ("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(secret)\(String(repeating: "a", count: 90_000))\r\n\r\n",
          "its head is larger than the gateway accepts"),
+        // RFC 9112, 3.2 (`HostHeaderCheck`).
+        ("GET /healthz HTTP/1.1\r\nX-Note: \(secret)\r\n\r\n", "an HTTP/1.1 request must have a Host header"),
+        ("GET /healthz HTTP/1.1\r\nHost: x\r\nHost: \(secret)\r\n\r\n", "it has more than one Host header"),
+        ("GET /healthz HTTP/1.0\r\nHost: x\r\nhost: x\r\n\r\n", "it has more than one Host header"),
+        ("GET /healthz HTTP/1.1\r\nHost: x/\(secret)\r\n\r\n", "its Host header is not a host and port"),
+        ("GET /healthz HTTP/1.1\r\nHost: \(String(repeating: "a", count: 301))\r\n\r\n", "its Host header is not a host and port"),
     ]
 
     @Test(arguments: heads.indices)
@@ -64,6 +70,39 @@ import Testing
             #expect(answers[2].hasPrefix("HTTP/1.1 400 "))
             #expect(answers[2].contains(#""code":"invalid_request""#))
             #expect(answers[2].contains("could not be read as HTTP/1.1"))
+        }
+    }
+
+    /// Host's rule is HTTP/1.1's: an HTTP/1.0 request (a health checker's, say) may come without
+    /// one; hosts of every form RFC 3986 has are served. A refused head is answered after the
+    /// answers before it, and nothing behind it is read as a request.
+    @Test func hostIsRequiredOfHTTP11OnlyAndARefusedHeadEndsTheConnection() async throws {
+        try await LiveListener.run(try LiveListener.config()) { port in
+            let old = try await RawConnection.open(port: port)
+            defer { old.close() }
+            try await old.send("GET /healthz HTTP/1.0\r\n\r\n")
+            #expect(await old.eventually { $0.text.contains("\r\n\r\n") })
+            #expect(old.text.hasPrefix("HTTP/1.1 200 "), "\(old.text.prefix(200))")
+            for host in ["127.0.0.1:8080", "[::1]:8080", "gateway.example", "", "xn--bcher-kva.example:443"] {
+                let connection = try await RawConnection.open(port: port)
+                defer { connection.close() }
+                try await connection.send("GET /healthz HTTP/1.1\r\nHost: \(host)\r\n\r\n")
+                #expect(await connection.eventually { $0.text.contains("\r\n\r\n") })
+                #expect(connection.text.hasPrefix("HTTP/1.1 200 "), "Host: \(host): \(connection.text.prefix(200))")
+            }
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                + "GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"
+                + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
+            let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(answers.count == 2, "\(connection.text.prefix(600))")
+            guard answers.count == 2 else { return }
+            #expect(answers[0].hasPrefix("HTTP/1.1 200 "))
+            #expect(answers[1].hasPrefix("HTTP/1.1 400 "))
+            #expect(answers[1].contains("it has more than one Host header"))
         }
     }
 

@@ -76,6 +76,9 @@ struct LimitedChannel<Base: ServerChildChannel>: ServerChildChannel {
             }
         }.flatMap {
             base.setup(channel: channel, logger: logger)
+        }.flatMapThrowing { value in
+            try HostHeaderCheck.install(in: channel.pipeline.syncOperations)
+            return value
         }
     }
 

@@ -63,8 +63,9 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// How long a refused connection still reads (and drops) before it is closed.
     static let lingerTime: TimeAmount = .seconds(1)
 
-    /// The parser's error, once one passed.
-    private var parseError: HTTPParserError?
+    /// What the bytes that were not a request are told, once the parser's error passed (or
+    /// `HostHeaderCheck` refused a head, which it passes on as one).
+    private var refusal: GatewayError?
     /// The problem body to write before the rewritten answer's `.end`.
     private var pendingBody: ByteBuffer?
 
@@ -91,7 +92,7 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // Whatever arrives after a refusal is dropped, unparsable bytes included: no answer is
         // written onto the closed output.
         if lingering, error is HTTPParserError { return }
-        if let error = error as? HTTPParserError { parseError = error }
+        if let error = error as? HTTPParserError, refusal == nil { refusal = Self.error(for: error) }
         context.fireErrorCaught(error)
     }
 
@@ -131,10 +132,10 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             context.write(data, promise: written)
             context.flush()
-        case .head(let head) where parseError != nil && answers == requests && head.status == .badRequest
+        case .head(let head) where refusal != nil && answers == requests && head.status == .badRequest
             && head.headerFields[.contentLength] == "0":
             // Every request read so far has its answer: this one is for the bytes that were not a request.
-            let problem = ProblemResponse.rendered(Self.error(for: parseError!))
+            let problem = ProblemResponse.rendered(refusal!)
             var fields = head.headerFields
             fields[.contentType] = "application/problem+json"
             fields[.contentLength] = "\(problem.readableBytes)"
@@ -164,6 +165,16 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// `HostHeaderCheck` refused a request's head (it passes an `HTTPParserError` on next): the
+    /// answer names `rule` instead of the parser's.
+    func refuseHead(because rule: String) {
+        if refusal == nil { refusal = Self.refusal(rule) }
+    }
+
+    static func refusal(_ what: String) -> GatewayError {
+        GatewayError(.invalidRequest, "the request could not be read as HTTP/1.1: \(what); the connection is closed")
+    }
+
     /// What the caller is told: which rule its request broke, in fixed words (the parser's own
     /// descriptions, never the bytes it read).
     static func error(for parseError: HTTPParserError) -> GatewayError {
@@ -178,7 +189,7 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .lfExpected, .invalidConstant, .strictModeAssertion: "its request line or a header line is not HTTP/1.1's form"
         default: "it is not a valid HTTP/1.1 request (\(parseError.debugDescription))"
         }
-        return GatewayError(.invalidRequest, "the request could not be read as HTTP/1.1: \(what); the connection is closed")
+        return refusal(what)
     }
 }
 
