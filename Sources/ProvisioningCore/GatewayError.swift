@@ -4,6 +4,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Code: String, Sendable, CaseIterable {
         case invalidRequest = "invalid_request"
         case requestTooLarge = "request_too_large"
+        /// A body in another media type than the operation's (`application/json`, UTF-8).
+        case unsupportedMediaType = "unsupported_media_type"
         case unauthorized
         case forbidden
         case cardNotFound = "card_not_found"
@@ -49,6 +51,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             switch self {
             case .invalidRequest: 400
             case .requestTooLarge: 413
+            case .unsupportedMediaType: 415
             case .unauthorized: 401
             case .forbidden: 403
             case .cardNotFound, .notFound, .tokenNotFound: 404
@@ -76,6 +79,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             switch self {
             case .invalidRequest: "The request is not valid"
             case .requestTooLarge: "The request body is too large"
+            case .unsupportedMediaType: "The request body's media type is not supported"
             case .unauthorized: "Missing or unknown API key"
             case .forbidden: "This client may not do this"
             case .cardNotFound: "No such card"

@@ -5,7 +5,7 @@ import Foundation
 ///
 ///     let card = try await gateway.raw.getCard(path: .init(cardId: "card_1")).checked().ok.body.json
 ///
-/// The spec gives each operation its own problem statuses (400, 401, 403, 404, 409, 413, 422, 429,
+/// The spec gives each operation its own problem statuses (400, 401, 403, 404, 409, 413, 415, 422, 429,
 /// 502, 503, 504, `default`, as that operation documents them), and every one of them carries the
 /// same `Problem` schema: an answer is a problem when its payload holds a `Components.Schemas.Problem`.
 /// That is found by reflection over the generated output, so a status the spec adds to an operation

@@ -233,6 +233,47 @@ import Testing
         }
     }
 
+    /// A body the operation cannot read as UTF-8 JSON is 415 naming what it takes, before anything
+    /// acts: it was 400 "the body is required" (the generated code skipped a body it did not know),
+    /// and `charset=utf-16` was read as UTF-8.
+    @Test(arguments: [nil, "text/plain", "application/x-www-form-urlencoded", "application/4111111111111111", "application/jsonx",
+                      "application/vnd.gateway+json", "application/json; charset=utf-16", #"application/json;charset="UTF-16LE""#, "application/json; charset=latin1",
+                      "application/json; charset"])
+    func aBodyThatIsNotUTF8JSONIsUnsupportedMediaType(contentType: String?) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+            if let contentType { headers[.contentType] = contentType }
+            let response = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                    headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            expectProblem(response, status: .unsupportedMediaType, code: "unsupported_media_type")
+            #expect(response.headers[.accept] == "application/json")
+            #expect(!String(buffer: response.body).contains("4111111111111111"))
+            #expect(await sandbox.bridge.log.count == 0)
+            // A card's registration takes JSON too.
+            let card = try await client.execute(uri: "/v1/cards/card_media", method: .put, headers: headers,
+                                                body: ByteBuffer(string: #"{"program":"demo","issuer":"bridge","issuer_reference":{"card_account_id":"ca_media"}}"#))
+            expectProblem(card, status: .unsupportedMediaType, code: "unsupported_media_type")
+        }
+    }
+
+    /// JSON is taken by any spelling of its media type and of UTF-8; without a body (here an empty
+    /// chunked one, as the test client sends), the body is missing, whatever the type.
+    @Test(arguments: ["application/json", "Application/JSON; charset=UTF-8", #"application/json;charset="utf-8""#,
+                      "application/json ; charset=utf8", " application/json\t"])
+    func utf8JSONIsTakenByEverySpelling(contentType: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: contentType]
+            let response = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                    headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(response.status == .ok, "\(response.json)")
+            #expect(await sandbox.bridge.log.count == 1)
+            headers[.contentType] = nil
+            let empty = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers)
+            expectProblem(empty, status: .badRequest, code: "invalid_request")
+            #expect(empty.json["detail"] as? String == "the body is required", "\(empty.json)")
+        }
+    }
+
     /// A member given twice can read as two requests (the gateway's parsers keep the first, a proxy
     /// in front may keep the last): refused, whichever copy is the valid one.
     @Test(arguments: [true, false])

@@ -1,17 +1,30 @@
 @testable import GatewayServer
 import Testing
 
-/// Which bodies the request contract reads: JSON by media type (RFC 8259's `application/json` and
-/// RFC 6839's `+json` suffix), whatever the case, parameters and surrounding spaces.
+/// Which bodies the gateway reads: `application/json` (the one media type the document gives a
+/// body; the generated code takes no `+json` type), whatever the case, parameters and surrounding
+/// spaces, in UTF-8.
 @Suite struct JSONContentTypeTests {
     @Test(arguments: [
         ("application/json", true), ("Application/JSON; charset=utf-8", true), ("  application/json  ;charset=utf-8", true),
-        ("application/merge-patch+json", true), ("application/problem+JSON", true),
+        ("application/merge-patch+json", false), ("application/problem+JSON", false),
         ("text/plain", false), ("application/jsonx", false), ("application/json-seq", false), ("application/x-json", false),
         ("", false), ("; application/json", false), ("application/xml", false),
     ])
     func isReadAsJSON(_ contentType: String, _ expected: Bool) {
         #expect(RequestContractMiddleware.isJSON(contentType) == expected, "\(contentType)")
+    }
+
+    @Test(arguments: [
+        ("application/json", true), ("application/json; charset=utf-8", true), ("application/json;CHARSET=UTF8", true),
+        (#"application/json; charset="utf-8""#, true), ("application/json; x=1; charset=utf-8", true),
+        ("application/json; charset=utf-16", false), (#"application/json; charset="utf-16le""#, false),
+        ("application/json; charset=iso-8859-1", false), ("application/json; charset", false), ("application/json; charset=", false),
+        ("application/json; charset=utf-8; charset=utf-16", false),
+    ])
+    func onlyUTF8IsTaken(_ contentType: String, _ expected: Bool) {
+        #expect(RequestContractMiddleware.charsetIsUTF8(contentType) == expected, "\(contentType)")
+        #expect((RequestContractMiddleware.mediaTypeRefusal(contentType) == nil) == expected, "\(contentType)")
     }
 
     /// The query the contract checks is the one the generated code hands the handler: `+` is a

@@ -257,6 +257,23 @@ import Yams
         #expect(listed > 50)
     }
 
+    /// Every operation that takes a body documents the 415 its media type check answers.
+    @Test func everyOperationWithABodyDocumentsUnsupportedMediaType() throws {
+        var bodies = 0
+        for case let item as [String: Any] in (Self.document["paths"] as? [String: Any] ?? [:]).values {
+            for case let operation as [String: Any] in item.values where operation["requestBody"] != nil {
+                bodies += 1
+                let id = operation["operationId"] as? String ?? "?"
+                let response = (operation["responses"] as? [String: Any])?["415"] as? [String: Any]
+                #expect(response?["$ref"] as? String == "#/components/responses/UnsupportedMediaType", "\(id) does not document 415")
+            }
+        }
+        #expect(bodies >= 6)
+        let shared = try #require(((Self.document["components"] as? [String: Any])?["responses"] as? [String: Any])?["UnsupportedMediaType"] as? [String: Any])
+        let codes = shared["x-problem-codes"] as? [String] ?? []
+        #expect(codes.map { GatewayError.Code(rawValue: $0)?.httpStatus } == [415])
+    }
+
     /// The spec's accepted issuer-reference field names are exactly those the issuer kinds name.
     @Test func referenceFieldNamesAreTheIssuerKindsOwn() {
         let names = (Self.property("CardRegistration", "issuer_reference")["propertyNames"] as? [String: Any])?["enum"] as? [String] ?? []

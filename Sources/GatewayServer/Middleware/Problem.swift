@@ -13,6 +13,8 @@ enum ProblemResponse {
             headers[.retryAfter] = "\(max(1, fraction > 0 && seconds < .max ? seconds + 1 : seconds))"
         }
         if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
+        // RFC 9110, 15.5.16: what the operation would have taken.
+        if error.code == .unsupportedMediaType { headers[.accept] = RequestContractMiddleware.acceptedMediaType }
         return Response(
             status: .init(code: error.httpStatus),
             headers: headers,

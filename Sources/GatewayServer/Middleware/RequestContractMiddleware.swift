@@ -30,13 +30,15 @@ struct RequestContractMiddleware: ServerMiddleware {
         guard let operation = contract.operations[operationID] else { return try await next(request, body, metadata) }
         var bytes: Data?
         var body = body
-        // Only JSON bodies are the contract's; the generated code refuses another content type.
-        if operation.hasBody, let body, request.headerFields[.contentType].map(Self.isJSON) ?? false {
+        if operation.hasBody, let arriving = body {
             // The listener's body limit has already bounded what arrives here.
-            let collected = try await Data(collecting: body, upTo: .max)
-            bytes = collected
+            let collected = try await Data(collecting: arriving, upTo: .max)
+            let contentType = request.headerFields[.contentType]
+            if !collected.isEmpty, let refusal = Self.mediaTypeRefusal(contentType) { throw refusal }
+            // An empty body of another type is no body: the contract says whether one is required.
+            if contentType.map(Self.isJSON) ?? false { bytes = collected }
+            body = HTTPBody(collected)
         }
-        if let bytes { body = HTTPBody(bytes) }
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
         }
@@ -69,12 +71,47 @@ struct RequestContractMiddleware: ServerMiddleware {
         }
     }
 
-    /// `application/json` or any `+json` type, parameters (`; charset=utf-8`) and case aside.
+    /// What every operation with a body takes, as `Accept` says on a 415.
+    static let acceptedMediaType = "application/json"
+
+    /// Why a body sent to an operation that takes JSON is `unsupported_media_type` (415), or nil:
+    /// its `Content-Type` is missing or not `application/json` (the only type the document gives
+    /// a body; the generated code skipped any other and answered "the body is required" to a
+    /// body it had not read), or JSON in another charset than UTF-8 (RFC 8259, 8.1: JSON between
+    /// systems is UTF-8; `charset=utf-16` was read as UTF-8). The detail names no value the
+    /// request sent.
+    static func mediaTypeRefusal(_ contentType: String?) -> GatewayError? {
+        guard let contentType else {
+            return GatewayError(.unsupportedMediaType, "the body has no Content-Type: send Content-Type: application/json")
+        }
+        guard isJSON(contentType) else {
+            return GatewayError(.unsupportedMediaType, "the body must be JSON: send Content-Type: application/json")
+        }
+        guard charsetIsUTF8(contentType) else {
+            return GatewayError(.unsupportedMediaType, "the body must be UTF-8 JSON: send Content-Type: application/json, without a charset or with charset=utf-8")
+        }
+        return nil
+    }
+
+    /// Whether a media type's `charset` parameter, if it has one, names UTF-8 (case aside, quoted
+    /// or not: RFC 9110, 5.6.6 and 8.3.2).
+    static func charsetIsUTF8(_ contentType: String) -> Bool {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+            guard pair.count == 2 else { return false }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            guard ["utf-8", "utf8"].contains(value.lowercased()) else { return false }
+        }
+        return true
+    }
+
+    /// `application/json`, parameters (`; charset=utf-8`), spaces and case aside.
     static func isJSON(_ contentType: String) -> Bool {
         let essence = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
         let trimmed = essence.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-        let type = trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-        return type.elementsEqual("application/json".utf8) || (type.count >= 5 && type.suffix(5).elementsEqual("+json".utf8))
+        return trimmed.count == 16 && trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }.elementsEqual("application/json".utf8)
     }
 }
 
