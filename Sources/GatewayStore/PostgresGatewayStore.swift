@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import PostgresNIO
+import Synchronization
 import ProvisioningCore
 
 /// The shared store for several gateway instances, through postgres-nio's pooled client.
@@ -12,6 +13,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let client: PostgresClient
     let logger: Logger
     private let connectTimeout: Duration
+    /// How long a request waits for one store operation (`bounded`).
+    let operationTimeout: Duration
     /// One direct connection made before the pool is first used, so that a refused or failed TLS
     /// handshake is reported with its reason instead of the pool retrying it quietly.
     private let probeConfiguration: PostgresConnection.Configuration
@@ -20,7 +23,8 @@ public final class PostgresGatewayStore: GatewayStore {
     /// `postgres://user:password@host:port/database[?sslmode=disable|require|verify-full]`.
     /// Without sslmode: `disable` to a loopback host, `verify-full` otherwise. `caFile` (resolved
     /// already) is the CA `verify-full` trusts instead of the system's roots.
-    public init(url: String, caFile: URL? = nil, connectTimeout: Duration = .seconds(5), logger: Logger) throws {
+    public init(url: String, caFile: URL? = nil, connectTimeout: Duration = .seconds(5), operationTimeout: Duration = .seconds(5),
+                logger: Logger) throws {
         let parsed = try PostgresURL(parsing: url)
         displayName = parsed.displayName
         let tls = try PostgresTLS.configuration(parsed, caFile: caFile)
@@ -47,6 +51,7 @@ public final class PostgresGatewayStore: GatewayStore {
         client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
         self.logger = logger
         self.connectTimeout = connectTimeout
+        self.operationTimeout = operationTimeout
     }
 
     /// Drives the connection pool until the calling task is cancelled.
@@ -164,6 +169,36 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    /// One operation of the request path (a connection from the pool and its statements), run in
+    /// a task of its own and waited for at most `operationTimeout`:
+    /// - the caller's cancellation does not reach it: a request cancelled by a shutdown after its
+    ///   attempt still records the attempt (its audit event, its claim's end), as SQLite's group
+    ///   commit does; postgres-nio otherwise ends a cancelled task's query with `CancellationError`
+    ///   and the event is lost;
+    /// - a server that stopped answering fails the request once the timeout has passed, instead of
+    ///   holding it past its deadline (postgres-nio's pool waits for a connection without a
+    ///   bound). The operation itself goes on and may still complete: a claim that lands late is
+    ///   then seen as a request under way and, after its abandon time, as one whose outcome is
+    ///   unknown, the safe side.
+    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let timeout = operationTimeout
+        let name = displayName
+        let race = FirstOutcome<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            race.wait(continuation)
+            let timer = Task {
+                try await Task.sleep(for: timeout)
+                race.finish(.failure(StoreError(store: name, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)")))
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                timer.cancel()
+                race.finish(result)
+            }
+        }
+    }
+
     /// A server that cannot be reached is a clear error naming it, not a hang.
     private func withConnectTimeout<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = connectTimeout
@@ -206,7 +241,9 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Cards
 
     public func card(_ id: CardID) async throws -> CardRecord? {
-        try await cards("SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue)").first
+        try await bounded { [self] in
+            try await cards("SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue)").first
+        }
     }
 
     private func cards(_ query: PostgresQuery) async throws -> [CardRecord] {
@@ -219,10 +256,12 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite {
-        try await mapConflicts {
-            try await rerunIfCreatedMeanwhile {
-                try await client.withTransaction(logger: logger) { connection in
-                    try await self.write(card, owners: owners, event: event, on: connection)
+        try await bounded { [self] in
+            try await mapConflicts {
+                try await rerunIfCreatedMeanwhile {
+                    try await client.withTransaction(logger: logger) { connection in
+                        try await self.write(card, owners: owners, event: event, on: connection)
+                    }
                 }
             }
         }
@@ -305,26 +344,28 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func deleteCard(_ id: CardID, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardRecord? {
-        try await client.withTransaction(logger: logger) { connection in
-            var found: CardRecord?
-            var storedReference = ""
-            for try await (cardID, program, issuer, reference) in try await connection.query(
-                "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue) FOR UPDATE", logger: self.logger
-            ).decode((String, String, String?, String).self) {
-                found = try StoreRows.card(id: cardID, program: program, issuer: issuer, referenceJSON: reference)
-                storedReference = reference
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                var found: CardRecord?
+                var storedReference = ""
+                for try await (cardID, program, issuer, reference) in try await connection.query(
+                    "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE card_id = \(id.rawValue) FOR UPDATE", logger: self.logger
+                ).decode((String, String, String?, String).self) {
+                    found = try StoreRows.card(id: cardID, program: program, issuer: issuer, referenceJSON: reference)
+                    storedReference = reference
+                }
+                guard let card = found else { return nil }
+                if let owners, !owners.contains(card.program) { return nil }
+                try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
+                try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
+                // The column as stored, as `write` releases it (not re-encoded).
+                try await self.release(issuer: card.issuer?.rawValue, referenceJSON: storedReference, program: card.program.rawValue, on: connection)
+                if let event {
+                    try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
+                                          on: connection)
+                }
+                return card
             }
-            guard let card = found else { return nil }
-            if let owners, !owners.contains(card.program) { return nil }
-            try await connection.query("DELETE FROM cards WHERE card_id = \(id.rawValue)", logger: self.logger)
-            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(id.rawValue)", logger: self.logger)
-            // The column as stored, as `write` releases it (not re-encoded).
-            try await self.release(issuer: card.issuer?.rawValue, referenceJSON: storedReference, program: card.program.rawValue, on: connection)
-            if let event {
-                try await self.insert(StoreRows.cardEvent(event, kind: .cardDeleted, before: (card.program.rawValue, card.issuer?.rawValue)),
-                                      on: connection)
-            }
-            return card
         }
     }
 
@@ -339,13 +380,15 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func cards(_ query: CardPageQuery) async throws -> [CardRecord] {
-        try await cards("""
-            SELECT card_id, program, issuer, issuer_reference FROM cards
-            WHERE (\(query.programs == nil) OR program = ANY(\((query.programs ?? []).map(\.rawValue))))
-              AND (\(query.issuer?.rawValue)::TEXT IS NULL OR issuer = \(query.issuer?.rawValue))
-              AND (\(query.after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(query.after?.rawValue))
-            ORDER BY card_id COLLATE "C" LIMIT \(query.limit)
-            """)
+        try await bounded { [self] in
+            try await cards("""
+                SELECT card_id, program, issuer, issuer_reference FROM cards
+                WHERE (\(query.programs == nil) OR program = ANY(\((query.programs ?? []).map(\.rawValue))))
+                  AND (\(query.issuer?.rawValue)::TEXT IS NULL OR issuer = \(query.issuer?.rawValue))
+                  AND (\(query.after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(query.after?.rawValue))
+                ORDER BY card_id COLLATE "C" LIMIT \(query.limit)
+                """)
+        }
     }
 
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
@@ -362,65 +405,77 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Vault
 
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
-        try await client.withTransaction(logger: logger) { connection in
-            try await connection.query("""
-                INSERT INTO vault_entries (card_id, sealed, updated_at)
-                VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
-                ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
-                """, logger: self.logger)
-            if let event { try await self.insert(event, on: connection) }
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("""
+                    INSERT INTO vault_entries (card_id, sealed, updated_at)
+                    VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
+                    ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
+                    """, logger: self.logger)
+                if let event { try await self.insert(event, on: connection) }
+            }
         }
     }
 
     public func vaultEntry(_ cardID: CardID) async throws -> Data? {
-        for try await sealed in try await client.query(
-            "SELECT sealed FROM vault_entries WHERE card_id = \(cardID.rawValue)", logger: logger
-        ).decode(ByteBuffer.self) { return Data(buffer: sealed) }
-        return nil
+        try await bounded { [self] in
+            for try await sealed in try await client.query(
+                "SELECT sealed FROM vault_entries WHERE card_id = \(cardID.rawValue)", logger: logger
+            ).decode(ByteBuffer.self) { return Data(buffer: sealed) }
+            return nil
+        }
     }
 
     @discardableResult
     public func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
-            var deleted = false
-            for try await _ in try await connection.query(
-                "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: self.logger
-            ).decode(String.self) { deleted = true }
-            if deleted, let event { try await self.insert(event, on: connection) }
-            return deleted
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                var deleted = false
+                for try await _ in try await connection.query(
+                    "DELETE FROM vault_entries WHERE card_id = \(cardID.rawValue) RETURNING card_id", logger: self.logger
+                ).decode(String.self) { deleted = true }
+                if deleted, let event { try await self.insert(event, on: connection) }
+                return deleted
+            }
         }
     }
 
     public func replaceVaultEntry(_ cardID: CardID, expected: Data, with sealed: Data) async throws -> Bool {
-        var binds = PostgresBindings(capacity: 4)
-        binds.append(ByteBuffer(bytes: sealed))
-        binds.append(StoreRows.milliseconds(Date()))
-        binds.append(cardID.rawValue)
-        binds.append(ByteBuffer(bytes: expected))
-        let query = PostgresQuery(unsafeSQL: StoreRows.replaceVaultEntry(placeholders: (1...4).map { "$\($0)" }) + " RETURNING card_id",
-                                  binds: binds)
-        var replaced = false
-        for try await _ in try await client.query(query, logger: logger).decode(String.self) { replaced = true }
-        return replaced
+        try await bounded { [self] in
+            var binds = PostgresBindings(capacity: 4)
+            binds.append(ByteBuffer(bytes: sealed))
+            binds.append(StoreRows.milliseconds(Date()))
+            binds.append(cardID.rawValue)
+            binds.append(ByteBuffer(bytes: expected))
+            let query = PostgresQuery(unsafeSQL: StoreRows.replaceVaultEntry(placeholders: (1...4).map { "$\($0)" }) + " RETURNING card_id",
+                                      binds: binds)
+            var replaced = false
+            for try await _ in try await client.query(query, logger: logger).decode(String.self) { replaced = true }
+            return replaced
+        }
     }
 
     public func deleteOrphanVaultEntry(_ cardID: CardID) async throws -> Bool {
-        var binds = PostgresBindings(capacity: 1)
-        binds.append(cardID.rawValue)
-        let query = PostgresQuery(unsafeSQL: StoreRows.deleteOrphanVaultEntry(placeholder: "$1") + " RETURNING card_id", binds: binds)
-        var deleted = false
-        for try await _ in try await client.query(query, logger: logger).decode(String.self) { deleted = true }
-        return deleted
+        try await bounded { [self] in
+            var binds = PostgresBindings(capacity: 1)
+            binds.append(cardID.rawValue)
+            let query = PostgresQuery(unsafeSQL: StoreRows.deleteOrphanVaultEntry(placeholder: "$1") + " RETURNING card_id", binds: binds)
+            var deleted = false
+            for try await _ in try await client.query(query, logger: logger).decode(String.self) { deleted = true }
+            return deleted
+        }
     }
 
     public func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] {
-        var ids: [CardID] = []
-        for try await id in try await client.query("""
-            SELECT card_id FROM vault_entries
-            WHERE (\(after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(after?.rawValue))
-            ORDER BY card_id COLLATE "C" LIMIT \(limit)
-            """, logger: logger).decode(String.self) { ids.append(CardID(id)) }
-        return ids
+        try await bounded { [self] in
+            var ids: [CardID] = []
+            for try await id in try await client.query("""
+                SELECT card_id FROM vault_entries
+                WHERE (\(after?.rawValue)::TEXT IS NULL OR card_id COLLATE "C" > \(after?.rawValue))
+                ORDER BY card_id COLLATE "C" LIMIT \(limit)
+                """, logger: logger).decode(String.self) { ids.append(CardID(id)) }
+            return ids
+        }
     }
 
     // MARK: Security events
@@ -434,33 +489,39 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
-        try await client.query("""
-            INSERT INTO security_events (at, kind, actor, source, card_id, detail)
-            VALUES (\(StoreRows.milliseconds(event.at)), \(event.kind.rawValue), \(event.actor), \(event.source), \(event.cardID?.rawValue),
-                \(StoreRows.detailJSON(event.detail)))
-            """, logger: logger)
+        try await bounded { [self] in
+            try await client.query("""
+                INSERT INTO security_events (at, kind, actor, source, card_id, detail)
+                VALUES (\(StoreRows.milliseconds(event.at)), \(event.kind.rawValue), \(event.actor), \(event.source), \(event.cardID?.rawValue),
+                    \(StoreRows.detailJSON(event.detail)))
+                """, logger: logger)
+        }
     }
 
     public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {
-        var events: [SecurityEvent] = []
-        let rows = try await client.query("""
-            SELECT id, at, kind, actor, source, card_id, detail FROM security_events
-            WHERE (\(query.kind?.rawValue)::TEXT IS NULL OR kind = \(query.kind?.rawValue))
-              AND (\(query.actor)::TEXT IS NULL OR actor = \(query.actor))
-              AND (\(query.cardID?.rawValue)::TEXT IS NULL OR card_id = \(query.cardID?.rawValue))
-              AND id > \(query.after ?? 0)
-            ORDER BY id LIMIT \(query.limit)
-            """, logger: logger)
-        for try await (id, at, kind, actor, source, card, detail) in rows.decode((Int64, Int64, String, String, String?, String?, String).self) {
-            events.append(try StoreRows.securityEvent(id: id, at: at, kind: kind, actor: actor, source: source, cardID: card, detailJSON: detail))
+        try await bounded { [self] in
+            var events: [SecurityEvent] = []
+            let rows = try await client.query("""
+                SELECT id, at, kind, actor, source, card_id, detail FROM security_events
+                WHERE (\(query.kind?.rawValue)::TEXT IS NULL OR kind = \(query.kind?.rawValue))
+                  AND (\(query.actor)::TEXT IS NULL OR actor = \(query.actor))
+                  AND (\(query.cardID?.rawValue)::TEXT IS NULL OR card_id = \(query.cardID?.rawValue))
+                  AND id > \(query.after ?? 0)
+                ORDER BY id LIMIT \(query.limit)
+                """, logger: logger)
+            for try await (id, at, kind, actor, source, card, detail) in rows.decode((Int64, Int64, String, String, String?, String?, String).self) {
+                events.append(try StoreRows.securityEvent(id: id, at: at, kind: kind, actor: actor, source: source, cardID: card, detailJSON: detail))
+            }
+            return events
         }
-        return events
     }
 
     // MARK: Audit
 
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await insertAudit(event) { query in try await self.client.query(query, logger: self.logger) }
+        try await bounded { [self] in
+            try await insertAudit(event) { query in try await self.client.query(query, logger: self.logger) }
+        }
     }
 
     /// An event whose (provisioning id, attempt) is already recorded is not added again: the
@@ -505,10 +566,12 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
-        let rows = try await client.query(Self.auditSelect(provisioningID), logger: logger)
-        var events: [AuditEvent] = []
-        for try await row in rows { events.append(try auditEvent(row)) }
-        return events
+        try await bounded { [self] in
+            let rows = try await client.query(Self.auditSelect(provisioningID), logger: logger)
+            var events: [AuditEvent] = []
+            for try await row in rows { events.append(try auditEvent(row)) }
+            return events
+        }
     }
 
     // MARK: Idempotency
@@ -516,75 +579,83 @@ public final class PostgresGatewayStore: GatewayStore {
     public func claimIdempotencyKey(
         client clientID: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date
     ) async throws -> IdempotencyClaim {
-        let nowMS = StoreRows.milliseconds(now), abandonMS = StoreRows.milliseconds(abandonAt)
-        // One statement, one round trip for a fresh or expired key (`StoreRows.claimUpsert`); the
-        // primary key decides between concurrent claims, across instances.
-        var binds = PostgresBindings(capacity: 7)
-        binds.append(clientID.rawValue)
-        binds.append(key)
-        binds.append(requestHash)
-        binds.append(nowMS)
-        binds.append(StoreRows.milliseconds(expiresAt))
-        binds.append(abandonMS)
-        binds.append(nowMS)
-        let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...7).map { "$\($0)" }) + " RETURNING key", binds: binds)
-        for try await _ in try await client.query(upsert, logger: logger).decode(String.self) { return .acquired }
-        let existing = try await client.query("""
-            SELECT request_hash, response_status, response_body, created_at, abandon_at FROM idempotency_keys
-            WHERE client_id = \(clientID.rawValue) AND key = \(key)
-            """, logger: logger)
-        for try await (hash, status, body, createdAt, abandonedFrom) in existing.decode((String, Int?, ByteBuffer?, Int64, Int64?).self) {
-            return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, createdAt: createdAt,
-                                   abandonAt: abandonedFrom, requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
+        try await bounded { [self] in
+            let nowMS = StoreRows.milliseconds(now), abandonMS = StoreRows.milliseconds(abandonAt)
+            // One statement, one round trip for a fresh or expired key (`StoreRows.claimUpsert`); the
+            // primary key decides between concurrent claims, across instances.
+            var binds = PostgresBindings(capacity: 7)
+            binds.append(clientID.rawValue)
+            binds.append(key)
+            binds.append(requestHash)
+            binds.append(nowMS)
+            binds.append(StoreRows.milliseconds(expiresAt))
+            binds.append(abandonMS)
+            binds.append(nowMS)
+            let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...7).map { "$\($0)" }) + " RETURNING key", binds: binds)
+            for try await _ in try await client.query(upsert, logger: logger).decode(String.self) { return .acquired }
+            let existing = try await client.query("""
+                SELECT request_hash, response_status, response_body, created_at, abandon_at FROM idempotency_keys
+                WHERE client_id = \(clientID.rawValue) AND key = \(key)
+                """, logger: logger)
+            for try await (hash, status, body, createdAt, abandonedFrom) in existing.decode((String, Int?, ByteBuffer?, Int64, Int64?).self) {
+                return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, createdAt: createdAt,
+                                       abandonAt: abandonedFrom, requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
+            }
+            // Purged between the insert and the read: nobody holds it now.
+            return .inProgress
         }
-        // Purged between the insert and the read: nobody holds it now.
-        return .inProgress
     }
 
     public func completeIdempotencyKey(
         client clientID: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]
     ) async throws {
-        let update: PostgresQuery = """
-            UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
-            WHERE client_id = \(clientID.rawValue) AND key = \(key) AND created_at = \(StoreRows.milliseconds(claimedAt))
-            RETURNING 1
-            """
-        /// The update, and whether it found the claim still this request's.
-        @Sendable func keep(_ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
-            var updated = 0
-            for try await _ in try await run(update).decode(Int.self) { updated += 1 }
-            guard updated == 1 else { throw StoreRows.claimLost(store: "postgres") }
-        }
-        guard !audit.isEmpty else {
-            try await keep { query in try await self.client.query(query, logger: self.logger) }
-            return
-        }
-        // One transaction: the answer and its events both, or neither.
-        do {
-            try await client.withTransaction(logger: logger) { connection in
-                try await keep { query in try await connection.query(query, logger: self.logger) }
-                for event in audit { try await self.insertAudit(event) { query in try await connection.query(query, logger: self.logger) } }
+        try await bounded { [self] in
+            let update: PostgresQuery = """
+                UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
+                WHERE client_id = \(clientID.rawValue) AND key = \(key) AND created_at = \(StoreRows.milliseconds(claimedAt))
+                RETURNING 1
+                """
+            /// The update, and whether it found the claim still this request's.
+            @Sendable func keep(_ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
+                var updated = 0
+                for try await _ in try await run(update).decode(Int.self) { updated += 1 }
+                guard updated == 1 else { throw StoreRows.claimLost(store: "postgres") }
             }
-        } catch let error as PostgresTransactionError {
-            // The store's own refusal (a different event already recorded), as the SQLite store gives it.
-            if let refusal = error.closureError as? StoreError, error.rollbackError == nil { throw refusal }
-            throw error
+            guard !audit.isEmpty else {
+                try await keep { query in try await self.client.query(query, logger: self.logger) }
+                return
+            }
+            // One transaction: the answer and its events both, or neither.
+            do {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await keep { query in try await connection.query(query, logger: self.logger) }
+                    for event in audit { try await self.insertAudit(event) { query in try await connection.query(query, logger: self.logger) } }
+                }
+            } catch let error as PostgresTransactionError {
+                // The store's own refusal (a different event already recorded), as the SQLite store gives it.
+                if let refusal = error.closureError as? StoreError, error.rollbackError == nil { throw refusal }
+                throw error
+            }
         }
     }
 
     public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        var binds = PostgresBindings(capacity: 3)
-        binds.append(clientID.rawValue)
-        binds.append(key)
-        binds.append(StoreRows.milliseconds(claimedAt))
-        try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3"]), binds: binds), logger: logger)
+        try await bounded { [self] in
+            var binds = PostgresBindings(capacity: 3)
+            binds.append(clientID.rawValue)
+            binds.append(key)
+            binds.append(StoreRows.milliseconds(claimedAt))
+            try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3"]), binds: binds), logger: logger)
+        }
     }
 
     public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        try await client.query("""
-            DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
-            AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
-            """, logger: logger)
+        try await bounded { [self] in
+            try await client.query("""
+                DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
+                AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
+                """, logger: logger)
+        }
     }
 
     @discardableResult
@@ -594,5 +665,31 @@ public final class PostgresGatewayStore: GatewayStore {
             "DELETE FROM idempotency_keys WHERE expires_at <= \(StoreRows.milliseconds(now)) RETURNING key", logger: logger
         ).decode(String.self) { count += 1 }
         return count
+    }
+}
+
+/// The first of two outcomes to arrive resumes the waiting caller; the other is dropped.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, early: Result<T, any Error>?)>((nil, nil))
+
+    func wait(_ continuation: CheckedContinuation<T, any Error>) {
+        let early = state.withLock { state -> Result<T, any Error>? in
+            guard let early = state.early else { state.continuation = continuation; return nil }
+            return early
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let waiting = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            guard let continuation = state.continuation else {
+                if state.early == nil { state.early = result }
+                return nil
+            }
+            state.continuation = nil
+            state.early = result
+            return continuation
+        }
+        waiting?.resume(with: result)
     }
 }

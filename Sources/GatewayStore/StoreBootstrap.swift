@@ -28,7 +28,8 @@ public enum StoreBootstrap {
             }
             let caFile = caFileURL(postgres, baseDirectory: baseDirectory)
             let store = try PostgresGatewayStore(
-                url: url, caFile: caFile, connectTimeout: .milliseconds(postgres.connectTimeoutMS), logger: logger)
+                url: url, caFile: caFile, connectTimeout: .milliseconds(postgres.connectTimeoutMS),
+                operationTimeout: .milliseconds(postgres.operationTimeoutMS), logger: logger)
             return Opened(store: store, name: store.displayName, service: store.client)
         }
         let store = try SQLiteGatewayStore(path: config.sqlite.path)

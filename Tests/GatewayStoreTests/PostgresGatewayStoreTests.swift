@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 @testable import GatewayStore
 import GatewayTestSupport
 import Logging
@@ -172,6 +173,58 @@ struct PostgresGatewayStoreTests {
             }
         }
     }
+}
+
+/// A server that accepts connections and never answers (a hung database, a black-holed route):
+/// a request's store operation fails after `operation_timeout_ms`, long before the pool's own
+/// connect timeout, instead of holding the request. Needs no PostgreSQL.
+@Suite struct PostgresSilentServerTests {
+    @Test func anOperationOnAServerThatNeverAnswersFailsAfterItsTimeout() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let store = try PostgresGatewayStore(url: "postgres://gateway@127.0.0.1:\(listener.port)/gateway", connectTimeout: .seconds(120),
+                                             operationTimeout: .milliseconds(200), logger: Logger(label: "postgres-store-tests"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await store.run() }
+            defer { group.cancelAll() }
+            for operation in ["card", "audit"] {
+                do {
+                    if operation == "card" { _ = try await store.card("c1") } else { try await store.appendAudit(StoreConformance.success("prv_x")) }
+                    Issue.record("\(operation): answered by a server that says nothing")
+                } catch let error as StoreError {
+                    #expect(error.store == "postgres 127.0.0.1:\(listener.port)/gateway")
+                    #expect(error.reason.contains("operation_timeout_ms"), "\(error.reason)")
+                }
+            }
+        }
+    }
+}
+
+/// A TCP port on loopback that completes connections (the kernel's backlog) and never reads or
+/// writes a byte.
+final class SilentListener: Sendable {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard fd >= 0, bound == 0, listen(fd, 64) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        descriptor = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
 }
 
 /// A reference's fields as the stores write them (sorted keys), for raw SQL.

@@ -34,6 +34,7 @@ enum StoreConformance {
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
         .init(name: "CLI changes and their events are one transaction", run: cliChangesAndTheirEventsAreOneTransaction),
         .init(name: "an audit event is recorded once", run: anAuditEventIsRecordedOnce),
+        .init(name: "a cancelled request's last writes still land", run: aCancelledRequestsLastWritesStillLand),
     ]
 
     /// Raw SQL on a store's own database, for the scenarios that break it on purpose (each
@@ -719,6 +720,29 @@ enum StoreConformance {
         try await store.completeIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1), response: answer)
         try await store.abandonIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1))
         #expect(try await claim("done") == .replay(answer))
+    }
+
+    /// A shutdown cancels the requests still running once its bound has passed, and a request
+    /// cancelled after its attempt must still record it: its audit event, its claim marked
+    /// abandoned (so a retry answers `idempotency_outcome_unknown` at once), a keyed answer kept.
+    /// PostgreSQL's client ended a cancelled task's query with `CancellationError`.
+    static func aCancelledRequestsLastWritesStillLand(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        #expect(try await claim(store, "cut") == .acquired)
+        #expect(try await claim(store, "kept") == .acquired)
+        let writes = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            #expect(Task.isCancelled)
+            try await store.appendAudit(success("prv_cut"))
+            try await store.abandonIdempotencyKey(client: "acme", key: "cut", claimedAt: instant(0))
+            try await store.completeIdempotencyKey(client: "acme", key: "kept", claimedAt: instant(0), response: answer,
+                                                   audit: [success("prv_kept")])
+        }
+        try await writes.value
+        #expect(try await store.auditEvents("prv_cut") == [success("prv_cut")])
+        #expect(try await claim(store, "cut") == .abandoned)
+        #expect(try await claim(store, "kept") == .replay(answer))
+        #expect(try await store.auditEvents("prv_kept") == [success("prv_kept")])
     }
 
     /// A claim is its request's only while its row carries the time it was made. Once it expired and

@@ -283,6 +283,9 @@ extension GatewayConfig {
                 problems.append(.init("store.postgres.url", "must be env:NAME or postgres://user@host:port/database"))
             }
             if postgres.connectTimeoutMS <= 0 { problems.append(.init("store.postgres.connect_timeout_ms", "must be positive")) }
+            if !(1...600_000).contains(postgres.operationTimeoutMS) {
+                problems.append(.init("store.postgres.operation_timeout_ms", "must be between 1 and 600000"))
+            }
             if let mode = URLComponents(string: postgres.url)?.queryItems?.first(where: { $0.name == "sslmode" })?.value,
                !["disable", "require", "verify-full"].contains(mode) {
                 problems.append(.init("store.postgres.url", "sslmode must be disable, require or verify-full"))

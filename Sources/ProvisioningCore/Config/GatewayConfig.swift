@@ -494,6 +494,7 @@ public struct StoreConfig: ConfigSection {
     public enum Defaults {
         public enum SQLitePath: ConfigDefault { public static let value = ".gateway/gateway.sqlite" }
         public enum ConnectTimeoutMS: ConfigDefault { public static let value = 5_000 }
+        public enum OperationTimeoutMS: ConfigDefault { public static let value = 5_000 }
         public enum IdempotencyTTLSeconds: ConfigDefault { public static let value = 86_400 }
     }
 
@@ -506,11 +507,14 @@ public struct StoreConfig: ConfigSection {
         /// `env:NAME`, or a `postgres://` URL without a password.
         public var url: String
         @Default<Defaults.ConnectTimeoutMS> public var connectTimeoutMS: Int
+        /// How long a request waits for one store operation before it fails (`internal`).
+        @Default<Defaults.OperationTimeoutMS> public var operationTimeoutMS: Int
         /// The CA that signed the server's certificate (PEM), for `sslmode=verify-full`.
         public var caFile: String?
         enum CodingKeys: String, CodingKey {
             case url
             case connectTimeoutMS = "connect_timeout_ms"
+            case operationTimeoutMS = "operation_timeout_ms"
             case caFile = "ca_file"
         }
         public init(url: String, caFile: String? = nil) {
