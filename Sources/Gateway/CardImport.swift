@@ -3,8 +3,13 @@ import ProvisioningCore
 import SwiftCSV
 
 /// Moves cards between issuers in bulk: a CSV of `card_id, program, issuer` and then the issuer
-/// reference fields, checked row by row and written in one transaction, all rows or none.
-/// Running the same file twice leaves the registry as after the first run.
+/// reference fields, every row checked before any is written, then written in batches of
+/// `batchRows` (each one transaction with its own security event) with a pause between them. A
+/// serving gateway's writes wait for a batch, never for the whole file: on SQLite one transaction
+/// of 200,000 rows held the only write lock for 40 s, and provisionings whose issuer had already
+/// answered failed (500) with their audit events unwritten. Running the same file twice leaves
+/// the registry as after the first run, so an import stopped part-way is finished by running it
+/// again. A file of at most `batchRows` cards is one transaction, all rows or none.
 public struct CardImport: Sendable {
     public static let requiredColumns = ["card_id", "program", "issuer"]
 
@@ -21,8 +26,18 @@ public struct CardImport: Sendable {
 
     public enum Result: Sendable, Equatable {
         case imported(count: Int)
+        /// Nothing was written.
         case rejected([Problem])
+        /// The first `imported` of `total` cards were written (whole batches), then a batch failed
+        /// (`reason`) and nothing after it was written.
+        case stopped(imported: Int, total: Int, reason: String)
     }
+
+    /// Cards per transaction: about 0.1 s of a SQLite write lock.
+    public static let defaultBatchRows = 500
+    /// Between two batches: longer than SQLite's busy handler sleeps between two looks at the
+    /// lock (at most 100 ms), so that a serving gateway waiting for it gets it.
+    public static let pauseBetweenBatches: Duration = .milliseconds(120)
 
     let registration: CardRegistration
     public init(registration: CardRegistration) { self.registration = registration }
@@ -87,16 +102,48 @@ public struct CardImport: Sendable {
         return problems.isEmpty ? .success(cards) : .failure(CardImportError(problems: problems))
     }
 
-    /// Checks every row, then writes all of them in one transaction, or nothing.
-    /// `event(count)` is the import's security event, written in the same transaction.
-    public func run(_ text: String, into store: any GatewayStore, event: (@Sendable (Int) -> SecurityEvent)? = nil) async throws -> Result {
+    /// Checks every row, then writes them in batches of `batchRows` (0: all in one transaction),
+    /// pausing `pause` on `clock` between two. `event(count)` is each batch's security event,
+    /// written in that batch's transaction.
+    public func run(
+        _ text: String, into store: any GatewayStore, batchRows: Int = CardImport.defaultBatchRows,
+        pause: Duration = CardImport.pauseBetweenBatches, clock: any Clock<Duration> = ContinuousClock(),
+        event: (@Sendable (Int) -> SecurityEvent)? = nil
+    ) async throws -> Result {
+        let cards: [CardRecord]
         switch parse(text) {
         case .failure(let error):
             return .rejected(error.problems)
-        case .success(let cards):
-            try await store.importCards(cards, event: event?(cards.count))
-            return .imported(count: cards.count)
+        case .success(let parsed):
+            cards = parsed
         }
+        let size = batchRows > 0 ? batchRows : max(cards.count, 1)
+        var written = 0
+        while written < cards.count {
+            if written > 0 { try await clock.sleep(for: pause) }
+            let batch = Array(cards[written..<min(written + size, cards.count)])
+            do {
+                try await store.importCards(batch, event: event?(batch.count))
+            } catch {
+                let reason = Self.reason(error, cards: written + 1...written + batch.count)
+                guard written > 0 else {
+                    if case CardRegistryError.issuerReferenceInUse = error { return .rejected([Problem(line: 1, reason: reason)]) }
+                    throw error
+                }
+                return .stopped(imported: written, total: cards.count, reason: reason)
+            }
+            written += batch.count
+        }
+        return .imported(count: written)
+    }
+
+    /// Why a batch (the file's cards `cards`, counted from 1) was not written.
+    static func reason(_ error: any Error, cards: ClosedRange<Int>) -> String {
+        let which = cards.count == 1 ? "card \(cards.lowerBound)" : "cards \(cards.lowerBound)-\(cards.upperBound)"
+        if case CardRegistryError.issuerReferenceInUse = error {
+            return "an issuer reference of the file's \(which) is already used by another card (or twice in the file)"
+        }
+        return "the file's \(which) could not be written: \(InputRules.short(String(describing: error)))"
     }
 }
 

@@ -9,24 +9,36 @@ struct Cards: AsyncParsableCommand {
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Import cards from a CSV file in one transaction: all rows or none.",
+            abstract: "Import cards from a CSV file: every row checked, then written in batches.",
             discussion: """
                 Columns: card_id, program, issuer, then the issuer reference fields (customer_id and \
                 card_account_id for Bridge; issuer_card_id for TMP, Crossmint, Marqeta and Lithic). Existing cards are \
                 replaced, so running the same file twice changes nothing. Every bad row is reported \
-                with its line number, and then nothing is imported. This is one of the two ways \
-                (with admin clients of the API) to register cards with issuer local.
+                with its line number, and then nothing is imported. The rows are written in batches \
+                (--batch-rows, each one transaction with its own security event, a short pause between \
+                two), so that a serving gateway's writes never wait for the whole file; a file of at \
+                most one batch is all rows or none, and an import stopped part-way is finished by \
+                running it again. This is one of the two ways (with admin clients of the API) to \
+                register cards with issuer local.
                 """)
 
         @Option(name: .long, help: "The YAML configuration file (for the store and the issuers).")
         var config: String = "Config/gateway.yaml"
 
+        @Option(name: .customLong("batch-rows"),
+                help: "Cards per transaction (0: the whole file in one, which holds SQLite's write lock, and a serving gateway's writes, for as long).")
+        var batchRows: Int = OperatorTools.importBatchRows
+
         @Argument(help: "The CSV file.")
         var file: String
 
+        func validate() throws {
+            guard batchRows >= 0 else { throw ValidationError("--batch-rows must be 0 or more") }
+        }
+
         func run() async throws {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
-            report(await OperatorTools.importCards(config: config, csv: text, fileName: file, actor: CommandLineActor.name))
+            report(await OperatorTools.importCards(config: config, csv: text, fileName: file, actor: CommandLineActor.name, batchRows: batchRows))
         }
     }
 

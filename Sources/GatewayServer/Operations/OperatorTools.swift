@@ -47,22 +47,19 @@ public enum OperatorTools {
         }
     }
 
-    /// `cards import`: every row or none.
+    /// Cards per transaction of `cards import` unless told (`CardImport.defaultBatchRows`).
+    public static let importBatchRows = CardImport.defaultBatchRows
+
+    /// `cards import`: every row checked, then written in batches (`CardImport`).
     public static func importCards(
-        config path: String, csv text: String, fileName: String, actor: String,
+        config path: String, csv text: String, fileName: String, actor: String, batchRows: Int = CardImport.defaultBatchRows,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         await withStore(config: path, environment: environment) { config, store in
             let importer = CardImport(registration: CardRegistration(config: config))
             let name = String(URL(fileURLWithPath: fileName).lastPathComponent.prefix(128))
-            let result: CardImport.Result
-            do {
-                result = try await importer.run(text, into: store) { count in
-                    SecurityEvent(at: Date(), kind: .cardsImported, actor: actor, detail: ["count": "\(count)", "file": name])
-                }
-            } catch CardRegistryError.issuerReferenceInUse {
-                result = .rejected([CardImport.Problem(
-                    line: 1, reason: "an issuer reference in the file is already used by another card (or twice in the file)")])
+            let result = try await importer.run(text, into: store, batchRows: batchRows) { count in
+                SecurityEvent(at: Date(), kind: .cardsImported, actor: actor, detail: ["count": "\(count)", "file": name])
             }
             switch result {
             case .imported(let count):
@@ -70,6 +67,9 @@ public enum OperatorTools {
             case .rejected(let problems):
                 return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)",
                                diagnostics: problems.map { "\(fileName): \($0)" })
+            case .stopped(let imported, let total, let reason):
+                return .failed("imported \(imported) of \(total) cards from \(fileName), then stopped: fix the file and run it again "
+                               + "(cards already imported are written again unchanged)", diagnostics: ["\(fileName): \(reason)"])
             }
         }
     }
