@@ -85,7 +85,7 @@ public struct CardImport: Sendable {
             if let first = seen[id] {
                 // The id is named only when it keeps the id rule (the rule's own problem names none):
                 // a cell may hold anything, a card number or terminal escapes included.
-                problems.append(Problem(line: line, reason: InputRules.isCardID(id) ? "card_id: \(id) already on line \(first)"
+                problems.append(Problem(line: line, reason: InputRules.isCardID(id) ? "card_id: \(InputRules.short(id)) already on line \(first)"
                                                                                    : "card_id: the same as on line \(first)"))
                 continue
             }

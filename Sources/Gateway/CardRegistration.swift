@@ -61,7 +61,7 @@ public struct CardRegistration: Sendable {
                     problems.refusal.append(Self.noIssuerForTenant(issuer, program: program))
                     return problems
                 }
-                problems.refusal.append("issuer: \(issuer) does not serve program \(program) (issuers.\(issuer).programs)")
+                problems.refusal.append("issuer: \(issuer) does not serve program \(InputRules.short(program)) (issuers.\(issuer).programs)")
             }
         } else {
             guard namingIssuers else {

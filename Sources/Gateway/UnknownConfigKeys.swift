@@ -10,6 +10,16 @@ enum UnknownConfigKeys {
         guard let node = try? Yams.compose(yaml: yaml), let shape = try? ConfigKeyShape(of: config) else { return [] }
         var problems: [ConfigProblem] = []
         walk(node, shape, path: "", into: &problems)
+        // `programs:` with its list commented out reads as no key at all, which is every program:
+        // a tenant-isolation setting must not widen by a missing line.
+        if case .mapping(let issuers)? = node["issuers"] {
+            for (name, issuer) in issuers {
+                if let programs = issuer["programs"], programs.null != nil {
+                    problems.append(.init("issuers.\(name.string ?? "").programs",
+                                          "has no value, which would mean every program: name the programs, or leave the key out"))
+                }
+            }
+        }
         return problems
     }
 

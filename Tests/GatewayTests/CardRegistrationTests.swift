@@ -19,6 +19,14 @@ import Testing
         #expect(unknown.refusal.count == 1 && unknown.refusal[0].hasPrefix("issuer: unknown issuer 'stripe' (configured: bridge, crossmint"))
     }
 
+    /// A program is a name the caller typed (a CSV cell, a request): a card number in its place
+    /// is never repeated.
+    @Test func aCardNumberInThePlaceOfAProgramIsNotRepeated() {
+        let refused = Self.registration.check(id: "card_1", program: "5500005555555559", issuer: "tmp", reference: Self.reference)
+        #expect(refused.refusal.count == 1)
+        #expect(!refused.refusal.joined().contains("55000055"), "\(refused.refusal)")
+    }
+
     @Test func aTenantCannotTellAnIssuerOfOtherProgramsFromNone() {
         let elsewhere = Self.registration.check(id: "card_1", program: "other", issuer: "tmp", reference: Self.reference, namingIssuers: false)
         let unknown = Self.registration.check(id: "card_1", program: "other", issuer: "tmq", reference: Self.reference, namingIssuers: false)

@@ -34,6 +34,26 @@ import WalletCrypto
         }
     }
 
+    /// `programs:` with its list commented out is YAML's null, which decoded as no key at all:
+    /// every program, the widest an issuer account can be. It is a problem; left out, it is not.
+    @Test func anIssuersProgramsWithNoValueIsAProblem() {
+        let empty = Self.minimal.replacingOccurrences(of: "    kind: bridge\n", with: "    kind: bridge\n    programs:\n    #  - acme\n")
+        #expect(problems(empty) == ["issuers.bridge.programs: has no value, which would mean every program: name the programs, or leave the key out"])
+        #expect(problems(empty.replacingOccurrences(of: "programs:\n", with: "programs: ~\n")).count == 1)
+        #expect(problems(empty.replacingOccurrences(of: "programs:\n", with: "programs: [acme]\n")) == [])
+        #expect(problems(Self.minimal) == [])
+    }
+
+    /// A secret written as a key (no space after the colon in a flow mapping) is refused without
+    /// being repeated.
+    @Test func aSecretWrittenAsAKeyIsNotRepeated() {
+        let yaml = Self.minimal.replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "{ api_key:sk_live_51HxSECRETvalue }")
+            .replacingOccurrences(of: "    credentials:\n      { api", with: "    credentials: { api")
+        let found = problems(yaml)
+        #expect(!found.isEmpty)
+        #expect(!found.joined().contains("SECRET"), "\(found)")
+    }
+
     @Test func theSandboxConfigLoads() throws {
         let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
         #expect(config.sandbox.enabled)

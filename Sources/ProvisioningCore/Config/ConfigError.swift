@@ -3,9 +3,21 @@ public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible
     public let path: String
     public let reason: String
     public init(_ path: String, _ reason: String) {
-        self.path = path
+        self.path = Self.shown(path)
         self.reason = reason
     }
+
+    /// A key path as problems show it: a key of the file that is no setting's name (letters,
+    /// digits, `_ -`, an `[index]`; at most 100 characters, no run of 8 digits) is not repeated.
+    /// A secret written as a key (`{ api_key:sk_live_... }`, no space after the colon), a card
+    /// number, terminal escapes or the lines of a file that is no config at all would otherwise
+    /// reach the terminal, the reload's answer and the log.
+    static func shown(_ path: String) -> String {
+        path.split(separator: ".", omittingEmptySubsequences: false).map { segment in
+            segment.isEmpty || InputRules.readsAsCode(String(segment), punctuation: "_-[]") ? String(segment) : "(a key that is no name, not shown)"
+        }.joined(separator: ".")
+    }
+
     public var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
 }
 

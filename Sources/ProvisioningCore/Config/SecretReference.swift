@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where a credential comes from. Secrets never sit in the config file: only `env:NAME`, or
 /// `sandbox` for a key the in-process simulators make up at start-up.
 public enum SecretReference: Sendable, Equatable {
@@ -32,7 +34,16 @@ public enum SecretReference: Sendable, Equatable {
         case .sandbox?:
             return .sandbox
         case .environment(let name)?:
-            guard let value = environment[name], !value.isEmpty else { throw ConfigProblem(path, "environment variable \(name) is not set") }
+            guard let raw = environment[name], !raw.isEmpty else { throw ConfigProblem(path, "environment variable \(name) is not set") }
+            // A secret mounted from a file usually ends with a line break, which no credential
+            // holds and which no HTTP header may carry: it would fail every call as the issuer's
+            // "malformed answer". Spaces and line breaks around the value are dropped; a control
+            // character left inside it is a problem (never shown).
+            let value = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !value.isEmpty else { throw ConfigProblem(path, "environment variable \(name) holds only spaces or line breaks") }
+            guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw ConfigProblem(path, "environment variable \(name) holds a control character (a line break inside it?)")
+            }
             return .value(Sensitive(value))
         case nil:
             throw ConfigProblem(path, "must be env:NAME or sandbox")
