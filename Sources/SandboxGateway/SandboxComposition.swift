@@ -28,7 +28,13 @@ public struct SandboxGateway: Sendable {
         let extensions = GatewayExtensions(
             services: [sandbox],
             prepareStore: { store in
-                try await store.importCards(config.sandbox.cards.map(\.record))
+                do {
+                    try await store.importCards(config.sandbox.cards.map(\.record))
+                } catch CardRegistryError.issuerReferenceInUse {
+                    // Several sandboxes on one store, one of which moved a demo card's reference.
+                    throw StoreError(store: "sandbox", reason: "the sandbox's demo cards (sandbox.cards) could not be stored: "
+                        + "another card holds one of their issuer references; delete or change that card, or use a store of its own")
+                }
                 try await SandboxSeed.vault(config: config, store: store, environment: environment)
             },
             sandboxEndpoints: { await sandbox.endpoints() },

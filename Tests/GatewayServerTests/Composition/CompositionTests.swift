@@ -121,6 +121,18 @@ import Testing
         }
     }
 
+    /// Sandboxes sharing one store, one of which moved a demo card's reference to another card:
+    /// the next sandbox to start says what is wrong and what to do, not `issuerReferenceInUse`.
+    @Test func aSandboxWhoseDemoCardsCannotBeStoredSaysWhy() async throws {
+        let moved = CardRecord(id: "demo_lithic_moved", program: "demo", issuer: "lithic",
+                               issuerReference: IssuerReference(["issuer_card_id": "lithic_card_demo_001"]))
+        await #expect {
+            try await GatewayHarness.run(extraCards: [moved]) { _, _ in }
+        } throws: { error in
+            "\(error)".contains("the sandbox's demo cards (sandbox.cards) could not be stored") && "\(error)".contains("another card holds")
+        }
+    }
+
     /// By default a request accepted at the very end of the delay gets its whole deadline, and
     /// the margin for its last writes and its answer, before anything is cancelled.
     @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadlineAndAMargin() throws {
