@@ -310,7 +310,7 @@ import WalletCrypto
             "issuers.tmp.retry.decisions[3].action: must be retry, failover or fail",
             "issuers.tmp.retry.decisions[4].code: unknown error code 'nope'",
             "issuers.tmp.circuit_breaker.failure_threshold: must be at least 1",
-            "issuers.tmp.circuit_breaker.open_ms: must be positive",
+            "issuers.tmp.circuit_breaker.open_ms: must be 1 to 3600000 (an hour)",
             "issuers.tmp.circuit_breaker.half_open_probes: must be at least 1",
             "routing.rules[0].deadline_ms: must be 100 to 60000 (Apple gives the app about 20 s)",
             "routing.rules[1].deadline_ms: must be more than issuers.tmp.retry.min_attempt_ms (250): no attempt could start",
@@ -319,6 +319,25 @@ import WalletCrypto
         for problem in expected { #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)") }
         // An admin client needs no programs.
         #expect(!found.contains { $0.hasPrefix("clients[0].programs") })
+    }
+
+    /// Durations and sizes have upper bounds: `open_ms: 9223372036854775807` shut an endpoint
+    /// that failed once until a restart, and a huge body limit let any connection make the
+    /// gateway hold that much.
+    @Test func durationsAndTheBodyLimitHaveUpperBounds() {
+        let found = problems(Self.minimal.replacingOccurrences(of: "    kind: bridge\n", with: """
+                kind: bridge
+                timeouts: { connect_ms: 60001, request_ms: 9223372036854775807 }
+                retry: { base_backoff_ms: 60001, max_backoff_ms: 9223372036854775807 }
+                circuit_breaker: { open_ms: 9223372036854775807 }
+
+            """) + "\nserver:\n  max_body_bytes: 16777217\n")
+        for problem in ["issuers.bridge.timeouts.connect_ms: must be 1 to 60000", "issuers.bridge.timeouts.request_ms: must be 1 to 60000",
+                        "issuers.bridge.retry.base_backoff_ms: must be 1 to 60000", "issuers.bridge.retry.max_backoff_ms: must be at most 60000",
+                        "issuers.bridge.circuit_breaker.open_ms: must be 1 to 3600000 (an hour)",
+                        "server.max_body_bytes: must be 1024 to 16777216 (16 MiB)"] {
+            #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)")
+        }
     }
 
     @Test func aSandboxFaultNamesAConfiguredSimulator() {

@@ -24,7 +24,9 @@ extension GatewayConfig {
         if !(1...65_535).contains(server.port) && server.port != 0 {
             problems.append(.init("server.port", "must be 0 to 65535"))
         }
-        if server.maxBodyBytes < 1_024 { problems.append(.init("server.max_body_bytes", "must be at least 1024")) }
+        // Every body is collected before it is read (an unauthenticated one too, to be refused):
+        // the bound keeps what one connection can make the gateway hold small.
+        if !(1_024...16_777_216).contains(server.maxBodyBytes) { problems.append(.init("server.max_body_bytes", "must be 1024 to 16777216 (16 MiB)")) }
         if !(100...60_000).contains(server.deadlineMS) {
             problems.append(.init("server.deadline_ms", "must be 100 to 60000 (Apple gives the app about 20 s)"))
         }
@@ -123,8 +125,9 @@ extension GatewayConfig {
                 default: break
                 }
             }
-            if issuer.timeouts.connectMS <= 0 { problems.append(.init("\(path).timeouts.connect_ms", "must be positive")) }
-            if issuer.timeouts.requestMS <= 0 { problems.append(.init("\(path).timeouts.request_ms", "must be positive")) }
+            // Upper bounds: a value past any deadline only makes a typo look like a setting.
+            if !(1...60_000).contains(issuer.timeouts.connectMS) { problems.append(.init("\(path).timeouts.connect_ms", "must be 1 to 60000")) }
+            if !(1...60_000).contains(issuer.timeouts.requestMS) { problems.append(.init("\(path).timeouts.request_ms", "must be 1 to 60000")) }
             let pool = issuer.connections
             for (key, value, range, unit) in [("max_per_host", pool.maxPerHost, ConnectionPoolConfig.maxPerHostRange, ""),
                                               ("idle_timeout_ms", pool.idleTimeoutMS, ConnectionPoolConfig.idleTimeoutMSRange, " (ms)")]
@@ -135,8 +138,10 @@ extension GatewayConfig {
             problems += issuer.capabilityProblems(profile: profile, path: path)
             let retry = issuer.retry
             if !(1...10).contains(retry.maxAttempts) { problems.append(.init("\(path).retry.max_attempts", "must be 1 to 10")) }
-            if retry.baseBackoffMS < 1 { problems.append(.init("\(path).retry.base_backoff_ms", "must be positive")) }
-            if retry.maxBackoffMS < retry.baseBackoffMS {
+            if !(1...60_000).contains(retry.baseBackoffMS) { problems.append(.init("\(path).retry.base_backoff_ms", "must be 1 to 60000")) }
+            if retry.maxBackoffMS > 60_000 {
+                problems.append(.init("\(path).retry.max_backoff_ms", "must be at most 60000"))
+            } else if retry.maxBackoffMS < retry.baseBackoffMS {
                 problems.append(.init("\(path).retry.max_backoff_ms", "must be at least base_backoff_ms (\(retry.baseBackoffMS))"))
             }
             if retry.minAttemptMS < 0 { problems.append(.init("\(path).retry.min_attempt_ms", "must not be negative")) }
@@ -155,7 +160,8 @@ extension GatewayConfig {
             }
             let breaker = issuer.circuitBreaker
             if breaker.failureThreshold < 1 { problems.append(.init("\(path).circuit_breaker.failure_threshold", "must be at least 1")) }
-            if breaker.openMS < 1 { problems.append(.init("\(path).circuit_breaker.open_ms", "must be positive")) }
+            // An hour at most: past it an endpoint that failed once would stay shut until a restart.
+            if !(1...3_600_000).contains(breaker.openMS) { problems.append(.init("\(path).circuit_breaker.open_ms", "must be 1 to 3600000 (an hour)")) }
             if breaker.halfOpenProbes < 1 { problems.append(.init("\(path).circuit_breaker.half_open_probes", "must be at least 1")) }
         }
 
