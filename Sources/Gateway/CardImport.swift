@@ -64,11 +64,20 @@ public struct CardImport: Sendable {
         guard missing.isEmpty else {
             return .failure(CardImportError(problems: [Problem(line: 1, reason: "missing column(s): \(missing.joined(separator: ", "))")]))
         }
+        // A column named twice would have one of its cells dropped without a word (which one, a
+        // reader could not tell): the shifted-cell danger again.
+        let repeated = Dictionary(grouping: header, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+        guard repeated.isEmpty else {
+            return .failure(CardImportError(problems: [Problem(
+                line: 1, reason: "column(s) named more than once: \(repeated.map(InputRules.short).joined(separator: ", "))")]))
+        }
         var problems: [Problem] = []
         var cards: [CardRecord] = []
         var seen: [String: Int] = [:]
         for (index, cells) in rows.enumerated() {
             let line = index + 2
+            // A blank line (an editor's last newline, or a CRLF file's) holds no card.
+            if cells.allSatisfy({ $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }) && cells.count <= 1 { continue }
             // A row with more or fewer cells than the header names is shifted or cut: its cells would
             // land in the wrong columns (or be dropped without a word), so it is a problem of its own.
             guard cells.count == header.count else {

@@ -99,6 +99,17 @@ import Testing
         #expect(try await importer.run(file, into: store, batchRows: 2, pause: .zero) == .imported(count: 5))
     }
 
+    /// Blank lines (a trailing one, a CRLF file's) hold no card and are no problem; a column named
+    /// twice is, since one of its cells would be dropped without a word.
+    @Test func blankLinesAreSkippedAndAColumnNamedTwiceIsRefused() async throws {
+        let store = try await store()
+        #expect(try await importer.run(Self.tmpCards(["b1", "b2"]) + "\n\n", into: store) == .imported(count: 2))
+        #expect(try await importer.run(Self.tmpCards(["b3"]).replacingOccurrences(of: "\n", with: "\r\n") + "\r\n", into: store) == .imported(count: 1))
+        let twice = "card_id,program,issuer,issuer_card_id,issuer_card_id\nd1,demo,tmp,tmp_d1,tmp_OTHER\n"
+        #expect(try await importer.run(twice, into: store) == .rejected([CardImport.Problem(line: 1, reason: "column(s) named more than once: issuer_card_id")]))
+        #expect(try await store.card("d1") == nil)
+    }
+
     @Test func movingCardsToAnotherIssuerIsAnotherImport() async throws {
         let store = try await store()
         _ = try await importer.run(Self.good, into: store)
