@@ -531,7 +531,7 @@ extension APIHandler {
         let client = try Self.adminClient("explain routes")
         let id = try Self.cardID(input.query.cardId)
         guard let wallet = Wallet(rawValue: input.query.wallet.rawValue) else {
-            throw GatewayError(.invalidRequest, "wallet: must be apple_pay or google_pay")
+            throw GatewayError(.invalidRequest, "wallet: must be apple_pay, google_pay or samsung_pay")
         }
         try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/admin/routes/explain"]))
         guard let card = try await store.card(id) else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }

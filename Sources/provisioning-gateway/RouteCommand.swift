@@ -20,7 +20,7 @@ struct RouteTools: AsyncParsableCommand {
         @Option(name: .customLong("card-id"), help: "The gateway's card id.")
         var cardID: String
 
-        @Option(name: .long, help: "apple_pay or google_pay.")
+        @Option(name: .long, help: "apple_pay, google_pay or samsung_pay.")
         var wallet: String
 
         func run() async throws {

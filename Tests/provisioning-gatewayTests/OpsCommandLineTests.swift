@@ -137,4 +137,23 @@ import Testing
         #expect(reads.map { $0.cardID?.rawValue } == ["explained_1", "nobody"])
         #expect(reads.allSatisfy { $0.actor.hasPrefix("cli:") && $0.detail["path"] == "route explain" })
     }
+
+    /// `route explain` only reads: a store path that names no file is said so (it had been
+    /// created and migrated), and a store whose schema is not this version's is not migrated.
+    @Test func routeExplainNeitherCreatesNorMigratesAStore() async throws {
+        let (file, database) = try StoreCommandLineTests.sandboxConfig()
+        let directory = file.deletingLastPathComponent()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try? FileManager.default.removeItem(atPath: database)
+        let missing = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "apple_pay"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("no SQLite store at"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: database))
+        // An empty SQLite database: no schema at all, and none is made.
+        FileManager.default.createFile(atPath: database, contents: Data())
+        let old = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "samsung_pay"])
+        #expect(old.status == 2)
+        #expect(old.stderr.contains("its schema (none) is not this version's"), "\(old.stderr)")
+        #expect(try await SQLiteGatewayStore(path: database).schemaVersions() == [])
+    }
 }

@@ -23,8 +23,12 @@ public struct ToolOutcome: Sendable, Equatable {
 public enum OperatorTools {
     /// Reads the config at `path`, opens and migrates its store, runs `body`; every failure is an
     /// outcome with a clear message, never a crash.
+    /// `migrating: false` (a command that only reads, `route explain`) neither creates nor
+    /// migrates a store: a SQLite path that names no file, or a schema other than this version's,
+    /// is a failure saying so (a typo'd path had been created and migrated, and a newer binary
+    /// run to look would have migrated production).
     static func withStore(
-        config path: String, environment: [String: String],
+        config path: String, environment: [String: String], migrating: Bool = true,
         _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> ToolOutcome
     ) async -> ToolOutcome {
         let config: GatewayConfig
@@ -33,10 +37,20 @@ public enum OperatorTools {
         } catch {
             return .failed("\(error)")
         }
+        if !migrating, config.store.postgres == nil, !FileManager.default.fileExists(atPath: config.store.sqlite.path) {
+            return .failed("no SQLite store at \(config.store.sqlite.path) (store.sqlite.path): nothing to read")
+        }
         do {
             return try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
-                                                      logger: Logger(label: "provisioning-gateway")) { opened in
-                try await body(config, opened.store)
+                                                      logger: Logger(label: "provisioning-gateway"), migrate: migrating) { opened in
+                if !migrating {
+                    let versions = try await opened.store.schemaVersions()
+                    guard versions == StoreBootstrap.currentSchema else {
+                        return .failed("\(opened.name): its schema (\(versions.last ?? "none")) is not this version's "
+                            + "(\(StoreBootstrap.currentSchema.last ?? "")): start this version of the gateway to migrate it first; nothing was read")
+                    }
+                }
+                return try await body(config, opened.store)
             }
         } catch let error as GatewayError {
             return .failed(error.detail)

@@ -85,8 +85,8 @@ public enum RouteExplain {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
-        guard let wallet = Wallet(rawValue: wallet) else { return .failed("--wallet must be apple_pay or google_pay") }
-        return await OperatorTools.withStore(config: path, environment: environment) { config, store in
+        guard let wallet = Wallet(rawValue: wallet) else { return .failed("--wallet must be apple_pay, google_pay or samsung_pay") }
+        return await OperatorTools.withStore(config: path, environment: environment, migrating: false) { config, store in
             try await store.appendSecurityEvent(SecurityEvent(
                 at: Date(), kind: .adminRead, actor: actor, cardID: CardID(id), detail: ["path": "route explain"]))
             guard let card = try await store.card(CardID(id)) else {
