@@ -4,7 +4,8 @@ import Yams
 /// Keys in the file that the config types do not read, each with its key path, so a misspelt key
 /// is reported instead of silently ignored. What a mapping accepts is what the decoded config
 /// encodes back to (`ConfigKeyShape`): the types' own coding keys, and for free-form maps
-/// (credentials, issuer_reference, issuer names) the file's own names.
+/// (credentials, issuer_reference, issuer names) the file's own names (credential names are then
+/// checked against the issuer's kind, in `ConfigValidation`).
 enum UnknownConfigKeys {
     static func find(in yaml: String, decoded config: GatewayConfig) -> [ConfigProblem] {
         guard let node = try? Yams.compose(yaml: yaml), let shape = try? ConfigKeyShape(of: config) else { return [] }

@@ -66,8 +66,13 @@ func report(_ outcome: ToolOutcome) {
 
 /// Who ran a command, for the security audit: `cli:<login>`.
 enum CommandLineActor {
+    /// The security events' actor: the account the process runs as, by its real user id (the
+    /// system's name for it, and the id), never `$USER` or `$LOGNAME`, which anyone sets. Under
+    /// sudo it is the account sudo ran it as, and sudo's own log says who asked.
     static var name: String {
-        let user = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"] ?? "\(getuid())"
-        return "cli:" + String(user.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) ? $0 : "?" })
+        let uid = getuid()
+        var user = "\(uid)"
+        if let entry = getpwuid(uid), let login = entry.pointee.pw_name { user = String(cString: login) + "(\(uid))" }
+        return "cli:" + String(user.prefix(40).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.()".contains($0)) ? $0 : "?" })
     }
 }

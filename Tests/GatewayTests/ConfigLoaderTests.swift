@@ -150,6 +150,7 @@ import WalletCrypto
             .replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "api_key: env:BRIDGE_API_KEY\n    wire: { encoding: base64 }")
         #expect(problems(tmpWithBridgeOptions) == [
             "issuers.bridge.credentials.token: required for a tmp issuer (env:NAME)",
+            "issuers.bridge.credentials.api_key: not a credential of a tmp issuer (it takes: token)",
             "issuers.bridge.wire.encoding: tmp issuers take no encoding option (only bridge does)",
         ])
         let bridgeActivating = Self.minimal + "\nrouting:\n  activations: { issuer: bridge }\n"
@@ -338,6 +339,12 @@ import WalletCrypto
                         "server.max_body_bytes: must be 1024 to 16777216 (16 MiB)"] {
             #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)")
         }
+    }
+
+    /// A misspelt credential is no credential: `token` (TMP's) on a Bridge issuer was ignored.
+    @Test func aCredentialTheKindDoesNotTakeIsAProblem() {
+        let yaml = Self.minimal.replacingOccurrences(of: "      api_key: env:BRIDGE_API_KEY", with: "      api_key: env:BRIDGE_API_KEY\n      token: env:UNSET")
+        #expect(problems(yaml) == ["issuers.bridge.credentials.token: not a credential of a bridge issuer (it takes: api_key)"])
     }
 
     @Test func aSandboxFaultNamesAConfiguredSimulator() {

@@ -117,6 +117,11 @@ extension GatewayConfig {
             for credential in issuer.credentials.keys.sorted() {
                 let value = issuer.credentials[credential]!
                 let keyPath = "\(path).credentials.\(credential)"
+                // A misspelt credential (`token` on a Bridge issuer) is no credential at all.
+                guard profile.credentialNames.contains(credential) else {
+                    problems.append(.init(keyPath, "not a credential of a \(issuer.kind) issuer (it takes: \(profile.credentialNames.joined(separator: ", ")))"))
+                    continue
+                }
                 switch SecretReference(parsing: value) {
                 case nil:
                     problems.append(.init(keyPath, "must be env:NAME (secrets are never written in the config file)"))
