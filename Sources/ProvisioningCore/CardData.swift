@@ -10,6 +10,12 @@ public struct CardData: Sendable, Equatable, Codable {
         guard (12...19).contains(number.count), number.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             throw GatewayError(.invalidRequest, "number: 12 to 19 digits")
         }
+        // Every payment card number ends with its Luhn check digit (ISO/IEC 7812): one that does
+        // not hold has a digit typed wrong, and would be sealed, provisioned and refused by the
+        // network much later.
+        guard Self.passesLuhn(number) else {
+            throw GatewayError(.invalidRequest, "number: its check digit (Luhn) does not hold: a digit is wrong")
+        }
         guard (1...12).contains(expiryMonth), (2000...2099).contains(expiryYear) else {
             throw GatewayError(.invalidRequest, "expiry: must be MM/YY")
         }
@@ -18,6 +24,17 @@ public struct CardData: Sendable, Equatable, Codable {
         self.name = name
         self.expiryMonth = expiryMonth
         self.expiryYear = expiryYear
+    }
+
+    /// The Luhn check over a string of ASCII digits.
+    static func passesLuhn(_ digits: String) -> Bool {
+        var sum = 0
+        for (index, byte) in digits.utf8.reversed().enumerated() {
+            var digit = Int(byte) - 48
+            if index % 2 == 1 { digit *= 2; if digit > 9 { digit -= 9 } }
+            sum += digit
+        }
+        return sum % 10 == 0
     }
 
     /// `MM/YY` as in the config and the CLI.

@@ -30,7 +30,16 @@ struct Vault: AsyncParsableCommand {
         var name: String
 
         func run() async throws {
-            let number = self.number ?? readLine(strippingNewline: true) ?? ""
+            var number = self.number ?? ""
+            if self.number == nil {
+                // One number: a second line would otherwise be dropped without a word.
+                var lines: [String] = []
+                while lines.count < 2, let line = readLine(strippingNewline: true) {
+                    if !line.trimmingCharacters(in: .whitespaces).isEmpty { lines.append(line.trimmingCharacters(in: .whitespaces)) }
+                }
+                guard lines.count <= 1 else { Serve.fail("standard input holds more than one line: give one card number") }
+                number = lines.first ?? ""
+            }
             report(await OperatorTools.putVaultEntry(
                 config: options.file.config, cardID: options.cardID, number: number, expiry: expiry, name: name, actor: CommandLineActor.name))
         }
