@@ -74,6 +74,7 @@ public struct CardImport: Sendable {
         var problems: [Problem] = []
         var cards: [CardRecord] = []
         var seen: [String: Int] = [:]
+        var references: [String: Int] = [:]
         for (index, cells) in rows.enumerated() {
             let line = index + 2
             // A blank line (an editor's last newline, or a CRLF file's) holds no card.
@@ -101,6 +102,15 @@ public struct CardImport: Sendable {
             seen[id] = line
             let rowProblems = registration.problems(id: id, program: value("program"), issuer: value("issuer"), reference: reference)
             if rowProblems.isEmpty {
+                // Two rows with one issuer reference (letter case aside, as the stores compare them)
+                // are refused here, before any batch is written, not by the store part-way.
+                let held = value("issuer") + "\u{0}" + reference.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                    .joined(separator: "\u{0}").lowercased()
+                if let first = references[held] {
+                    problems.append(Problem(line: line, reason: "issuer_reference: the same as on line \(first) (letter case aside)"))
+                    continue
+                }
+                references[held] = line
                 cards.append(CardRecord(id: CardID(id), program: ProgramID(value("program")), issuer: IssuerID(value("issuer")),
                                         issuerReference: IssuerReference(reference)))
             } else {

@@ -170,32 +170,41 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     /// One operation of the request path (a connection from the pool and its statements), run in
-    /// a task of its own and waited for at most `operationTimeout`:
-    /// - the caller's cancellation does not reach it: a request cancelled by a shutdown after its
-    ///   attempt still records the attempt (its audit event, its claim's end), as SQLite's group
-    ///   commit does; postgres-nio otherwise ends a cancelled task's query with `CancellationError`
-    ///   and the event is lost;
-    /// - a server that stopped answering fails the request once the timeout has passed, instead of
-    ///   holding it past its deadline (postgres-nio's pool waits for a connection without a
-    ///   bound). The operation itself goes on and may still complete: a claim that lands late is
-    ///   then seen as a request under way and, after its abandon time, as one whose outcome is
-    ///   unknown, the safe side.
-    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// a task of its own and waited for at most `operationTimeout`, so that a server that stopped
+    /// answering fails the request instead of holding it (postgres-nio's pool waits for a
+    /// connection without a bound).
+    /// - `shielded` (the writes that record what already happened: audit events, a claim's end,
+    ///   security events): neither the caller's cancellation nor the timeout stops it. A request
+    ///   cancelled by a shutdown after its attempt still records it, as SQLite's group commit does
+    ///   (postgres-nio ended a cancelled task's query with `CancellationError`, and the event was
+    ///   lost); past the timeout the caller is answered and the write still lands if it can (each
+    ///   is keyed, so landing late changes nothing else).
+    /// - otherwise (reads, a claim, a card change): the caller's cancellation and the timeout both
+    ///   cancel it, so that an outage does not pile up waiting queries that all run once the
+    ///   server is back. One whose statements had already reached the server may still commit.
+    private func bounded<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
         let name = displayName
         let race = FirstOutcome<T>()
-        return try await withCheckedThrowingContinuation { continuation in
-            race.wait(continuation)
-            let timer = Task {
-                try await Task.sleep(for: timeout)
-                race.finish(.failure(StoreError(store: name, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)")))
+        let work = WorkHandle()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.wait(continuation)
+                let timer = Task<Void, Never> {
+                    do { try await Task.sleep(for: timeout) } catch { return }
+                    race.finish(.failure(StoreError(store: name, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)")))
+                    if !shielded { work.cancel() }
+                }
+                let running = Task<Void, Never> {
+                    let result: Result<T, any Error>
+                    do { result = .success(try await body()) } catch { result = .failure(error) }
+                    timer.cancel()
+                    race.finish(result)
+                }
+                if !shielded { work.hold(running) }
             }
-            Task {
-                let result: Result<T, any Error>
-                do { result = .success(try await body()) } catch { result = .failure(error) }
-                timer.cancel()
-                race.finish(result)
-            }
+        } onCancel: {
+            if !shielded { work.cancel() }
         }
     }
 
@@ -227,15 +236,18 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     /// None on a database never migrated (no `schema_migrations` yet: `store check` before a first start).
+    /// Bounded like a request's operations: `/readyz` asks it on every probe.
     public func schemaVersions() async throws -> [String] {
-        var versions: [String] = []
-        do {
-            for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY version", logger: logger)
-                .decode(String.self) { versions.append(version) }
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
-            return []
+        try await bounded { [self] in
+            var versions: [String] = []
+            do {
+                for try await version in try await client.query("SELECT version FROM schema_migrations ORDER BY version", logger: logger)
+                    .decode(String.self) { versions.append(version) }
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+                return []
+            }
+            return versions
         }
-        return versions
     }
 
     // MARK: Cards
@@ -489,7 +501,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
-        try await bounded { [self] in
+        try await bounded(shielded: true) { [self] in
             try await client.query("""
                 INSERT INTO security_events (at, kind, actor, source, card_id, detail)
                 VALUES (\(StoreRows.milliseconds(event.at)), \(event.kind.rawValue), \(event.actor), \(event.source), \(event.cardID?.rawValue),
@@ -519,7 +531,7 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Audit
 
     public func appendAudit(_ event: AuditEvent) async throws {
-        try await bounded { [self] in
+        try await bounded(shielded: true) { [self] in
             try await insertAudit(event) { query in try await self.client.query(query, logger: self.logger) }
         }
     }
@@ -609,7 +621,7 @@ public final class PostgresGatewayStore: GatewayStore {
     public func completeIdempotencyKey(
         client clientID: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]
     ) async throws {
-        try await bounded { [self] in
+        try await bounded(shielded: true) { [self] in
             let update: PostgresQuery = """
                 UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
                 WHERE client_id = \(clientID.rawValue) AND key = \(key) AND created_at = \(StoreRows.milliseconds(claimedAt))
@@ -640,7 +652,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        try await bounded { [self] in
+        try await bounded(shielded: true) { [self] in
             var binds = PostgresBindings(capacity: 3)
             binds.append(clientID.rawValue)
             binds.append(key)
@@ -650,7 +662,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        try await bounded { [self] in
+        try await bounded(shielded: true) { [self] in
             try await client.query("""
                 DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
                 AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
@@ -668,28 +680,40 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 }
 
-/// The first of two outcomes to arrive resumes the waiting caller; the other is dropped.
+/// The first of two outcomes to arrive resumes the waiting caller; the other is dropped. The
+/// caller waits (`wait`) before either outcome's task exists.
 final class FirstOutcome<T: Sendable>: Sendable {
-    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, early: Result<T, any Error>?)>((nil, nil))
+    private let waiting = Mutex<CheckedContinuation<T, any Error>?>(nil)
 
     func wait(_ continuation: CheckedContinuation<T, any Error>) {
-        let early = state.withLock { state -> Result<T, any Error>? in
-            guard let early = state.early else { state.continuation = continuation; return nil }
-            return early
-        }
-        if let early { continuation.resume(with: early) }
+        waiting.withLock { $0 = continuation }
     }
 
     func finish(_ result: Result<T, any Error>) {
-        let waiting = state.withLock { state -> CheckedContinuation<T, any Error>? in
-            guard let continuation = state.continuation else {
-                if state.early == nil { state.early = result }
-                return nil
-            }
-            state.continuation = nil
-            state.early = result
-            return continuation
+        waiting.withLock { waiting in
+            defer { waiting = nil }
+            return waiting
+        }?.resume(with: result)
+    }
+}
+
+/// The task of one bounded operation that is not shielded: the caller's cancellation or the
+/// timeout cancels it, whether that comes before or after the task exists.
+final class WorkHandle: Sendable {
+    private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+
+    func hold(_ task: Task<Void, Never>) {
+        let cancelNow = state.withLock { state -> Bool in
+            state.task = task
+            return state.cancelled
         }
-        waiting?.resume(with: result)
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel() {
+        state.withLock { state -> Task<Void, Never>? in
+            state.cancelled = true
+            return state.task
+        }?.cancel()
     }
 }

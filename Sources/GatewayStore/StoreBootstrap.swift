@@ -66,11 +66,11 @@ public enum StoreBootstrap {
         }
     }
 
-    /// Runs `body` with a migrated store (as it was, with `migrate: false`: `store check` reads a
-    /// store it must not change), keeping its background work alive for the duration.
     /// The schema versions this binary migrates a store to, oldest first (both stores have the same).
     public static var currentSchema: [String] { SQLiteGatewayStore.migrator.migrations }
 
+    /// Runs `body` with a migrated store (as it was, with `migrate: false`: `store check` reads a
+    /// store it must not change), keeping its background work alive for the duration.
     public static func withStore<T: Sendable>(
         _ config: StoreConfig, baseDirectory: URL?, environment: [String: String], logger: Logger, migrate: Bool = true,
         _ body: @escaping @Sendable (Opened) async throws -> T

@@ -71,8 +71,8 @@ enum CommandLineActor {
     /// sudo it is the account sudo ran it as, and sudo's own log says who asked.
     static var name: String {
         let uid = getuid()
-        var user = "\(uid)"
-        if let entry = getpwuid(uid), let login = entry.pointee.pw_name { user = String(cString: login) + "(\(uid))" }
-        return "cli:" + String(user.prefix(40).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.()".contains($0)) ? $0 : "?" })
+        var login = ""
+        if let entry = getpwuid(uid), let name = entry.pointee.pw_name { login = String(cString: name) }
+        return "cli:" + String(login.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) ? $0 : "?" }) + "(\(uid))"
     }
 }

@@ -31,7 +31,10 @@ struct Vault: AsyncParsableCommand {
 
         func run() async throws {
             var number = self.number ?? ""
-            if self.number == nil {
+            if self.number == nil, isatty(STDIN_FILENO) == 1 {
+                // Typed at a terminal: the line typed.
+                number = readLine(strippingNewline: true) ?? ""
+            } else if self.number == nil {
                 // One number: a second line would otherwise be dropped without a word.
                 var lines: [String] = []
                 while lines.count < 2, let line = readLine(strippingNewline: true) {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayServer
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
@@ -249,6 +250,21 @@ import Testing
             #expect(response.headers[.accept] == "application/json")
             #expect(!String(buffer: response.body).contains("4111111111111111"))
             #expect(await sandbox.bridge.log.count == 0)
+            // Under an Idempotency-Key: refused before the key is claimed, so the same key then serves.
+            var keyed = headers
+            keyed[HTTPField.Name("Idempotency-Key")!] = "media-\(UUID().uuidString)"
+            let refused = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                   headers: keyed, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(refused.status == .unsupportedMediaType)
+            keyed[.contentType] = "application/json"
+            let served = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                  headers: keyed, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(served.status == .ok, "\(served.json)")
+            // An empty body (Content-Length: 0) of any type is no body: the body is required.
+            let empty = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                 headers: headers, body: ByteBuffer())
+            expectProblem(empty, status: .badRequest, code: "invalid_request")
+            #expect(empty.json["detail"] as? String == "the body is required", "\(empty.json)")
             // A card's registration takes JSON too.
             let card = try await client.execute(uri: "/v1/cards/card_media", method: .put, headers: headers,
                                                 body: ByteBuffer(string: #"{"program":"demo","issuer":"bridge","issuer_reference":{"card_account_id":"ca_media"}}"#))

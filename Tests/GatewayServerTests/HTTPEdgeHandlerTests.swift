@@ -22,6 +22,10 @@ import Testing
         ("GET /healthz HTTP/1.0\r\nHost: x\r\nhost: x\r\n\r\n", "it has more than one Host header"),
         ("GET /healthz HTTP/1.1\r\nHost: x/\(secret)\r\n\r\n", "its Host header is not a host and port"),
         ("GET /healthz HTTP/1.1\r\nHost: \(String(repeating: "a", count: 301))\r\n\r\n", "its Host header is not a host and port"),
+        ("GET /healthz HTTP/1.1\r\nHost: a:b:c\r\n\r\n", "its Host header is not a host and port"),
+        ("GET /healthz HTTP/1.1\r\nHost: x:abc\r\n\r\n", "its Host header is not a host and port"),
+        ("GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", "its Host header is not a host and port"),
+        ("GET /healthz HTTP/1.1\r\nHost: x:123456\r\n\r\n", "its Host header is not a host and port"),
     ]
 
     @Test(arguments: heads.indices)

@@ -158,6 +158,12 @@ struct PostgresGatewayStoreTests {
     }
 }
 
+/// Both stores migrate to the same schema versions, which `route explain` requires of a store.
+@Test func bothStoresKnowTheSameSchemaVersions() {
+    #expect(PostgresGatewayStore.migrations.map(\.version) == StoreBootstrap.currentSchema)
+    #expect(StoreBootstrap.currentSchema.last == StoreRows.referenceCaseFoldVersion)
+}
+
 /// Needs no server: nothing listens on port 1.
 @Suite struct PostgresUnreachableTests {
     @Test func anUnreachableServerIsAClearErrorNamingTheStore() async throws {

@@ -110,6 +110,16 @@ import Testing
         #expect(try await store.card("d1") == nil)
     }
 
+    /// Two rows with one issuer reference, in any letter case, are refused before any batch is
+    /// written (they fell in different batches, the store would have refused the second part-way).
+    @Test func oneReferenceOnTwoRowsIsRefusedBeforeAnythingIsWritten() async throws {
+        let store = try await store()
+        let file = Self.tmpCards(["r1", "r2", "r3"]) + "r4,demo,tmp,TMP_R1\n"
+        #expect(try await importer.run(file, into: store, batchRows: 1, pause: .zero)
+                == .rejected([CardImport.Problem(line: 5, reason: "issuer_reference: the same as on line 2 (letter case aside)")]))
+        #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+    }
+
     @Test func movingCardsToAnotherIssuerIsAnotherImport() async throws {
         let store = try await store()
         _ = try await importer.run(Self.good, into: store)

@@ -192,6 +192,23 @@ import WalletCrypto
         #expect(problems(yaml) == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
     }
 
+    /// A sandbox card's data is checked by the vault's own rule, Luhn included, so `config check`
+    /// says what start-up would otherwise stop on.
+    @Test func aSandboxCardsNumberIsCheckedAsTheVaultChecksIt() {
+        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
+
+            sandbox:
+              enabled: true
+              cards:
+                - card_id: c1
+                  program: acme
+                  issuer: bridge
+                  issuer_reference: { customer_id: cust_1, card_account_id: ca_1 }
+                  card: { number: "4111111111111112", name: Jane, expiry: "01/30" }
+            """
+        #expect(problems(yaml) == ["sandbox.cards[0].card: number: its check digit (Luhn) does not hold: a digit is wrong"])
+    }
+
     @Test func routingRulesNameKnownIssuersAndCoverCardsWithoutOne() throws {
         let sandboxCard = """
 

@@ -168,10 +168,10 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// `HostHeaderCheck` refused a request's head (it passes an `HTTPParserError` on next): the
     /// answer names `rule` instead of the parser's.
     func refuseHead(because rule: String) {
-        if refusal == nil { refusal = Self.refusal(rule) }
+        if refusal == nil { refusal = Self.unreadable(rule) }
     }
 
-    static func refusal(_ what: String) -> GatewayError {
+    static func unreadable(_ what: String) -> GatewayError {
         GatewayError(.invalidRequest, "the request could not be read as HTTP/1.1: \(what); the connection is closed")
     }
 
@@ -189,7 +189,7 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .lfExpected, .invalidConstant, .strictModeAssertion: "its request line or a header line is not HTTP/1.1's form"
         default: "it is not a valid HTTP/1.1 request (\(parseError.debugDescription))"
         }
-        return refusal(what)
+        return unreadable(what)
     }
 }
 

@@ -57,18 +57,29 @@ final class HostHeaderCheck: ChannelInboundHandler, RemovableChannelHandler {
         return isValidHost(host) ? nil : "its Host header is not a host and port"
     }
 
-    /// RFC 3986's `host [ ":" port ]` by its characters: a registered name's unreserved, percent
-    /// and sub-delimiter characters, an IP literal's brackets and colons. Empty is allowed (a target
-    /// without an authority).
+    /// RFC 3986's `host [ ":" port ]`: an IP literal in brackets, or a registered name or IPv4
+    /// address (unreserved, percent and sub-delimiter characters, no `:`), then at most one `:`
+    /// and a port of at most 5 digits. Empty is allowed (a target without an authority).
     static func isValidHost(_ host: String) -> Bool {
-        host.utf8.count <= maxLength && host.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default:
-                "-._~!$&'()*+,;=%:[]".utf8.contains(byte)
+        let bytes = Array(host.utf8)
+        guard bytes.count <= maxLength else { return false }
+        func isAlphanumeric(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+        }
+        var index = 0
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1,
+                  bytes[1..<close].allSatisfy({ isAlphanumeric($0) || ":.%-_~".utf8.contains($0) }) else { return false }
+            index = close + 1
+        } else {
+            while index < bytes.count, bytes[index] != UInt8(ascii: ":") {
+                guard isAlphanumeric(bytes[index]) || "-._~!$&'()*+,;=%".utf8.contains(bytes[index]) else { return false }
+                index += 1
             }
         }
+        guard index < bytes.count else { return true }
+        let port = bytes[(index + 1)...]
+        return bytes[index] == UInt8(ascii: ":") && port.count <= 5 && port.allSatisfy { (0x30...0x39).contains($0) }
     }
 }
 
