@@ -63,7 +63,7 @@ import Testing
                 + "GET /v1/cards/%20 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n\r\n"
                 + "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Note: a\u{01}\r\n\r\n")
             #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
-            let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            let answers = Self.answers(connection.text)
             #expect(answers.count == 3, "\(connection.text.prefix(600))")
             guard answers.count == 3 else { return }
             #expect(answers[0].hasPrefix("HTTP/1.1 200 "))
@@ -101,7 +101,7 @@ import Testing
                 + "GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"
                 + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
-            let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            let answers = Self.answers(connection.text)
             #expect(answers.count == 2, "\(connection.text.prefix(600))")
             guard answers.count == 2 else { return }
             #expect(answers[0].hasPrefix("HTTP/1.1 200 "))
@@ -122,7 +122,7 @@ import Testing
                 + "CONNECT /v1/cards/card_bridge_demo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_nobody\r\n\r\n"
                 + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(await connection.eventually { !$0.isOpen }, "the connection stays open")
-            let answers = connection.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            let answers = Self.answers(connection.text)
             #expect(answers.count == (afterAnotherRequest ? 2 : 1), "\(connection.text.prefix(600))")
             if afterAnotherRequest { #expect(answers.first?.hasPrefix("HTTP/1.1 200 ") == true) }
             let connect = try #require(answers.last)
@@ -130,6 +130,11 @@ import Testing
             #expect(connect.lowercased().contains("connection: close"))
             #expect(connect.hasSuffix("\r\n\r\n"), "an answer to CONNECT has no body")
         }
+    }
+
+    /// The answers a connection received, each from its status line on.
+    static func answers(_ text: String) -> [String] {
+        text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
     }
 
     /// The status line, the header fields (names lower-cased) and the body of one answer.

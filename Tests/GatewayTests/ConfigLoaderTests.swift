@@ -178,8 +178,10 @@ import WalletCrypto
         ])
     }
 
-    @Test func aSandboxCardNeedsItsIssuersReferenceFields() {
-        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
+    /// The minimal file on the sandbox's Bridge, with one sandbox card `c1` of program `acme` at
+    /// `bridge` whose remaining lines are `rest` (each indented as the card's keys are).
+    static func sandboxCard(_ rest: String) -> String {
+        minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
 
             sandbox:
               enabled: true
@@ -187,25 +189,22 @@ import WalletCrypto
                 - card_id: c1
                   program: acme
                   issuer: bridge
-                  issuer_reference: { customer_id: cust_1 }
-            """
-        #expect(problems(yaml) == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
+
+            """ + rest.split(separator: "\n").map { "      " + $0 }.joined(separator: "\n") + "\n"
+    }
+
+    @Test func aSandboxCardNeedsItsIssuersReferenceFields() {
+        #expect(problems(Self.sandboxCard("issuer_reference: { customer_id: cust_1 }"))
+                == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
     }
 
     /// A sandbox card's data is checked by the vault's own rule, Luhn included, so `config check`
     /// says what start-up would otherwise stop on.
     @Test func aSandboxCardsNumberIsCheckedAsTheVaultChecksIt() {
-        let yaml = Self.minimal.replacingOccurrences(of: "https://api.bridge.xyz/v0", with: "sandbox://bridge") + """
-
-            sandbox:
-              enabled: true
-              cards:
-                - card_id: c1
-                  program: acme
-                  issuer: bridge
-                  issuer_reference: { customer_id: cust_1, card_account_id: ca_1 }
-                  card: { number: "4111111111111112", name: Jane, expiry: "01/30" }
-            """
+        let yaml = Self.sandboxCard("""
+            issuer_reference: { customer_id: cust_1, card_account_id: ca_1 }
+            card: { number: "4111111111111112", name: Jane, expiry: "01/30" }
+            """)
         #expect(problems(yaml) == ["sandbox.cards[0].card: number: its check digit (Luhn) does not hold: a digit is wrong"])
     }
 
