@@ -88,6 +88,11 @@ public struct IdempotencyGuard: Sendable {
                     expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
                     abandonAt: now.addingTimeInterval(Double((waitLimit + Self.abandonMargin).wholeMilliseconds) / 1000))
             } catch {
+                // The claim may have landed with its acknowledgement lost (a connection cut during
+                // the COMMIT). Nothing was sent to the issuer, so this request's own claim, if it is
+                // there, is freed for a retry (a release touches only the claim made at `now`); left
+                // in place it would read as in progress, then as an outcome unknown.
+                try? await store.releaseIdempotencyKey(client: client, key: key, claimedAt: now)
                 throw GatewayError(.internal, "the store could not record the Idempotency-Key", cause: error)
             }
             switch claim {

@@ -301,6 +301,27 @@ import Testing
         }
     }
 
+    /// A claim committed with its acknowledgement lost: the caller gets 500 and nothing reached
+    /// the issuer, so the claim is freed, and a retry with the key runs (once) instead of reading
+    /// as in progress, then as an outcome unknown.
+    @Test func aClaimWhoseAcknowledgementIsLostIsFreedForTheRetry() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            store.loseNextClaimAcknowledgement()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-81")
+            #expect(first.status == .internalServerError && first.json["code"] as? String == "internal", "\(first.json)")
+            #expect((first.json["detail"] as? String)?.contains("could not record the Idempotency-Key") == true, "\(first.json)")
+            #expect(await sandbox.bridge.log.count == 0)
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-81")
+            #expect(retry.status == .ok, "\(retry.json)")
+            #expect(await sandbox.bridge.log.count == 1)
+            let replay = try await Self.provision(client, body: body, idempotencyKey: "order-81")
+            #expect(replay.status == .ok && replay.json["provisioning_id"] as? String == retry.json["provisioning_id"] as? String)
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
     /// From here on the store refuses every audit event (and only those), under the running gateway.
     static func refuseAuditEvents(_ store: SQLiteGatewayStore, _ refuse: Bool = true) async throws {
         let database = try DatabaseQueue(path: store.path)

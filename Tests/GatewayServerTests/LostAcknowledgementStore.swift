@@ -3,7 +3,7 @@ import GatewayStore
 import ProvisioningCore
 import Synchronization
 
-/// A real SQLite store whose next `completeIdempotencyKey` commits and then throws: what the
+/// A real SQLite store whose next `completeIdempotencyKey` (or claim) commits and then throws: what the
 /// gateway sees when a PostgreSQL COMMIT succeeds but its acknowledgement is lost (the connection
 /// cut during it). Everything else goes to the store as it is.
 final class LostAcknowledgementStore: GatewayStore {
@@ -14,8 +14,12 @@ final class LostAcknowledgementStore: GatewayStore {
 
     init(_ inner: SQLiteGatewayStore) { self.inner = inner }
 
+    private let claimArmed = Mutex(false)
+
     /// The next completion is committed, then reported as failed.
     func loseNextAcknowledgement() { armed.withLock { $0 = true } }
+    /// The next claim is committed, then reported as failed.
+    func loseNextClaimAcknowledgement() { claimArmed.withLock { $0 = true } }
 
     func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
         try await inner.completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: audit)
@@ -47,8 +51,10 @@ final class LostAcknowledgementStore: GatewayStore {
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
         async throws -> IdempotencyClaim
     {
-        try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
-                                            abandonAt: abandonAt)
+        let claim = try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
+                                                        abandonAt: abandonAt)
+        if claimArmed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
+        return claim
     }
     func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
