@@ -117,6 +117,12 @@ import Testing
         let cardDeleted = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", "card_v"])
         #expect(cardDeleted.status == 0 && cardDeleted.stdout.contains("deleted card card_v"))
         #expect(try await store.vaultEntry("card_v") == nil)
+        // Deleting what is not there (again, or a typo'd id) fails, so that a script notices, and
+        // writes no security event.
+        for command in ["cards", "vault"] {
+            let again = try await CommandLineTests.run([command, "delete", "--config", config.path, "--card-id", "card_v"])
+            #expect(again.status == 2 && again.stderr.contains("nothing deleted") && again.stdout.isEmpty, "\(again.stdout)\(again.stderr)")
+        }
         let kinds = try await store.securityEvents(SecurityEventQuery(cardID: "card_v")).map(\.kind)
         #expect(kinds == [.vaultPut, .vaultDeleted, .vaultPut, .cardDeleted])
         let all = try await store.securityEvents(SecurityEventQuery())

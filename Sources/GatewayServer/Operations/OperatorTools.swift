@@ -126,7 +126,8 @@ public enum OperatorTools {
         }
     }
 
-    /// `cards delete`: the card and its vault entry.
+    /// `cards delete`: the card and its vault entry. A card id the registry does not hold is a
+    /// failure (exit 2), as `rm` without `-f`: a typo'd id must not read as done in a script.
     public static func deleteCard(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
@@ -134,7 +135,8 @@ public enum OperatorTools {
         return await withStore(config: path, environment: environment) { _, store in
             let deleted = try await store.deleteCard(
                 CardID(id), owners: nil, event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: actor, cardID: CardID(id))) != nil
-            return .ok(deleted ? "deleted card \(id) and its vault entry" : "no card \(id)")
+            return deleted ? .ok("deleted card \(id) and its vault entry")
+                : .failed("no card \(id) in the registry: nothing deleted (card ids are case-sensitive)")
         }
     }
 
@@ -176,14 +178,15 @@ public enum OperatorTools {
         }
     }
 
-    /// `vault delete`.
+    /// `vault delete`; an id with no vault entry is a failure, as for `cards delete`.
     public static func deleteVaultEntry(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
         return await withVault(config: path, environment: environment) { vault, _ in
             let deleted = try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: actor, cardID: CardID(id)))
-            return .ok(deleted ? "deleted the vault entry for \(id)" : "no vault entry for \(id)")
+            return deleted ? .ok("deleted the vault entry for \(id)")
+                : .failed("no vault entry for \(id): nothing deleted (card ids are case-sensitive)")
         }
     }
 
