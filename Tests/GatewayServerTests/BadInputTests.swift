@@ -213,6 +213,33 @@ import Testing
         }
     }
 
+    /// An operation that takes query parameters refuses any other, where it had ignored it: a
+    /// misspelled filter (`programme`, `card`) answered the whole unfiltered list. The name is
+    /// repeated only when it reads as a name; a query on an operation that takes none is ignored.
+    @Test func aMisspelledFilterIsRefusedNotDropped() async throws {
+        try await GatewayHarness.run { client, _ in
+            let tenant: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+            let ops: HTTPFields = [.authorization: "Bearer \(GatewayHarness.opsKey)"]
+            let cases: [(uri: String, headers: HTTPFields, detail: String)] = [
+                ("/v1/cards?programme=demo", tenant, "programme: not a parameter of this operation, which takes program, issuer, after, limit"),
+                ("/v1/admin/audit?card=card_x&limit=5", ops, "card: not a parameter of this operation, which takes kind, actor, card_id, after, limit"),
+                ("/v1/admin/routes/explain?card_id=c&walet=apple_pay", ops, "walet: not a parameter of this operation, which takes card_id, wallet"),
+                ("/v1/cards?4111111111111111=1", tenant, "a query parameter: not a parameter of this operation"),
+            ]
+            for (uri, headers, detail) in cases {
+                let response = try await client.execute(uri: uri, method: .get, headers: headers)
+                expectProblem(response, status: .badRequest, code: "invalid_request")
+                let text = response.json["detail"] as? String ?? ""
+                #expect(text.contains(detail) && !text.contains("4111111111111111"), "\(uri): \(text)")
+            }
+            // The same lists with their filters spelt right answer.
+            #expect(try await client.execute(uri: "/v1/cards?program=demo&limit=5", method: .get, headers: tenant).status == .ok)
+            #expect(try await client.execute(uri: "/v1/admin/audit?card_id=card_x&limit=5", method: .get, headers: ops).status == .ok)
+            // An operation that takes no query ignores one (a cache-buster a proxy adds).
+            #expect(try await client.execute(uri: "/v1/admin/issuers?_=17", method: .get, headers: ops).status == .ok)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

@@ -10,8 +10,10 @@ import Yams
 /// does not exist, an issuer that is not configured) is another code.
 ///
 /// One rule for the whole API: unknown fields in a JSON body are refused (every request schema
-/// has `additionalProperties: false`); unknown query parameters and headers are ignored, as
-/// proxies and SDKs add their own.
+/// has `additionalProperties: false`); unknown headers are ignored, as proxies and SDKs add their
+/// own. An operation that takes query parameters (a list and its filters) refuses any other, since
+/// a misspelled filter (`?card=` for `?card_id=`) would silently widen the answer; one that takes
+/// none ignores a query.
 public struct RequestContract: Sendable {
     public struct Parameter: Sendable {
         public let name: String
@@ -124,6 +126,16 @@ public struct RequestContract: Sendable {
             }
         }
         for parameter in operation.pathParameters { check(parameter, pathParameters[parameter.name]) }
+        if !operation.queryParameters.isEmpty {
+            let known = operation.queryParameters.map(\.name)
+            var refused: Set<String> = []
+            for item in query where !known.contains(item.name) && refused.count < 5 && refused.insert(item.name).inserted {
+                // The name is repeated only when it reads as one (never a long digit run, which
+                // may be a card number given by mistake).
+                let shown = InputRules.isName(item.name) && !InputRules.hasLongDigitRun(item.name) ? "\(item.name)" : "a query parameter"
+                problems.append("\(shown): not a parameter of this operation, which takes \(known.joined(separator: ", "))")
+            }
+        }
         for parameter in operation.queryParameters {
             let values = query.filter { $0.name == parameter.name }
             if values.count > 1 {
