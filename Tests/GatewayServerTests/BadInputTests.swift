@@ -240,6 +240,29 @@ import Testing
         }
     }
 
+    /// A query part without `=` before a parameter the generated code looks for made its parser
+    /// throw, and the caller's typo answered 500 `internal` (logged as an error, counted as a 5xx)
+    /// on every operation that takes a query. It is 400 naming the query's grammar; an operation
+    /// that takes no query still ignores one.
+    @Test func aMalformedQueryIsTheCallersFaultNotA500() async throws {
+        try await GatewayHarness.run { client, _ in
+            let tenant: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+            let ops: HTTPFields = [.authorization: "Bearer \(GatewayHarness.opsKey)"]
+            for (uri, headers) in [("/v1/cards?&", tenant), ("/v1/cards?limit=1&&program=demo", tenant), ("/v1/cards?%26", tenant),
+                                   ("/v1/admin/audit?kind=auth_failed&&limit=1", ops),
+                                   ("/v1/admin/routes/explain?card_id=card_bridge_demo&&wallet=apple_pay", ops)] {
+                let response = try await client.execute(uri: uri, method: .get, headers: headers)
+                expectProblem(response, status: .badRequest, code: "invalid_request")
+                #expect((response.json["detail"] as? String)?.contains("every part must be name=value") == true, "\(uri): \(response.json)")
+            }
+            let escape = try await client.execute(uri: "/v1/cards?program=%ZZ", method: .get, headers: tenant)
+            expectProblem(escape, status: .badRequest, code: "invalid_request")
+            #expect((escape.json["detail"] as? String)?.hasPrefix("the query: a % escape") == true, "\(escape.json)")
+            #expect(try await client.execute(uri: "/v1/cards?limit=1&", method: .get, headers: tenant).status == .ok)
+            #expect(try await client.execute(uri: "/v1/cards/card_bridge_demo?pretty&&", method: .get, headers: tenant).status == .ok)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

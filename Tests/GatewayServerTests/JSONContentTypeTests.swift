@@ -35,10 +35,35 @@ import Testing
         ("/v1/cards?limit=%31%30&x=|", [("limit", "10"), ("x", "|")]),
         ("/v1/admin/audit?actor=a+b&after=5#frag", [("actor", "a b"), ("after", "5")]),
         ("/v1/cards?flag&=v&bad=%ZZ", [("flag", ""), ("", "v"), ("bad", "")]),
+        ("/v1/cards?limit=1&", [("limit", "1")]),
         ("/v1/cards", []),
     ])
     func aQueryIsReadAsTheGeneratedCodeReadsIt(target: String, items: [(String, String)]) {
         let read = RequestContractMiddleware.queryItems(target)
         #expect(read.map(\.name) == items.map(\.0) && read.map(\.value) == items.map(\.1), "\(read)")
+    }
+
+    /// What the generated code's parser throws on (a part without `=` before the parameter it
+    /// looks for) and escapes that decode to nothing are named; a trailing `&` and an empty name
+    /// are not the query's fault.
+    @Test(arguments: [
+        ("/v1/cards?pretty", "every part must be name=value"),
+        ("/v1/cards?&", "every part must be name=value"),
+        ("/v1/cards?limit=1&&program=demo", "every part must be name=value"),
+        ("/v1/cards?a;b", "every part must be name=value"),
+        ("/v1/cards?limit%3D1", "every part must be name=value"),
+        ("/v1/cards?program=%ZZ", "not percent-encoded UTF-8"),
+        ("/v1/cards?actor=%FF", "not percent-encoded UTF-8"),
+        ("/v1/cards?limit=1&", nil),
+        ("/v1/cards?=v&limit=1", nil),
+        ("/v1/cards?", nil),
+    ])
+    func aQueryThatIsNoFormQueryIsNamed(target: String, problem: String?) {
+        let read = RequestContractMiddleware.query(target)
+        if let problem {
+            #expect(read.problem?.contains(problem) == true, "\(read)")
+        } else {
+            #expect(read.problem == nil, "\(read)")
+        }
     }
 }

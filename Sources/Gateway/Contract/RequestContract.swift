@@ -102,14 +102,17 @@ public struct RequestContract: Sendable {
     }
 
     /// What is wrong with a request to `operationID`, each `field: rule`; empty when it holds.
-    /// `query` is the decoded query items in order; `header` reads a header by name; `body` is
-    /// the JSON body's bytes (nil or empty when there is none).
+    /// `query` is the decoded query items in order, and `queryProblem` what makes the query no
+    /// form-style query (refused only by an operation that takes one: no other parses it);
+    /// `header` reads a header by name; `body` is the JSON body's bytes (nil or empty when there
+    /// is none).
     public func problems(
-        operationID: String, pathParameters: [String: String], query: [(name: String, value: String)],
+        operationID: String, pathParameters: [String: String], query: [(name: String, value: String)], queryProblem: String? = nil,
         header: (String) -> String?, body: Data?
     ) -> [String] {
         guard let operation = operations[operationID] else { return [] }
         var problems: [String] = []
+        if let queryProblem, !operation.queryParameters.isEmpty { problems.append(queryProblem) }
         func check(_ parameter: Parameter, _ text: String?) {
             guard let text else {
                 if parameter.required { problems.append("\(parameter.name): required") }

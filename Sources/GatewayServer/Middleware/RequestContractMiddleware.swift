@@ -42,9 +42,9 @@ struct RequestContractMiddleware: ServerMiddleware {
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
         }
-        let query = request.path.map(Self.queryItems) ?? []
+        let query = request.path.map(Self.query) ?? (items: [], problem: nil)
         let problems = contract.problems(
-            operationID: operationID, pathParameters: pathParameters, query: query,
+            operationID: operationID, pathParameters: pathParameters, query: query.items, queryProblem: query.problem,
             header: { name in HTTPField.Name(name).flatMap { request.headerFields[$0] } }, body: bytes)
         if !problems.isEmpty {
             let listed = problems.prefix(Self.listedProblems).joined(separator: "; ")
@@ -58,17 +58,35 @@ struct RequestContractMiddleware: ServerMiddleware {
     /// form-style query): split on `&` and the first `=`, `+` a space, then percent-decoded, and
     /// empty when that fails. So what the contract checks is what the handler gets (URLComponents
     /// kept `+`, and re-encoded a whole query once one character in it needed it).
-    static func queryItems(_ target: String) -> [(name: String, value: String)] {
-        guard let mark = target.firstIndex(of: "?") else { return [] }
+    static func queryItems(_ target: String) -> [(name: String, value: String)] { query(target).items }
+
+    /// The query's items, and what makes it no form-style query, or nil: a part without `=` (an
+    /// empty one between two `&` included; a trailing `&` is harmless), which the generated code's
+    /// parser throws on when the part comes before the parameter it looks for (so the caller's
+    /// typo was a 500), or an escape that is not percent-encoded UTF-8 (read as an empty value,
+    /// whose rule then named the wrong fault). The contract refuses either on an operation that
+    /// takes a query; one that takes none never parses it.
+    static func query(_ target: String) -> (items: [(name: String, value: String)], problem: String?) {
+        guard let mark = target.firstIndex(of: "?") else { return ([], nil) }
         var query = target[target.index(after: mark)...]
         if let fragment = query.firstIndex(of: "#") { query = query[..<fragment] }
+        var problem: String?
         func decoded(_ text: Substring) -> String {
-            text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+            let spaced = text.replacingOccurrences(of: "+", with: " ")
+            guard let value = spaced.removingPercentEncoding else {
+                problem = problem ?? "the query: a % escape that is not percent-encoded UTF-8"
+                return ""
+            }
+            return value
         }
-        return query.split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return (name: decoded(parts[0]), value: parts.count > 1 ? decoded(parts[1]) : "")
+        var parts = query.split(separator: "&", omittingEmptySubsequences: false)
+        if parts.last?.isEmpty == true { parts.removeLast() }
+        let items = parts.map { pair in
+            let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if halves.count < 2 { problem = problem ?? "the query: every part must be name=value, the parts joined by a single &" }
+            return (name: decoded(halves[0]), value: halves.count > 1 ? decoded(halves[1]) : "")
         }
+        return (items, problem)
     }
 
     /// What every operation with a body takes, as `Accept` says on a 415.
