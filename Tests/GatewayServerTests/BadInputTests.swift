@@ -263,6 +263,32 @@ import Testing
         }
     }
 
+    /// A body sent to an operation that takes none was dropped unread: a DELETE with one deleted,
+    /// a resume with one resumed, though the caller believed it had said more. It is refused before
+    /// anything acts; an empty body (`Content-Length: 0`) is no body.
+    @Test func aBodyToAnOperationThatTakesNoneIsRefusedBeforeAnythingActs() async throws {
+        try await GatewayHarness.run { client, _ in
+            let tenant: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: "application/json"]
+            let ops: HTTPFields = [.authorization: "Bearer \(GatewayHarness.opsKey)", .contentType: "text/plain"]
+            let deleted = try await client.execute(uri: "/v1/cards/card_bridge_demo", method: .delete, headers: tenant,
+                                                   body: ByteBuffer(string: #"{"only_if":"unused"}"#))
+            expectProblem(deleted, status: .badRequest, code: "invalid_request")
+            #expect((deleted.json["detail"] as? String)?.contains("this operation takes no body") == true, "\(deleted.json)")
+            #expect(try await client.execute(uri: "/v1/cards/card_bridge_demo", method: .get, headers: tenant).status == .ok)
+
+            #expect(try await client.execute(uri: "/v1/admin/issuers/bridge/pause", method: .post, headers: ops).status == .ok)
+            let resumed = try await client.execute(uri: "/v1/admin/issuers/bridge/resume", method: .post, headers: ops, body: ByteBuffer(string: "now"))
+            expectProblem(resumed, status: .badRequest, code: "invalid_request")
+            let health = try await client.execute(uri: "/v1/admin/issuers", method: .get, headers: ops)
+            let bridge = (health.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }
+            #expect(bridge?["paused"] as? Bool == true, "\(health.json)")
+
+            // No body, or an empty one, is what these operations take.
+            #expect(try await client.execute(uri: "/v1/admin/issuers/bridge/resume", method: .post, headers: ops, body: ByteBuffer()).status == .ok)
+            #expect(try await client.execute(uri: "/v1/cards/card_bridge_demo", method: .delete, headers: tenant).status == .noContent)
+        }
+    }
+
     /// `Accept` is not negotiated: the generated code checked it only when serializing the answer,
     /// after the handler had acted, so an `Accept: text/html` provisioning reached the issuer, was
     /// audited as a success, and answered 400 with the payload thrown away. It is disregarded.

@@ -38,6 +38,15 @@ struct RequestContractMiddleware: ServerMiddleware {
             // An empty body of another type is no body: the contract says whether one is required.
             if contentType.map(Self.isJSON) ?? false { bytes = collected }
             body = HTTPBody(collected)
+        } else if !operation.hasBody, let arriving = body, arriving.length != .known(0) {
+            // A body sent to an operation that takes none (a suspend with `{"reason": ...}`, a
+            // reload naming a file) was dropped unread, and the caller believed it had said
+            // something: refused, as an unknown field in a body is. The listener's limit bounds it.
+            let collected = try await Data(collecting: arriving, upTo: .max)
+            if !collected.isEmpty {
+                throw GatewayError(.invalidRequest, "this operation takes no body: send the request without one")
+            }
+            body = HTTPBody(collected)
         }
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
