@@ -43,11 +43,16 @@ public struct ClientAuthenticator: Sendable {
     public static let maxAuthorizationBytes = 512
 
     public func authenticate(authorization: String?) throws(GatewayError) -> Client {
-        guard let authorization, authorization.utf8.count <= Self.maxAuthorizationBytes, authorization.count > 7,
-              authorization.prefix(7).lowercased() == "bearer " else {
+        guard let authorization, authorization.utf8.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
             throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'")
         }
-        let presented = Array(SHA256.hash(data: Data(authorization.dropFirst(7).utf8)))
+        guard authorization.utf8.count <= Self.maxAuthorizationBytes else {
+            throw GatewayError(.unauthorized, "the Authorization header is longer than any API key (\(Self.maxAuthorizationBytes) bytes)")
+        }
+        // RFC 9110 (11.4): one or more spaces after the scheme.
+        let key = authorization.dropFirst(7).drop { $0 == " " }
+        guard !key.isEmpty else { throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'") }
+        let presented = Array(SHA256.hash(data: Data(key.utf8)))
         var match: Client?
         for entry in entries where Self.constantTimeEqual(entry.hash, presented) {
             match = entry.client

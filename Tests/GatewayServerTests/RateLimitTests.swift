@@ -101,6 +101,34 @@ struct RateLimitTests {
         }
     }
 
+    /// Two `Authorization` lines were read joined, hashed as an unknown key, reported as a failed
+    /// login and took from the address's failure budget: a careless SDK behind a shared address
+    /// locked out its neighbours' wrong-key retries. They are a malformed request (400), with no
+    /// key checked and no failure reported; one or more spaces after `Bearer` are one separator.
+    @Test func twoAuthorizationLinesAreAMalformedRequestNotAFailedLogin() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.authFailureLimit = RateLimitConfig(requestsPerSecond: 1, burst: 1)
+        let failures = Locked<[String]>([])
+        try await GatewayHarness.run(config: config, clock: TestClock(), onAuthFailure: { source, reason in
+            failures.withLock { $0.append("\(source) \(reason)") }
+        }) { client, _ in
+            var doubled = HTTPFields()
+            doubled.append(HTTPField(name: .authorization, value: "Bearer \(GatewayHarness.demoKey)"))
+            doubled.append(HTTPField(name: .authorization, value: "Bearer \(GatewayHarness.demoKey)"))
+            for _ in 0..<3 {
+                let response = try await client.execute(uri: "/v1/cards", method: .get, headers: doubled)
+                #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request", "\(response.json)")
+                #expect((response.json["detail"] as? String)?.contains("Authorization is given more than once") == true)
+            }
+            #expect(failures.withLock { $0 }.isEmpty)
+            #expect(try await client.execute(uri: "/v1/cards", method: .get,
+                                              headers: [.authorization: "Bearer   \(GatewayHarness.demoKey)"]).status == .ok)
+            // The address's one failure is still there to spend.
+            #expect(try await Self.get(client, "/v1/cards", key: "sk_wrong").status == .unauthorized)
+            #expect(failures.withLock { $0.count } == 1)
+        }
+    }
+
     // MARK: /metrics
 
     @Test func metricsNeedAnAdminKeyUnlessPublic() async throws {

@@ -16,9 +16,19 @@ import Testing
         #expect(try authenticator.authenticate(authorization: "Bearer sk_acme").id == ClientID("acme"))
         let globex = try authenticator.authenticate(authorization: "bearer sk_globex")
         #expect(globex.programs == ["globex", "shared"])
+        // RFC 9110: one or more spaces after the scheme.
+        #expect(try authenticator.authenticate(authorization: "Bearer   sk_acme").id == ClientID("acme"))
     }
 
-    @Test(arguments: [nil, "", "sk_acme", "Basic sk_acme", "Bearer ", "Bearer sk_acme2", "Bearer SK_ACME"])
+    /// A header longer than any key is refused unhashed, saying so (it had said to use Bearer).
+    @Test func anOverlongHeaderIsNamedAsSuch() {
+        let long = "Bearer " + String(repeating: "k", count: ClientAuthenticator.maxAuthorizationBytes)
+        #expect { try authenticator.authenticate(authorization: long) } throws: { error in
+            (error as? GatewayError)?.detail.contains("longer than any API key") == true
+        }
+    }
+
+    @Test(arguments: [nil, "", "sk_acme", "Basic sk_acme", "Bearer ", "Bearer    ", "Bearer sk_acme2", "Bearer SK_ACME", "Bearer sk_acme ", "Bearer\tsk_acme"])
     func anythingElseIsUnauthorized(_ header: String?) {
         #expect(throws: GatewayError.self) { try authenticator.authenticate(authorization: header) }
         do {

@@ -53,6 +53,12 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
         let isMetrics = first == "metrics" && components.next() == nil
         guard isAPI || (isMetrics && !metricsPublic) else { return try await next(request, context) }
 
+        // Two Authorization lines (an SDK and a proxy each adding one) are a malformed request, not
+        // a wrong key: read joined, they hashed as an unknown key, counted as a failed login and
+        // used up the address's failure budget. No key is checked.
+        if request.headers[values: .authorization].count > 1 {
+            throw GatewayError(.invalidRequest, "Authorization is given more than once: send one 'Authorization: Bearer <key>'")
+        }
         let client = try await authenticate(request.headers[.authorization], remoteAddress: context.remoteAddress)
         if case .refused(let wait) = clientLimits.take(client.id) {
             metrics?.rateLimited(client: client.id.rawValue)
