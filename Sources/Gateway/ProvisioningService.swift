@@ -310,7 +310,7 @@ public struct ProvisioningService: Sendable {
             // An issuer whose contract has no place for this operation is never called.
             guard serves(issuer, operation) else {
                 switch operation {
-                case .tokenActivation: throw GatewayError(.walletNotSupported, "\(issuer) does not activate wallet tokens")
+                case .tokenActivation: throw GatewayError(.operationNotSupported, "\(issuer) does not activate wallet tokens")
                 case .walletTokens, .tokenSuspend, .tokenResume, .tokenDeactivate:
                     throw GatewayError(.operationNotSupported, "\(issuer) does not manage wallet tokens")
                 case .applePay, .googlePay, .samsungPay:

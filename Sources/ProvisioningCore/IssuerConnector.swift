@@ -102,7 +102,7 @@ extension IssuerConnector {
     public func activateToken(_ request: TokenActivationRequest, card: CardRecord?, context: ProvisioningContext)
         async throws(GatewayError) -> TokenActivationResult
     {
-        throw GatewayError(.walletNotSupported, "\(issuer) does not activate wallet tokens")
+        throw GatewayError(.operationNotSupported, "\(issuer) does not activate wallet tokens")
     }
 
     public func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)

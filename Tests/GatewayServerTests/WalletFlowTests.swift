@@ -182,7 +182,7 @@ struct WalletFlowTests {
         (#"{"card_id":"card_tmp_demo"}"#, 400, "invalid_request"),
         (#"{"token_unique_reference":"","card_id":"card_tmp_demo"}"#, 400, "invalid_request"),
         (#"{"token_unique_reference":"\#(String(repeating: "T", count: 65))"}"#, 400, "invalid_request"),
-        (#"{"token_unique_reference":"DWSPMC1","card_id":"card_bridge_demo"}"#, 422, "wallet_not_supported"),
+        (#"{"token_unique_reference":"DWSPMC1","card_id":"card_bridge_demo"}"#, 422, "operation_not_supported"),
         (#"{"token_unique_reference":"DWSPMC1","card_id":"card_nobody"}"#, 404, "card_not_found"),
     ])
     func badActivationsAreClearProblems(json: String, status: Int, code: String) async throws {

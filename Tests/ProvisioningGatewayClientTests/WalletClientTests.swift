@@ -179,7 +179,7 @@ extension ClientSuites {
                 let refused = await problem {
                     try await gateways.demo.raw.activateToken(body: .json(.init(tokenUniqueReference: "DWSPMC1", cardId: "card_bridge_demo"))).checked()
                 }
-                #expect(refused?.status == 422 && refused?.code == "wallet_not_supported")
+                #expect(refused?.status == 422 && refused?.code == "operation_not_supported")
             }
         }
     }
