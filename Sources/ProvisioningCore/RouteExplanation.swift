@@ -74,8 +74,54 @@ extension RoutingTable {
                                 fallback: matched?.fallback, deadline: matched?.deadline)
     }
 
-    /// The index of an earlier rule that covers rule `index`, which therefore never matches.
+    /// The index of an earlier rule that covers rule `index`, which therefore never matches: the
+    /// definition, one rule at a time (`shadowingRules()` answers for all of them at once).
     public func shadowingRule(of index: Int) -> Int? {
         rules[..<index].firstIndex { $0.covers(rules[index]) }
+    }
+
+    /// `shadowingRule(of:)` for every rule, in one pass: the first earlier rule that covers each,
+    /// or nil. Asking `shadowingRule(of:)` for each rule compares every pair (20,000 rules took
+    /// 90 s of `config check`); here the earlier rules are kept by their program and wallet (or
+    /// none), with the first index of each card id prefix, so a rule looks up the at most four
+    /// program and wallet pairs that can cover it and, in each, its own prefixes.
+    public func shadowingRules() -> [Int?] {
+        struct Scope: Hashable {
+            let program: ProgramID?
+            let wallet: Wallet?
+        }
+        /// Per scope, the first rule with no prefix, and the first rule of each prefix.
+        var firstAny: [Scope: Int] = [:]
+        var firstByPrefix: [Scope: [Substring: Int]] = [:]
+        var result: [Int?] = []
+        result.reserveCapacity(rules.count)
+        for (index, rule) in rules.enumerated() {
+            var earliest: Int?
+            func consider(_ candidate: Int?) {
+                if let candidate, candidate < earliest ?? .max { earliest = candidate }
+            }
+            for program in Set([nil, rule.program]) {
+                for wallet in Set([nil, rule.wallet]) {
+                    let scope = Scope(program: program, wallet: wallet)
+                    consider(firstAny[scope])
+                    // A prefix covers only a rule with a prefix it starts (`covers`), the empty one included.
+                    guard let prefix = rule.cardIDPrefix, let prefixes = firstByPrefix[scope] else { continue }
+                    var end = prefix.startIndex
+                    while true {
+                        consider(prefixes[prefix[..<end]])
+                        guard end < prefix.endIndex else { break }
+                        end = prefix.index(after: end)
+                    }
+                }
+            }
+            result.append(earliest)
+            let scope = Scope(program: rule.program, wallet: rule.wallet)
+            if let prefix = rule.cardIDPrefix {
+                firstByPrefix[scope, default: [:]][prefix[...]] = firstByPrefix[scope]?[prefix[...]] ?? index
+            } else if firstAny[scope] == nil {
+                firstAny[scope] = index
+            }
+        }
+        return result
     }
 }

@@ -67,6 +67,11 @@ struct Serve: AsyncParsableCommand {
         do {
             gatewayConfig = try GatewayConfigFile.load(path: config)
         } catch {
+            // One run names every problem, the environment's and the files' too, as `config
+            // check` does (start-up had named the file's alone, and the rest only once those were
+            // fixed).
+            let check = ConfigCheck.run(path: config)
+            if check.failure != nil { report(check) }
             Self.fail("\(error)")
         }
         // After the file is read, which may choose the format; a file that cannot be read fails

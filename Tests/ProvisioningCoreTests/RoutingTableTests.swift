@@ -93,5 +93,37 @@ import Testing
         #expect(shadowed.shadowingRule(of: 2) == nil)
         #expect(shadowed.shadowingRule(of: 3) == nil)
         #expect(shadowed.shadowingRule(of: 4) == 3)
+        #expect(shadowed.shadowingRules() == [nil, 0, nil, nil, 3])
+    }
+
+    /// The one-pass answer is the definition's, rule by rule, on tables drawn from small alphabets
+    /// (so that programs, wallets and prefixes collide, the empty prefix included), seeded so a
+    /// failure replays.
+    @Test(arguments: [1, 2, 3, 20261126])
+    func everyRulesShadowIsTheDefinitions(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        for _ in 0..<200 {
+            let rules = (0..<Int(random.next() % 12)).map { _ in
+                RoutingRule(
+                    program: [nil, "acme", "globex"][Int(random.next() % 3)],
+                    cardIDPrefix: [nil, "", "c", "c_", "c_9", "d"][Int(random.next() % 6)],
+                    wallet: [nil, Wallet.applePay, .googlePay][Int(random.next() % 3)], issuer: "bridge")
+            }
+            let table = RoutingTable(rules: rules)
+            #expect(table.shadowingRules() == rules.indices.map { table.shadowingRule(of: $0) }, "\(rules)")
+        }
+    }
+}
+
+/// A seeded generator (SplitMix64), so a drawn case replays.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -211,9 +211,9 @@ extension GatewayConfig {
 
         problems += walletRuleProblems(profiles: profiles)
         let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
-        let routingTable = routing.table
+        let shadowing = routing.table.shadowingRules()
         for (index, rule) in routing.rules.enumerated() {
-            if let earlier = routingTable.shadowingRule(of: index) {
+            if let earlier = shadowing[index] {
                 problems.append(.init("routing.rules[\(index)].match",
                                       "never matches: routing.rules[\(earlier)] comes first and matches every card this rule would"))
             }
