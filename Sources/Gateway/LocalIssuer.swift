@@ -7,6 +7,8 @@ import WalletCrypto
 /// Assembles what the gateway's own encryptor needs from the configuration: the chain validator
 /// for the configured trust anchors, the vault, and the activation-data key.
 public struct LocalIssuer: Sendable {
+    public static let issuerID = LocalConnector.issuerID
+    public static let wallets = LocalConnector.servedWallets
     public let validator: ApplePayChainValidator
     public let vault: CardVault
     public let connector: LocalConnector?

@@ -505,6 +505,10 @@ extension APIHandler {
         let client = try Self.adminClient(paused ? "pause issuers" : "resume issuers")
         let issuer = IssuerID(name)
         guard let upstream = upstreams.issuer(issuer), let before = health.pauseState(issuer) else {
+            guard issuer != LocalIssuer.issuerID else {
+                throw GatewayError(.notFound, "local is the gateway's own encryptor, not an upstream issuer: it has no pause "
+                    + "(local.enabled: false in the file, and a reload, stops it)")
+            }
             throw GatewayError(.notFound, "no issuer \(name) is configured")
         }
         try await audit.record(event(paused ? .issuerPaused : .issuerResumed, client,

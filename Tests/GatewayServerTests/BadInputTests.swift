@@ -235,6 +235,11 @@ import Testing
             // The same lists with their filters spelt right answer.
             #expect(try await client.execute(uri: "/v1/cards?program=demo&limit=5", method: .get, headers: tenant).status == .ok)
             #expect(try await client.execute(uri: "/v1/admin/audit?card_id=card_x&limit=5", method: .get, headers: ops).status == .ok)
+            // An actor filter no actor can match (a control character, a space) is refused too.
+            for actor in ["%00", "demo%20", "%E2%80%8Bdemo"] {
+                let refused = try await client.execute(uri: "/v1/admin/audit?actor=\(actor)", method: .get, headers: ops)
+                expectProblem(refused, status: .badRequest, code: "invalid_request")
+            }
             // An operation that takes no query ignores one (a cache-buster a proxy adds).
             #expect(try await client.execute(uri: "/v1/admin/issuers?_=17", method: .get, headers: ops).status == .ok)
         }

@@ -125,6 +125,9 @@ import Testing
             #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden")
             let unknown = try await CardRegistryAPITests.send(client, .post, "/v1/admin/issuers/stripe/pause", key: Self.opsKey)
             #expect(unknown.status == .notFound && unknown.json["code"] as? String == "not_found")
+            // The local issuer is enabled, yet has no pause: said as such, not as unconfigured.
+            let local = try await CardRegistryAPITests.send(client, .post, "/v1/admin/issuers/local/pause", key: Self.opsKey)
+            #expect(local.status == .notFound && (local.json["detail"] as? String)?.contains("it has no pause") == true, "\(local.json)")
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
             #expect(await sandbox.bridge.log.count == 1)
 

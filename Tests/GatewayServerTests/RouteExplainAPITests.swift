@@ -45,6 +45,20 @@ struct RouteExplainAPITests {
         }
     }
 
+    /// The local issuer encrypts Apple Pay only: a route to it for another wallet says so, as an
+    /// upstream's does (it said nothing, and the provisioning answered `wallet_not_supported`);
+    /// it has no pause state.
+    @Test func aRouteToTheLocalIssuerSaysWhichWalletsItServes() async throws {
+        try await GatewayHarness.run { client, _ in
+            for (wallet, supported) in [("apple_pay", true), ("google_pay", false), ("samsung_pay", false)] {
+                let answer = try await Self.explain(client, card: "card_local_demo", wallet: wallet).json
+                #expect(answer["issuer"] as? String == "local", "\(answer)")
+                #expect(answer["wallet_supported"] as? Bool == supported, "\(wallet): \(answer)")
+                #expect(answer["paused"] == nil, "\(answer)")
+            }
+        }
+    }
+
     @Test func aRuleMatchNamesTheRuleAndWhyEarlierOnesDidNot() async throws {
         try await GatewayHarness.run(config: try Self.routedConfig(), extraCards: Self.routedCards) { client, _ in
             let matched = try await Self.explain(client, card: "card_routed_1").json

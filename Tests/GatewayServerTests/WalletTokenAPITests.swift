@@ -71,6 +71,13 @@ import Testing
             // A token id outside the path rule.
             let badToken = try await Self.transition(client, card: "card_bridge_demo", token: "tok%20one", "suspend")
             #expect(badToken.status == .badRequest, "\(String(buffer: badToken.body))")
+            // Dots alone are path segments to URL tools (and the token id is one of the issuer's
+            // path): refused by the rule, as card ids are, not looked up.
+            for dots in ["..", "."] {
+                let refused = try await Self.transition(client, card: "card_marqeta_demo", token: dots, "deactivate")
+                #expect(refused.status == .badRequest && refused.json["code"] as? String == "invalid_request", "\(refused.json)")
+                #expect((refused.json["detail"] as? String)?.contains("token_id") == true, "\(refused.json)")
+            }
             // Another tenant's card is answered as a card that does not exist.
             let foreign = try await Self.tokens(client, card: GatewayHarness.otherBridgeCard)
             #expect(foreign.status == .notFound)

@@ -22,7 +22,10 @@ struct RouteExplainer: Sendable {
             (IssuerID(entry.key), entry.value.endpoints.map { EndpointLabel.render($0.url) })
         })
         serverDeadline = .milliseconds(config.server.deadlineMS)
-        wallets = UpstreamDirectory.walletsUsed(config: config)
+        var wallets = UpstreamDirectory.walletsUsed(config: config)
+        // The local issuer has no pause, but serves one wallet: a route to it for another is said so.
+        if config.local.enabled { wallets[LocalIssuer.issuerID] = LocalIssuer.wallets }
+        self.wallets = wallets
         filePaused = Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) })
     }
 
@@ -48,10 +51,11 @@ struct RouteExplainer: Sendable {
             health?.first { $0.issuer == explanation.issuer && $0.index == index }
         }
         let breaker = { (index: Int) -> String? in health == nil ? nil : live(index)?.state ?? "closed" }
-        // A configured upstream issuer's pause state and wallets; `local` and no issuer have neither.
+        // A configured issuer's wallets and (an upstream's) pause state; no issuer has neither.
         let configured = explanation.issuer.flatMap { issuer in wallets[issuer].map { (issuer, $0) } }
-        let pauseState = configured.flatMap { issuer, _ in
-            pause.map { $0(issuer) } ?? filePaused[issuer].map { PauseSwitch.State(paused: $0, setBy: .config) }
+        let pauseState = configured.flatMap { issuer, _ -> PauseSwitch.State? in
+            guard issuer != LocalIssuer.issuerID else { return nil }
+            return pause.map { $0(issuer) } ?? filePaused[issuer].map { PauseSwitch.State(paused: $0, setBy: .config) }
         }
         return .init(
             cardId: card.id.rawValue, program: card.program.rawValue, wallet: .init(rawValue: wallet.rawValue)!,

@@ -7,7 +7,10 @@ import WalletCrypto
 /// vault and encrypts it with ECC_V2 for the leaf key, exactly as an issuer does.
 public struct LocalConnector: IssuerConnector {
     public static let issuerID: IssuerID = "local"
+    /// The gateway encrypts Apple Pay's payload only (ECC_V2).
+    public static let servedWallets: Set<Wallet> = [.applePay]
     public let issuer: IssuerID = LocalConnector.issuerID
+    public var wallets: Set<Wallet> { Self.servedWallets }
     public let endpoint = "local"
     let vault: any CardDataSource
     let validator: ApplePayChainValidator
