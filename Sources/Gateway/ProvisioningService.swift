@@ -279,7 +279,7 @@ public struct ProvisioningService: Sendable {
             if let cardID {
                 let record = try await self.card(cardID)
                 // Another program's card is answered exactly like a card that does not exist.
-                guard client.mayUse(record) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
+                guard client.mayUse(record) else { throw GatewayError(.cardNotFound, "no card \(cardID) among this client's programs") }
                 card = record
                 rule = routing.firstMatch(record, wallet: wallet)
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : record.issuer ?? rule?.issuer
@@ -491,7 +491,7 @@ public struct ProvisioningService: Sendable {
             try Self.mayActivateWithoutACard(client)
             return
         }
-        guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) in the registry") }
+        guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) among this client's programs") }
     }
 
     /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called. The
@@ -526,7 +526,7 @@ public struct ProvisioningService: Sendable {
         } catch {
             throw GatewayError(.internal, "the card registry failed", cause: error)
         }
-        guard let record else { throw GatewayError(.cardNotFound, "no card \(id) in the registry") }
+        guard let record else { throw GatewayError(.cardNotFound, "no card \(id) among this client's programs") }
         return record
     }
 }
