@@ -84,6 +84,12 @@ public final class GatewayMetrics: Sendable {
             .record(value)
     }
 
+    /// An endpoint a config reload removed (or moved): its breaker series leaves the exposition.
+    public func forgetBreakerState(issuer: IssuerID, endpoint: String) {
+        CoreMetrics.Gauge(label: "gateway_circuit_breaker_state", dimensions: [("issuer", issuer.rawValue), ("endpoint", endpoint)], factory: factory)
+            .destroy()
+    }
+
     /// A request refused with 429: by an authenticated client's id, or `unauthenticated` for a
     /// source address throttled after failed authentications.
     public func rateLimited(client: String) {
@@ -99,6 +105,11 @@ public final class GatewayMetrics: Sendable {
     /// 1 while ops keep an issuer paused, 0 otherwise.
     public func issuerPaused(_ issuer: IssuerID, _ paused: Bool) {
         Gauge(label: "gateway_issuer_paused", dimensions: [("issuer", issuer.rawValue)], factory: factory).record(paused ? 1 : 0)
+    }
+
+    /// An issuer a config reload removed: its pause series leaves the exposition.
+    public func forgetIssuerPaused(_ issuer: IssuerID) {
+        Gauge(label: "gateway_issuer_paused", dimensions: [("issuer", issuer.rawValue)], factory: factory).destroy()
     }
 
     /// One unified API request's result (`succeeded` or its error code), per operation.

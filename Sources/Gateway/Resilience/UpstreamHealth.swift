@@ -71,8 +71,10 @@ public final class UpstreamHealth: Sendable {
     /// The endpoints of a new config generation (a reload): an endpoint with the same issuer,
     /// position, address and breaker policy keeps its breaker, counts and recent failures; a
     /// changed one starts closed; one the config no longer names is forgotten.
+    /// An endpoint's breaker gauge no endpoint shows any more (its issuer or address gone) leaves
+    /// the exposition, instead of showing its last state for ever.
     public func reconcile(_ specs: [EndpointSpec]) {
-        let fresh = endpoints.withLock { all -> [EndpointSpec] in
+        let (fresh, gone) = endpoints.withLock { all -> ([EndpointSpec], Set<GaugeKey>) in
             var next: [EndpointKey: Endpoint] = [:]
             var fresh: [EndpointSpec] = []
             for spec in specs {
@@ -84,10 +86,19 @@ public final class UpstreamHealth: Sendable {
                     fresh.append(spec)
                 }
             }
+            let shown = { (endpoints: [EndpointKey: Endpoint]) in Set(endpoints.map { GaugeKey(issuer: $0.key.issuer, url: $0.value.url) }) }
+            let gone = shown(all).subtracting(shown(next))
             all = next
-            return fresh
+            return (fresh, gone)
         }
+        for key in gone { metrics?.forgetBreakerState(issuer: key.issuer, endpoint: key.url) }
         for spec in fresh { metrics?.breakerState(issuer: spec.issuer, endpoint: spec.url, "closed") }
+    }
+
+    /// A breaker gauge's labels.
+    private struct GaugeKey: Hashable {
+        let issuer: IssuerID
+        let url: String
     }
 
     /// May a call go to this endpoint now? Unknown endpoints are always allowed.
@@ -142,11 +153,14 @@ public final class UpstreamHealth: Sendable {
     /// The config file's `issuers.<name>.paused` (issuer -> paused), once at start-up. A config
     /// reload calls it again with the new file: only what the file changed takes effect, so an
     /// admin's pause is kept (`PauseSwitch.apply`).
+    /// An issuer the file no longer names leaves the pause gauge.
     public func applyPauses(config: [IssuerID: Bool]) {
-        let all = pauses.withLock { pauses in
+        let (all, gone) = pauses.withLock { pauses in
+            let before = Set(pauses.all.map(\.issuer))
             pauses.apply(config: config)
-            return pauses.all
+            return (pauses.all, before.subtracting(config.keys))
         }
+        for issuer in gone { metrics?.forgetIssuerPaused(issuer) }
         for (issuer, state) in all { metrics?.issuerPaused(issuer, state.paused) }
     }
 

@@ -66,4 +66,30 @@ import Testing
         metrics.upstreamConnections(["bridge": .init(), "tmp": UpstreamHTTP.ConnectionCounts(open: 1, idle: 1, waiting: 0)])
         #expect(Self.samples(metrics, "gateway_upstream_connection_waiters").count == 2)
     }
+
+    /// A reload that removes an issuer, or moves an endpoint, takes its breaker and pause series
+    /// out of the exposition (they had shown the last state for ever); what stays keeps its series.
+    @Test func aRemovedIssuersBreakerAndPauseSeriesLeaveTheExposition() {
+        let metrics = GatewayMetrics()
+        let health = UpstreamHealth(metrics: metrics)
+        let policy = CircuitBreaker.Policy(failureThreshold: 3, openDuration: .seconds(30), halfOpenProbes: 1)
+        health.reconcile([.init(issuer: "bridge", index: 0, url: "https://b1", policy: policy),
+                          .init(issuer: "bridge", index: 1, url: "https://b2", policy: policy),
+                          .init(issuer: "tmp", index: 0, url: "https://t1", policy: policy)])
+        health.applyPauses(config: ["bridge": false, "tmp": true])
+        #expect(Self.samples(metrics, "gateway_circuit_breaker_state").count == 3)
+        #expect(Self.samples(metrics, "gateway_issuer_paused") == [
+            #"gateway_issuer_paused{issuer="bridge"} 0.0"#, #"gateway_issuer_paused{issuer="tmp"} 1.0"#,
+        ])
+
+        // tmp removed, bridge's second endpoint moved to another address.
+        health.reconcile([.init(issuer: "bridge", index: 0, url: "https://b1", policy: policy),
+                          .init(issuer: "bridge", index: 1, url: "https://b3", policy: policy)])
+        health.applyPauses(config: ["bridge": false])
+        #expect(Self.samples(metrics, "gateway_circuit_breaker_state") == [
+            #"gateway_circuit_breaker_state{issuer="bridge",endpoint="https://b1"} 0.0"#,
+            #"gateway_circuit_breaker_state{issuer="bridge",endpoint="https://b3"} 0.0"#,
+        ])
+        #expect(Self.samples(metrics, "gateway_issuer_paused") == [#"gateway_issuer_paused{issuer="bridge"} 0.0"#])
+    }
 }
