@@ -98,7 +98,7 @@ public enum ConfigLoader {
         case is Int.Type: "an integer"
         case is Bool.Type: "true or false"
         case is [Any].Type: "a list"
-        default: "\(type)".contains("Dictionary") || "\(type)".contains("Config") ? "a mapping" : "\(type)"
+        default: ["Dictionary", "Config", "Mapping"].contains { "\(type)".contains($0) } ? "a mapping" : "\(type)"
         }
     }
 }

@@ -54,6 +54,15 @@ import WalletCrypto
         #expect(!found.joined().contains("SECRET"), "\(found)")
     }
 
+    /// A mapping's key that reads as a number (a card number pasted as an issuer's name) is a
+    /// key, not a list index: its place is named and the key masked (the whole path was masked as
+    /// one `issuers[4111...]`), and a list's index still reads as one.
+    @Test func aNumericKeyIsAKeyOfItsMappingAndMasked() {
+        #expect(problems("issuers:\n  4111111111111111: 1\n") == ["issuers.(a key that is no name, not shown): expected a mapping"])
+        #expect(problems("issuers:\n  bridge: 1\n") == ["issuers.bridge: expected a mapping"])
+        #expect(problems("routing:\n  rules: [1]\n") == ["routing.rules[0]: expected a mapping"])
+    }
+
     @Test func theSandboxConfigLoads() throws {
         let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
         #expect(config.sandbox.enabled)

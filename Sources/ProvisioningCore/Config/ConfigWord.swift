@@ -50,7 +50,9 @@ extension ConfigProblem {
     public static func keyPath(_ path: [any CodingKey]) -> String {
         var text = ""
         for key in path {
-            if let index = key.intValue {
+            // A list's index ("Index 3"), not a mapping's key that reads as a number (a
+            // dictionary's coding key has the number too: `issuers: { 4111...: ... }`).
+            if let index = key.intValue, key.stringValue != String(index) {
                 text += "[\(index)]"
             } else {
                 text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
