@@ -184,7 +184,19 @@ public final class PostgresGatewayStore: GatewayStore {
     ///   server is back. One whose statements had already reached the server may still commit.
     private func bounded<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
-        let name = displayName
+        return try await Self.within(timeout, shielded: shielded,
+                                     expired: StoreError(store: displayName, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)"),
+                                     body)
+    }
+
+    /// `body`'s outcome, or `expired` once `timeout` has passed, whichever comes first; the caller
+    /// is answered at once either way. Unless `shielded`, the caller's cancellation and the timeout
+    /// cancel `body` (whether they come before or after its task exists); shielded, it runs to its
+    /// end whatever happens to the caller. The one race behind both a request's operations and the
+    /// start-up connection.
+    static func within<T: Sendable>(
+        _ timeout: Duration, shielded: Bool, expired: StoreError, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let race = FirstOutcome<T>()
         let work = WorkHandle()
         return try await withTaskCancellationHandler {
@@ -192,7 +204,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 race.wait(continuation)
                 let timer = Task<Void, Never> {
                     do { try await Task.sleep(for: timeout) } catch { return }
-                    race.finish(.failure(StoreError(store: name, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)")))
+                    race.finish(.failure(expired))
                     if !shielded { work.cancel() }
                 }
                 let running = Task<Void, Never> {
@@ -210,28 +222,16 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// A server that cannot be reached is a clear error naming it, not a hang.
     private func withConnectTimeout<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let timeout = connectTimeout
         let name = displayName
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
+        do {
+            return try await Self.within(connectTimeout, shielded: false, expired: StoreError(store: name, reason: "not reachable within \(connectTimeout)")) {
                 try await PostgresTLS.probe(self.probeConfiguration, store: name, mode: self.sslMode, logger: self.logger)
                 return try await body()
             }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            do {
-                guard let first = try await group.next(), let result = first else {
-                    throw StoreError(store: name, reason: "not reachable within \(timeout)")
-                }
-                return result
-            } catch let error as StoreError {
-                throw error
-            } catch {
-                throw StoreError(store: name, reason: "\(String(reflecting: error))")
-            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(store: name, reason: "\(String(reflecting: error))")
         }
     }
 
