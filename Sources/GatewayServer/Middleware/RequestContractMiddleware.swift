@@ -34,9 +34,10 @@ struct RequestContractMiddleware: ServerMiddleware {
             // The listener's body limit has already bounded what arrives here.
             let collected = try await Data(collecting: arriving, upTo: .max)
             let contentType = request.headerFields[.contentType]
-            if !collected.isEmpty, let refusal = Self.mediaTypeRefusal(contentType) { throw refusal }
+            let isJSON = contentType.map(Self.isJSON) ?? false
+            if !collected.isEmpty, let refusal = Self.mediaTypeRefusal(contentType, isJSON: isJSON) { throw refusal }
             // An empty body of another type is no body: the contract says whether one is required.
-            if contentType.map(Self.isJSON) ?? false { bytes = collected }
+            if isJSON { bytes = collected }
             body = HTTPBody(collected)
         } else if !operation.hasBody, let arriving = body, arriving.length != .known(0) {
             // A body sent to an operation that takes none (a suspend with `{"reason": ...}`, a
@@ -107,11 +108,11 @@ struct RequestContractMiddleware: ServerMiddleware {
     /// body it had not read), or JSON in another charset than UTF-8 (RFC 8259, 8.1: JSON between
     /// systems is UTF-8; `charset=utf-16` was read as UTF-8). The detail names no value the
     /// request sent.
-    static func mediaTypeRefusal(_ contentType: String?) -> GatewayError? {
+    static func mediaTypeRefusal(_ contentType: String?, isJSON known: Bool? = nil) -> GatewayError? {
         guard let contentType else {
             return GatewayError(.unsupportedMediaType, "the body has no Content-Type: send Content-Type: application/json")
         }
-        guard isJSON(contentType) else {
+        guard known ?? isJSON(contentType) else {
             return GatewayError(.unsupportedMediaType, "the body must be JSON: send Content-Type: application/json")
         }
         guard charsetIsUTF8(contentType) else {
