@@ -341,6 +341,7 @@ let package = Package(
             name: "provisioning-gatewayTests",
             dependencies: [
                 "provisioning-gateway", "GatewayStore", "ProvisioningCore", "GatewayTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
