@@ -45,11 +45,87 @@ public enum ConfigLoader {
         do {
             config = try YAMLDecoder().decode(GatewayConfig.self, from: yaml, userInfo: [ConfigDecodingProblems.key: wordProblems])
         } catch let error as DecodingError {
-            throw ConfigError(source: source, problems: [problem(from: error)])
+            throw ConfigError(source: source, problems: typeProblems(yaml: yaml, first: error))
         } catch {
             throw ConfigError(source: source, problems: [.init("", yamlReason(error))])
         }
         return (config, wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles))
+    }
+
+    /// How many type problems one check lists at most.
+    static let maxTypeProblems = 20
+
+    /// Every value of the wrong type, not just the first the decoder met: the value at fault is
+    /// taken out of the file's tree and the rest decoded again, until the file decodes (its wrong
+    /// words are listed too), the decoder misses a required value (taken out, or never there), or
+    /// the list is long enough. What the file means is checked once these are fixed.
+    static func typeProblems(yaml: String, first: DecodingError) -> [ConfigProblem] {
+        var problems = [problem(from: first)]
+        guard let parser = try? Parser(yaml: yaml, resolver: Resolver.basic.appending(.merge), encoding: .default),
+                    var node = try? parser.singleRoot() else { return problems }
+        var reported: Set<String> = [keyPath(Self.path(of: first))]
+        var error = first
+        return withExtendedLifetime(parser) {
+            while problems.count < maxTypeProblems {
+                let path = Self.path(of: error)
+                if case .keyNotFound = error { break }
+                guard !path.isEmpty, let pruned = removing(path[...], from: node) else { break }
+                node = pruned
+                let words = ConfigDecodingProblems()
+                do {
+                    _ = try YAMLDecoder().decode(GatewayConfig.self, from: node, userInfo: [ConfigDecodingProblems.key: words])
+                    problems += words.problems.filter { !reported.contains($0.path) }
+                    break
+                } catch let next as DecodingError {
+                    // Each round takes a value out, so the rounds end. A place reported already
+                    // (a list's next element, now at the index of the one taken out) is not
+                    // listed twice.
+                    if reported.insert(keyPath(Self.path(of: next))).inserted { problems.append(problem(from: next)) }
+                    error = next
+                } catch {
+                    break
+                }
+            }
+            return problems
+        }
+    }
+
+    /// Where a decoding error is.
+    private static func path(of error: DecodingError) -> [any CodingKey] {
+        switch error {
+        case .keyNotFound(let key, let context): context.codingPath + [key]
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context): context.codingPath
+        @unknown default: []
+        }
+    }
+
+    /// `node` without the value at `path` (a mapping's key, or a list's element); nil when the
+    /// path does not lead anywhere in it.
+    private static func removing(_ path: ArraySlice<any CodingKey>, from node: Node) -> Node? {
+        guard let key = path.first else { return nil }
+        let rest = path.dropFirst()
+        switch node {
+        case .mapping(var mapping):
+            guard let child = mapping[key.stringValue] else { return nil }
+            if rest.isEmpty {
+                mapping[key.stringValue] = nil
+            } else {
+                guard let pruned = removing(rest, from: child) else { return nil }
+                mapping[key.stringValue] = pruned
+            }
+            return .mapping(mapping)
+        case .sequence(var sequence):
+            guard let index = key.intValue, sequence.indices.contains(index) else { return nil }
+            if rest.isEmpty {
+                sequence.remove(at: index)
+            } else {
+                guard let pruned = removing(rest, from: sequence[index]) else { return nil }
+                sequence[index] = pruned
+            }
+            return .sequence(sequence)
+        default:
+            return nil
+        }
     }
 
     static func problem(from error: DecodingError) -> ConfigProblem {
@@ -98,6 +174,7 @@ public enum ConfigLoader {
         case is Int.Type: "an integer"
         case is Bool.Type: "true or false"
         case is [Any].Type: "a list"
+        case is Node.Scalar.Type: "a single value, not a list or a mapping"
         default: ["Dictionary", "Config", "Mapping"].contains { "\(type)".contains($0) } ? "a mapping" : "\(type)"
         }
     }

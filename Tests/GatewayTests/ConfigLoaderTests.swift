@@ -63,6 +63,21 @@ import WalletCrypto
         #expect(problems("routing:\n  rules: [1]\n") == ["routing.rules[0]: expected a mapping"])
     }
 
+    /// Every value of the wrong type is listed in one check, where the first stopped it (an
+    /// operator fixed one, ran it again, met the next); wrong words found on the way too.
+    @Test func everyValueOfTheWrongTypeIsListedAtOnce() {
+        let yaml = "server:\n  port: abc\n  deadline_ms: [1]\nissuers:\n  bridge: 2\nrouting:\n  rules: [1, 2]\nlog: { format: 3 }\n"
+        #expect(problems(yaml) == [
+            "server.port: expected an integer",
+            "server.deadline_ms: expected a single value, not a list or a mapping",
+            "issuers.bridge: expected a mapping",
+            "routing.rules[0]: expected a mapping",
+            "log.format: must be one of: text, json",
+        ])
+        // A required value missing ends the list there: nothing decodes past it.
+        #expect(problems("server: { port: abc }\nissuers: { bridge: { endpoints: [] } }\n").first == "server.port: expected an integer")
+    }
+
     @Test func theSandboxConfigLoads() throws {
         let config = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
         #expect(config.sandbox.enabled)
