@@ -66,7 +66,9 @@ public enum ConfigLoader {
         var reported: Set<String> = [keyPath(Self.path(of: first))]
         var error = first
         return withExtendedLifetime(parser) {
-            while problems.count < maxTypeProblems {
+            var rounds = 0
+            while problems.count < maxTypeProblems, rounds < 4 * maxTypeProblems {
+                rounds += 1
                 let path = Self.path(of: error)
                 if case .keyNotFound = error { break }
                 guard !path.isEmpty, let pruned = removing(path[...], from: node) else { break }
