@@ -95,7 +95,7 @@ struct Serve: AsyncParsableCommand {
         let host = gatewayConfig.server.host
         let scheme = gatewayConfig.server.tls == nil ? "http" : "https"
         let sandbox = gatewayConfig.sandbox.enabled
-        let demoCard = gatewayConfig.sandbox.cards.first?.cardID ?? "CARD_ID"
+        let demoCard = SandboxSeed.demoCard(config: gatewayConfig) ?? "CARD_ID"
         let onEventLoops = executor == .eventLoops
         let environment = ProcessInfo.processInfo.environment
         let banner: @Sendable (Int) async -> Void = { port in
@@ -106,7 +106,7 @@ struct Serve: AsyncParsableCommand {
             print("  API spec:  curl -s \(base)/openapi.yaml")
             if sandbox {
                 print("  try:       curl -s -X POST \(base)/v1/cards/\(demoCard)/wallet-provisioning/apple-pay \\")
-                print("               -H 'Authorization: Bearer sk_sandbox_demo' -H 'Content-Type: application/json' \\")
+                print("               -H 'Authorization: Bearer \(SandboxSeed.demoKey)' -H 'Content-Type: application/json' \\")
                 print("               --data @Config/sandbox/apple-pay-request.json")
             }
             fflush(nil)
