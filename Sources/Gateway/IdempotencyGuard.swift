@@ -14,7 +14,12 @@ public struct IdempotencyGuard: Sendable {
     /// deadline judges it by this one. An abandoned claim is never run again: its request may
     /// have reached the issuer.
     let waitLimit: Duration
+    /// A waiting duplicate asks the store again after `pollInterval`, then after twice as long
+    /// each time, up to `maxPollInterval`: each ask is a claim, a write, so a burst of duplicates
+    /// polling every 20 ms for a slow issuer's seconds made thousands of synced commits for one
+    /// request (50 duplicates over 4.5 s: about 9,500), work every tenant sharing the store paid for.
     let pollInterval: Duration
+    let maxPollInterval: Duration
     /// Stored answers hold activation data and encrypted pass data: they are sealed at rest.
     let sealer: ResponseSealer
     /// The wait limit and the polls are measured on it.
@@ -24,13 +29,14 @@ public struct IdempotencyGuard: Sendable {
     let wallTime: @Sendable () -> Date
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
-                pollInterval: Duration = .milliseconds(20), clock: GatewayClock = .continuous,
-                wallTime: @escaping @Sendable () -> Date = { Date() }) {
+                pollInterval: Duration = .milliseconds(20), maxPollInterval: Duration = .milliseconds(320),
+                clock: GatewayClock = .continuous, wallTime: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
         self.sealer = sealer
         self.pollInterval = pollInterval
+        self.maxPollInterval = max(maxPollInterval, pollInterval)
         self.clock = clock
         self.wallTime = wallTime
     }
@@ -79,6 +85,7 @@ public struct IdempotencyGuard: Sendable {
         }
         let requestHash = makeRequestHash()
         let giveUp = clock.now.advanced(by: waitLimit)
+        var interval = pollInterval
         while true {
             let now = wallTime()
             let claim: IdempotencyClaim
@@ -172,10 +179,11 @@ public struct IdempotencyGuard: Sendable {
                 }
                 // A caller that went away stops waiting at once, and the store is not asked again.
                 do {
-                    try await clock.sleep(for: pollInterval)
+                    try await clock.sleep(for: interval)
                 } catch {
                     throw Self.stillRunning
                 }
+                interval = min(interval * 2, maxPollInterval)
             }
         }
     }
