@@ -308,8 +308,9 @@ struct APIHandler: APIProtocol {
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         func refuse(_ error: GatewayError, _ reason: String) async -> GatewayError {
             // Only names that passed their rule go on record, never a caller's raw text.
-            let program = InputRules.isName(body.program) ? body.program : ""
-            let issuer = InputRules.isName(body.issuer) ? body.issuer : ""
+            // (and a name that may be a card number only masked, as `short` shows it)
+            let program = InputRules.isName(body.program) ? InputRules.short(body.program) : ""
+            let issuer = InputRules.isName(body.issuer) ? InputRules.short(body.issuer) : ""
             await audit.note(event(.cardChangeRefused, client, card: id, detail: ["reason": reason, "after_issuer": issuer,
                                                                                    "after_program": program]))
             return error
@@ -379,7 +380,7 @@ struct APIHandler: APIProtocol {
         var programs = client.admin ? nil : client.programs.sorted { $0.rawValue < $1.rawValue }
         if let program = input.query.program.map({ ProgramID($0) }) {
             guard client.admin || client.programs.contains(program) else {
-                throw GatewayError(.forbidden, "program \(program) is not one of this client's")
+                throw GatewayError(.forbidden, "program \(InputRules.short(program.rawValue)) is not one of this client's")
             }
             programs = [program]
         }
@@ -422,7 +423,7 @@ struct APIHandler: APIProtocol {
         }
         let events = try await store.auditEvents(ProvisioningID(input.path.provisioningId)).filter { $0.client == client.id }
         guard !events.isEmpty else {
-            throw GatewayError(.notFound, "no provisioning \(input.path.provisioningId) for this client")
+            throw GatewayError(.notFound, "no provisioning \(InputRules.short(input.path.provisioningId)) for this client")
         }
         return .ok(.init(body: .json(.init(provisioningId: input.path.provisioningId, events: events.map { event in
             .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue,
@@ -509,7 +510,7 @@ extension APIHandler {
                 throw GatewayError(.notFound, "local is the gateway's own encryptor, not an upstream issuer: it has no pause "
                     + "(local.enabled: false in the file, and a reload, stops it)")
             }
-            throw GatewayError(.notFound, "no issuer \(name) is configured")
+            throw GatewayError(.notFound, "no issuer \(InputRules.short(name)) is configured")
         }
         try await audit.record(event(paused ? .issuerPaused : .issuerResumed, client,
                                      detail: ["issuer": name, "was_paused": "\(before.paused)"]))

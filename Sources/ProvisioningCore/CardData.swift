@@ -28,13 +28,7 @@ public struct CardData: Sendable, Equatable, Codable {
 
     /// The Luhn check over a string of ASCII digits.
     static func passesLuhn(_ digits: String) -> Bool {
-        var sum = 0
-        for (index, byte) in digits.utf8.reversed().enumerated() {
-            var digit = Int(byte) - 48
-            if index % 2 == 1 { digit *= 2; if digit > 9 { digit -= 9 } }
-            sum += digit
-        }
-        return sum % 10 == 0
+        InputRules.passesLuhn(digits.utf8.map { $0 &- 48 })
     }
 
     /// `MM/YY` as in the config and the CLI.

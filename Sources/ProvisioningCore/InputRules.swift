@@ -4,14 +4,57 @@ import Foundation
 /// CLI): bounded, printable, and unable to start a log line or steer an upstream path.
 public enum InputRules {
     public static let maxCardIDLength = 128
-    public static let cardIDRule = "card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :, not dots alone"
+    public static let cardIDRule = "card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :, not dots alone, and never a card number"
     public static let maxReferenceValueLength = 128
 
     /// Not dots alone: `.` and `..` are path segments to every URL tool, so a client that
     /// normalises its URLs could never reach such a card.
+    /// Never a card number either (`holdsCardNumber`): an id is logged, audited and echoed, and a
+    /// card number pasted as one would then be everywhere the product promises it never is.
     public static func isCardID(_ text: String) -> Bool {
+        hasCardIDShape(text) && !holdsCardNumber(text)
+    }
+
+    /// `isCardID` without the card-number rule: for deleting (`cards delete`) a card a version
+    /// without that rule registered.
+    public static func hasCardIDShape(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= maxCardIDLength && text.utf8.allSatisfy(isIDByte)
             && text.utf8.contains { $0 != UInt8(ascii: ".") }
+    }
+
+    /// Whether `text` holds what reads as a payment card number: a run of 13 to 19 digits (spaces
+    /// and `-` may stand between them, as in `4111 1111 1111 1111`; anything else ends it) that
+    /// starts with a card's first digit (2 to 6) and whose Luhn check digit holds (ISO/IEC 7812). Ids and
+    /// headers a caller chooses are refused or replaced when they hold one. Other numbers of that
+    /// length pass the check about one time in ten, so an id that is a long number may be refused
+    /// (the message says why); one with a letter among its digits never is.
+    public static func holdsCardNumber(_ text: String) -> Bool {
+        var run: [UInt8] = []
+        func isCard() -> Bool {
+            (13...19).contains(run.count) && (2...6).contains(run[0]) && passesLuhn(run)
+        }
+        for byte in text.utf8 {
+            if (0x30...0x39).contains(byte) {
+                run.append(byte - 0x30)
+            } else if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "-") {
+                continue
+            } else {
+                if isCard() { return true }
+                run.removeAll(keepingCapacity: true)
+            }
+        }
+        return isCard()
+    }
+
+    /// The Luhn check over digit values, the last being the check digit.
+    static func passesLuhn(_ digits: [UInt8]) -> Bool {
+        var sum = 0
+        for (index, digit) in digits.reversed().enumerated() {
+            var value = Int(digit)
+            if index % 2 == 1 { value *= 2; if value > 9 { value -= 9 } }
+            sum += value
+        }
+        return sum % 10 == 0
     }
 
     /// Our own provisioning ids are `prv_` and 32 hex digits; anything of 1-64 word characters is

@@ -1,5 +1,7 @@
 import ByteText
 import Foundation
+import HTTPTypes
+import NIOCore
 import HummingbirdTesting
 import Logging
 import Synchronization
@@ -105,5 +107,50 @@ final class CapturedLog: Sendable {
             }
         }
         #expect(leaks.isEmpty, "log lines hold parts of: \(leaks.sorted())")
+    }
+
+    /// A card number a caller puts where an id or a name goes (a card id in the path or a body,
+    /// `X-Request-Id`, `tracestate`, a program filter, a provisioning id, an issuer to pause)
+    /// reaches no log line and no answer: an id that holds one is refused without being repeated,
+    /// a request id or a tracestate that holds one is replaced or dropped, and a name is echoed
+    /// masked. It had been logged, echoed, audited and exported in spans.
+    @Test func aCardNumberWhereAnIdGoesIsNeitherLoggedNorEchoed() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        let numbers = ["4111111111111111", "5555-5555-5555-4444"]
+        let answers = Mutex<[String]>([])
+        try await GatewayHarness.run(logger: logger) { client, _ in
+            let tenant: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: "application/json"]
+            let ops: HTTPFields = [.authorization: "Bearer \(GatewayHarness.opsKey)", .contentType: "application/json"]
+            func send(_ uri: String, _ method: HTTPRequest.Method, _ headers: HTTPFields, _ body: String? = nil) async throws -> GatewayResponse {
+                let response = try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+                answers.withLock { $0.append(String(buffer: response.body) + " " + response.headers.map { "\($0.name)=\($0.value)" }.joined()) }
+                return response
+            }
+            for number in numbers {
+                let registered = try await send("/v1/cards/\(number)", .put, tenant, #"{"program":"demo","issuer":"tmp","issuer_reference":{"issuer_card_id":"t_pan"}}"#)
+                #expect(registered.status == .badRequest, "\(registered.json)")
+                #expect(try await send("/v1/cards/\(number)/wallet-provisioning/apple-pay", .post, tenant,
+                                       String(decoding: try GatewayHarness.requestBody(), as: UTF8.self)).status == .badRequest)
+                #expect(try await send("/v1/token-activations", .post, tenant,
+                                       #"{"token_unique_reference":"DNITHE000000000000001","card_id":"\#(number)"}"#).status == .badRequest)
+                var traced = tenant
+                traced[HTTPField.Name("X-Request-Id")!] = number
+                traced[HTTPField.Name("traceparent")!] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                traced[HTTPField.Name("tracestate")!] = "pan=\(number)"
+                let provisioned = try await send("/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", .post, traced,
+                                                 String(decoding: try GatewayHarness.requestBody(), as: UTF8.self))
+                #expect(provisioned.status == .ok)
+                #expect(provisioned.headers[HTTPField.Name("X-Request-Id")!]?.hasPrefix("req_") == true)
+                #expect(try await send("/v1/cards?program=\(number)", .get, tenant).status == .forbidden)
+                #expect(try await send("/v1/provisionings/\(number.filter(\.isNumber))", .get, tenant).status == .notFound)
+                #expect(try await send("/v1/admin/issuers/\(number)/pause", .post, ops).status == .notFound)
+            }
+        }
+        let seen = captured.text + answers.withLock { $0.joined(separator: "\n") }
+        for number in numbers {
+            #expect(!seen.contains(number) && !seen.contains(number.filter(\.isNumber)), "\(number) was logged or echoed")
+        }
+        #expect(captured.text.contains("apple_pay succeeded"), "nothing was logged; the test would prove nothing")
     }
 }

@@ -14,8 +14,24 @@ struct InputRulesTests {
         #expect(InputRules.isCardID(id))
     }
 
+    /// A card number is never a card id, however separated or prefixed: an id is logged,
+    /// audited and echoed. A number that fails the Luhn check, or does not start as a card's does,
+    /// or a run with a letter in it, is an id like any.
+    @Test(arguments: ["4111111111111111", "5555-5555-5555-4444", "acme:4111-1111-1111-1111", "card_378282246310005x",
+                      "6011111111111117", "2223003122003222", "4111111111111111_2"])
+    func aCardNumberIsNoCardID(id: String) {
+        #expect(InputRules.holdsCardNumber(id))
+        #expect(!InputRules.isCardID(id) && InputRules.hasCardIDShape(id))
+    }
+
+    @Test(arguments: ["4111111111111112", "1234567890123452", "411111111111", "41111111111111111111", "acme:4111a111111111111",
+                      "prv_01a2187f60baa2cd21f14929eba47e7b", "req_1f7bf5c99888e50db2f4c52a9b52ca10"])
+    func otherNumbersAreNotCardNumbers(id: String) {
+        #expect(!InputRules.holdsCardNumber(id))
+    }
+
     @Test func theRuleTextSaysSo() {
-        #expect(InputRules.cardIDRule.hasSuffix("not dots alone"))
+        #expect(InputRules.cardIDRule.hasSuffix("not dots alone, and never a card number"))
         #expect(!InputRules.isCardID("") && !InputRules.isCardID(String(repeating: "a", count: 129)))
     }
 

@@ -1,3 +1,4 @@
+import ProvisioningCore
 import Tracing
 
 /// The W3C trace context headers (`traceparent`, `tracestate`) as a tracer injects or extracts
@@ -42,8 +43,10 @@ public struct TraceHeaders: Sendable {
     /// A `tracestate` worth passing on: at most 512 bytes and 32 members, each member W3C's
     /// `key=value` (empty members and the blanks around members dropped), or nil: one malformed
     /// member drops the whole header, which then never costs the caller its `traceparent`.
+    /// One that holds what reads as a card number is dropped too: the span exports it and every
+    /// issuer is sent it.
     static func boundedTraceState(_ value: String) -> String? {
-        guard value.utf8.count <= maxTraceStateBytes else { return nil }
+        guard value.utf8.count <= maxTraceStateBytes, !InputRules.holdsCardNumber(value) else { return nil }
         let members = value.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: [" ", "\t"]) }
             .filter { !$0.isEmpty }

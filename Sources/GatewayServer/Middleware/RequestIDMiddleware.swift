@@ -31,11 +31,12 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// 1 to 64 ASCII letters, digits, `-` and `_` (the spec's `RequestId` parameter): safe in a log
-    /// line and a support ticket. Anything else is replaced, never refused.
+    /// line and a support ticket; and nothing that reads as a card number, which every log line,
+    /// answer and span of the request would repeat. Anything else is replaced, never refused.
     static func isUsable(_ id: String) -> Bool {
         let bytes = id.utf8
         return (1...64).contains(bytes.count) && bytes.allSatisfy {
             ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
-        }
+        } && !InputRules.holdsCardNumber(id)
     }
 }

@@ -131,7 +131,7 @@ public enum OperatorTools {
     public static func deleteCard(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
-        guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
+        guard InputRules.hasCardIDShape(id) else { return .failed(InputRules.cardIDRule) }
         return await withStore(config: path, environment: environment) { _, store in
             let deleted = try await store.deleteCard(
                 CardID(id), owners: nil, event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: actor, cardID: CardID(id))) != nil

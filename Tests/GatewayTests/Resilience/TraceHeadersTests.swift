@@ -44,6 +44,12 @@ struct TraceHeadersTests {
         #expect(kept([("traceparent", Self.traceparent), ("tracestate", state)]) == ["traceparent": Self.traceparent], "\(state.debugDescription)")
     }
 
+    /// A tracestate holding what reads as a card number is neither exported nor sent on.
+    @Test(arguments: ["pan=4111111111111111", "a=1,pan=5555-5555-5555-4444"])
+    func aTracestateWithACardNumberIsDroppedAlone(state: String) {
+        #expect(kept([("traceparent", Self.traceparent), ("tracestate", state)]) == ["traceparent": Self.traceparent])
+    }
+
     @Test func anOversizedTracestateIsDroppedAlone() {
         let tooMany = (1...TraceHeaders.maxTraceStateMembers + 1).map { "v\($0)=x" }.joined(separator: ",")
         let tooLong = "v=" + String(repeating: "x", count: TraceHeaders.maxTraceStateBytes)
