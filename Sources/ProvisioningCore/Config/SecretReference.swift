@@ -34,19 +34,29 @@ public enum SecretReference: Sendable, Equatable {
         case .sandbox?:
             return .sandbox
         case .environment(let name)?:
-            guard let raw = environment[name], !raw.isEmpty else { throw ConfigProblem(path, "environment variable \(name) is not set") }
+            let named = shown(name)
+            guard let raw = environment[name], !raw.isEmpty else { throw ConfigProblem(path, "environment variable \(named) is not set") }
             // A secret mounted from a file usually ends with a line break, which no credential
             // holds and which no HTTP header may carry: it would fail every call as the issuer's
             // "malformed answer". Spaces and line breaks around the value are dropped; a control
             // character left inside it is a problem (never shown).
             let value = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !value.isEmpty else { throw ConfigProblem(path, "environment variable \(name) holds only spaces or line breaks") }
+            guard !value.isEmpty else { throw ConfigProblem(path, "environment variable \(named) holds only spaces or line breaks") }
             guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw ConfigProblem(path, "environment variable \(name) holds a control character (a line break inside it?)")
+                throw ConfigProblem(path, "environment variable \(named) holds a control character (a line break inside it?)")
             }
             return .value(Sensitive(value))
         case nil:
             throw ConfigProblem(path, "must be env:NAME or sandbox")
         }
+    }
+
+    /// A variable's name as problems repeat it: as it is when it reads as one (capitals, digits
+    /// and `_`, no long number), else a placeholder: a secret pasted after `env:` (`env:sk_live_...`)
+    /// would otherwise reach the terminal, the reload's answer and the log.
+    private static func shown(_ name: String) -> String {
+        let readsAsName = name.utf8.allSatisfy { (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) || $0 == UInt8(ascii: "_") }
+            && InputRules.readsAsCode(name, punctuation: "_")
+        return readsAsName ? name : "(a name with lower-case letters or a long number, not shown: env:NAME takes the variable's name)"
     }
 }

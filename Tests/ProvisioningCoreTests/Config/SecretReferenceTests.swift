@@ -26,6 +26,20 @@ import Testing
         #expect(value.value == "s3cret")
     }
 
+    /// A secret pasted after `env:` (a lower-case key, a long number) is not repeated as the
+    /// variable's name; a name as variables are named is.
+    @Test func aVariableNameThatMayBeASecretIsNotShown() {
+        for name in ["sk_live_51HxSECRETvalue", "K4111111111111111"] {
+            #expect { try SecretReference.resolve("env:\(name)", at: "a.b", in: [:]) } throws: { error in
+                let text = "\(error)"
+                return text.contains("not shown") && !text.contains(name)
+            }
+        }
+        #expect(throws: ConfigProblem("a.b", "environment variable GATEWAY_BRIDGE_KEY is not set")) {
+            try SecretReference.resolve("env:GATEWAY_BRIDGE_KEY", at: "a.b", in: [:])
+        }
+    }
+
     @Test func aSecretWithAControlCharacterInsideOrOnlySpacesIsAProblem() {
         #expect(throws: ConfigProblem("a.b", "environment variable KEY holds a control character (a line break inside it?)")) {
             try SecretReference.resolve("env:KEY", at: "a.b", in: ["KEY": "s3c\nret"])
