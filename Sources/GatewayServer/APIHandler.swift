@@ -375,7 +375,9 @@ struct APIHandler: APIProtocol {
         if let issuer = input.query.issuer, !InputRules.isName(issuer) {
             throw GatewayError(.invalidRequest, InputRules.nameRule("issuer"))
         }
-        if let after = input.query.after, !InputRules.isCardID(after) { throw GatewayError(.invalidRequest, "after: not a card id") }
+        // The cursor is the server's own `next_after` (a stored id, perhaps one registered before
+        // the card-number rule): its shape is checked, and it is never echoed.
+        if let after = input.query.after, !InputRules.hasCardIDShape(after) { throw GatewayError(.invalidRequest, "after: not a card id") }
         // An admin sees every program (nil); a client only its own programs, none if it has none.
         var programs = client.admin ? nil : client.programs.sorted { $0.rawValue < $1.rawValue }
         if let program = input.query.program.map({ ProgramID($0) }) {

@@ -22,28 +22,62 @@ public enum InputRules {
             && text.utf8.contains { $0 != UInt8(ascii: ".") }
     }
 
-    /// Whether `text` holds what reads as a payment card number: a run of 13 to 19 digits (spaces
-    /// and `-` may stand between them, as in `4111 1111 1111 1111`; anything else ends it) that
-    /// starts with a card's first digit (2 to 6) and whose Luhn check digit holds (ISO/IEC 7812). Ids and
-    /// headers a caller chooses are refused or replaced when they hold one. Other numbers of that
-    /// length pass the check about one time in ten, so an id that is a long number may be refused
-    /// (the message says why); one with a letter among its digits never is.
+    /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
+    /// run (alone or as one group among others) or in the groups cards are printed in (fours, the
+    /// last of one to four; Amex's 4-6-5 and Diners' 4-6-4), the groups joined by one space, `-`,
+    /// `.`, `:` or `_`; not starting with 0;
+    /// with no letter or digit right before or after it; and whose Luhn check digit holds (ISO/IEC
+    /// 7812). Ids and headers a caller chooses are refused or replaced when they hold one. A
+    /// UUID's groups (8-4-4-4-12) are no card's, and a run touching a letter is part of a word.
+    /// Other numbers of that length pass the check about one time in ten, so an id that is a
+    /// bare long number may be refused (the message says why); `c` before it makes it an id.
     public static func holdsCardNumber(_ text: String) -> Bool {
-        var run: [UInt8] = []
-        func isCard() -> Bool {
-            (13...19).contains(run.count) && (2...6).contains(run[0]) && passesLuhn(run)
-        }
-        for byte in text.utf8 {
-            if (0x30...0x39).contains(byte) {
-                run.append(byte - 0x30)
-            } else if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "-") {
+        let bytes = Array(text.utf8)
+        func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+        func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) }
+        func isSeparator(_ byte: UInt8) -> Bool { " -.:_".utf8.contains(byte) }
+        var index = 0
+        while index < bytes.count {
+            guard isDigit(bytes[index]), index == 0 || !(isLetter(bytes[index - 1]) || isDigit(bytes[index - 1])) else {
+                index += 1
                 continue
-            } else {
-                if isCard() { return true }
-                run.removeAll(keepingCapacity: true)
             }
+            // One run: digit groups joined by single separators.
+            var digits: [UInt8] = []
+            var groups: [Int] = []
+            var end = index
+            while true {
+                let groupStart = end
+                while end < bytes.count, isDigit(bytes[end]) {
+                    digits.append(bytes[end] - 0x30)
+                    end += 1
+                }
+                groups.append(end - groupStart)
+                guard end + 1 < bytes.count, isSeparator(bytes[end]), isDigit(bytes[end + 1]) else { break }
+                end += 1
+            }
+            let touchesAfter = end < bytes.count && isLetter(bytes[end])
+            func isCard(_ number: ArraySlice<UInt8>) -> Bool {
+                (13...19).contains(number.count) && number.first != 0 && passesLuhn(Array(number))
+            }
+            if !touchesAfter, isCardGrouping(groups), isCard(digits[...]) { return true }
+            // A group long enough to be a card on its own (`4111111111111111_2`).
+            var offset = 0
+            for (position, length) in groups.enumerated() {
+                let last = position == groups.count - 1
+                if !(last && touchesAfter), isCard(digits[offset..<offset + length]) { return true }
+                offset += length
+            }
+            index = end
         }
-        return isCard()
+        return false
+    }
+
+    /// One run of digits, or the groups cards are printed in.
+    private static func isCardGrouping(_ groups: [Int]) -> Bool {
+        if groups.count == 1 { return true }
+        if groups == [4, 6, 5] || groups == [4, 6, 4] { return true }
+        return groups.dropLast().allSatisfy { $0 == 4 } && (1...4).contains(groups.last!)
     }
 
     /// The Luhn check over digit values, the last being the check digit.

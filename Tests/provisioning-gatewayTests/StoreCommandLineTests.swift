@@ -131,6 +131,23 @@ import Testing
         #expect(all.allSatisfy { $0.actor.hasPrefix("cli:") })
     }
 
+    /// A card registered before card numbers were refused as ids can still be deleted, and the
+    /// number is neither printed nor audited.
+    @Test func aCardWhoseIdIsACardNumberIsDeletedWithoutRepeatingIt() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let store = try SQLiteGatewayStore(path: database)
+        try await store.migrate()
+        let number = "4111111111111111"
+        _ = try await store.putCard(CardRecord(id: CardID(number), program: "demo", issuer: "tmp",
+                                               issuerReference: .init(["issuer_card_id": "t_old"])), owners: nil, event: nil)
+        let deleted = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", number])
+        #expect(deleted.status == 0 && deleted.stdout.contains("deleted card"), "\(deleted.stdout)\(deleted.stderr)")
+        #expect(try await store.card(CardID(number)) == nil)
+        let events = try await store.securityEvents(SecurityEventQuery())
+        #expect(events.contains { $0.kind == .cardDeleted })
+        #expect(!(deleted.stdout + deleted.stderr).contains(number) && !events.contains { $0.cardID?.rawValue.contains(number) == true })
+    }
+
     @Test func anUnreachablePostgresStopsStartUpNamingTheStore() async throws {
         let file = try CommandLineTests.writeConfig("""
             store:

@@ -127,17 +127,25 @@ public enum OperatorTools {
     }
 
     /// `cards delete`: the card and its vault entry. A card id the registry does not hold is a
-    /// failure (exit 2), as `rm` without `-f`: a typo'd id must not read as done in a script.
+    /// failure (exit 2), as `rm` without `-f`: a typo'd id must not read as done in a script. It
+    /// takes an id that holds a card number too (`hasCardIDShape`), to remove a card registered
+    /// before ids were refused for it; such an id is shown and audited masked (`shown`).
     public static func deleteCard(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         guard InputRules.hasCardIDShape(id) else { return .failed(InputRules.cardIDRule) }
         return await withStore(config: path, environment: environment) { _, store in
             let deleted = try await store.deleteCard(
-                CardID(id), owners: nil, event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: actor, cardID: CardID(id))) != nil
-            return deleted ? .ok("deleted card \(id) and its vault entry")
-                : .failed("no card \(id) in the registry: nothing deleted (card ids are case-sensitive)")
+                CardID(id), owners: nil, event: SecurityEvent(at: Date(), kind: .cardDeleted, actor: actor, cardID: CardID(shown(id)))) != nil
+            return deleted ? .ok("deleted card \(shown(id)) and its vault entry")
+                : .failed("no card \(shown(id)) in the registry: nothing deleted (card ids are case-sensitive)")
         }
+    }
+
+    /// A card id as the CLI prints and audits it: as it is, or with its digit runs masked when
+    /// it holds a card number.
+    static func shown(_ id: String) -> String {
+        InputRules.holdsCardNumber(id) ? InputRules.short(id) : id
     }
 
     /// The vault over the config's store and key ring.
@@ -182,11 +190,11 @@ public enum OperatorTools {
     public static func deleteVaultEntry(
         config path: String, cardID id: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
-        guard InputRules.isCardID(id) else { return .failed(InputRules.cardIDRule) }
+        guard InputRules.hasCardIDShape(id) else { return .failed(InputRules.cardIDRule) }
         return await withVault(config: path, environment: environment) { vault, _ in
-            let deleted = try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: actor, cardID: CardID(id)))
-            return deleted ? .ok("deleted the vault entry for \(id)")
-                : .failed("no vault entry for \(id): nothing deleted (card ids are case-sensitive)")
+            let deleted = try await vault.delete(CardID(id), event: SecurityEvent(at: Date(), kind: .vaultDeleted, actor: actor, cardID: CardID(shown(id))))
+            return deleted ? .ok("deleted the vault entry for \(shown(id))")
+                : .failed("no vault entry for \(shown(id)): nothing deleted (card ids are case-sensitive)")
         }
     }
 
