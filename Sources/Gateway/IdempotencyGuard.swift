@@ -179,7 +179,8 @@ public struct IdempotencyGuard: Sendable {
                 }
                 // A caller that went away stops waiting at once, and the store is not asked again.
                 do {
-                    try await clock.sleep(for: interval)
+                    // Never past the wait limit: the last ask is at it, not up to an interval after.
+                    try await clock.sleep(for: min(interval, clock.now.duration(to: giveUp)))
                 } catch {
                     throw Self.stillRunning
                 }

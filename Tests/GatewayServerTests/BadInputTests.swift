@@ -240,8 +240,9 @@ import Testing
                 let refused = try await client.execute(uri: "/v1/admin/audit?actor=\(actor)", method: .get, headers: ops)
                 expectProblem(refused, status: .badRequest, code: "invalid_request")
             }
-            // An operation that takes no query ignores one (a cache-buster a proxy adds).
-            #expect(try await client.execute(uri: "/v1/admin/issuers?_=17", method: .get, headers: ops).status == .ok)
+            // An operation that takes no query ignores one; `_`, a cache-buster, is ignored everywhere.
+            #expect(try await client.execute(uri: "/v1/admin/issuers?x=17", method: .get, headers: ops).status == .ok)
+            #expect(try await client.execute(uri: "/v1/cards?limit=5&_=1700000000", method: .get, headers: tenant).status == .ok)
         }
     }
 
@@ -288,8 +289,13 @@ import Testing
             let bridge = (health.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }
             #expect(bridge?["paused"] as? Bool == true, "\(health.json)")
 
-            // No body, or an empty one, is what these operations take.
-            #expect(try await client.execute(uri: "/v1/admin/issuers/bridge/resume", method: .post, headers: ops, body: ByteBuffer()).status == .ok)
+            // No body, an empty one, or one that says nothing (`{}`, `null`, blanks: what common
+            // clients send on a POST without a body) is what these operations take.
+            for nothing in ["", " \n", "{}", " { } ", "null"] {
+                let resumed = try await client.execute(uri: "/v1/admin/issuers/bridge/resume", method: .post, headers: ops,
+                                                       body: ByteBuffer(string: nothing))
+                #expect(resumed.status == .ok, "\(nothing.debugDescription): \(resumed.json)")
+            }
             #expect(try await client.execute(uri: "/v1/cards/card_bridge_demo", method: .delete, headers: tenant).status == .noContent)
         }
     }

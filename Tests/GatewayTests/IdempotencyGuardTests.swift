@@ -81,8 +81,9 @@ struct IdempotencyGuardTests {
             slept += next
         }
         #expect(await waiting.value?.code == .idempotencyKeyInProgress)
+        // 20 + 40 + 80 + 160 + 5 x 320 = 1,900 ms; the last sleep ends at the 2 s limit, not past it.
         let expected: [Duration] = [.milliseconds(20), .milliseconds(40), .milliseconds(80), .milliseconds(160)]
-            + Array(repeating: .milliseconds(320), count: 6)
+            + Array(repeating: .milliseconds(320), count: 5) + [.milliseconds(100)]
         #expect(clock.requestedSleeps == expected, "\(clock.requestedSleeps)")
     }
 

@@ -13,7 +13,7 @@ import Yams
 /// has `additionalProperties: false`); unknown headers are ignored, as proxies and SDKs add their
 /// own. An operation that takes query parameters (a list and its filters) refuses any other, since
 /// a misspelled filter (`?card=` for `?card_id=`) would silently widen the answer; one that takes
-/// none ignores a query.
+/// none ignores a query. `_`, a cache-buster, is ignored everywhere.
 public struct RequestContract: Sendable {
     public struct Parameter: Sendable {
         public let name: String
@@ -132,7 +132,8 @@ public struct RequestContract: Sendable {
         if !operation.queryParameters.isEmpty {
             let known = operation.queryParameters.map(\.name)
             var refused: Set<String> = []
-            for item in query where !known.contains(item.name) && refused.count < 5 && refused.insert(item.name).inserted {
+            // `_` is the cache-buster proxies and HTTP libraries add (`?_=1700000000`).
+            for item in query where item.name != "_" && !known.contains(item.name) && refused.count < 5 && refused.insert(item.name).inserted {
                 // The name is repeated only when it reads as one (never a long digit run, which
                 // may be a card number given by mistake).
                 let shown = InputRules.isName(item.name) && !InputRules.hasLongDigitRun(item.name) ? "\(item.name)" : "a query parameter"

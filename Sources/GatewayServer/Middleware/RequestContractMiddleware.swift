@@ -44,10 +44,10 @@ struct RequestContractMiddleware: ServerMiddleware {
             // reload naming a file) was dropped unread, and the caller believed it had said
             // something: refused, as an unknown field in a body is. The listener's limit bounds it.
             let collected = try await Data(collecting: arriving, upTo: .max)
-            if !collected.isEmpty {
+            if !Self.saysNothing(collected) {
                 throw GatewayError(.invalidRequest, "this operation takes no body: send the request without one")
             }
-            body = HTTPBody(collected)
+            body = HTTPBody()
         }
         let pathParameters = metadata.pathParameters.mapValues { value in
             value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding ?? String(value) : String(value)
@@ -97,6 +97,14 @@ struct RequestContractMiddleware: ServerMiddleware {
             return (name: decoded(halves[0]), value: halves.count > 1 ? decoded(halves[1]) : "")
         }
         return (items, problem)
+    }
+
+    /// A body that says nothing, which common clients send on a POST that takes none (Angular's
+    /// `post(url, {})`, `requests.post(json={})`, SDKs that always send JSON): empty, blank, `{}`
+    /// or `null`, spaces aside.
+    static func saysNothing(_ body: Data) -> Bool {
+        let text = body.filter { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        return text.isEmpty || text.elementsEqual("{}".utf8) || text.elementsEqual("null".utf8)
     }
 
     /// What every operation with a body takes, as `Accept` says on a 415.
