@@ -62,7 +62,23 @@ public enum ConfigLoader {
     static func typeProblems(yaml: String, first: DecodingError) -> [ConfigProblem] {
         var problems = [problem(from: first)]
         guard let parser = try? Parser(yaml: yaml, resolver: Resolver.basic.appending(.merge), encoding: .default),
-                    var node = try? parser.singleRoot() else { return problems }
+              var node = try? parser.singleRoot() else { return problems }
+        // A list element taken out moves the later ones down: each list's taken-out indices (by
+        // the list's place in the file) turn a later error's index back into the file's.
+        var removed: [String: [Int]] = [:]
+        func original(_ path: [any CodingKey]) -> [any CodingKey] {
+            var mapped: [any CodingKey] = []
+            for key in path {
+                if let index = key.intValue, key.stringValue == "Index \(index)" {
+                    var at = index
+                    for taken in (removed[keyPath(mapped)] ?? []).sorted() where taken <= at { at += 1 }
+                    mapped.append(ListIndex(at))
+                } else {
+                    mapped.append(key)
+                }
+            }
+            return mapped
+        }
         var reported: Set<String> = [keyPath(Self.path(of: first))]
         var error = first
         return withExtendedLifetime(parser) {
@@ -72,6 +88,8 @@ public enum ConfigLoader {
                 let path = Self.path(of: error)
                 if case .keyNotFound = error { break }
                 guard !path.isEmpty, let pruned = removing(path[...], from: node) else { break }
+                let inFile = original(path)
+                if let last = inFile.last as? ListIndex { removed[keyPath(Array(inFile.dropLast())), default: []].append(last.index) }
                 node = pruned
                 let words = ConfigDecodingProblems()
                 do {
@@ -79,10 +97,9 @@ public enum ConfigLoader {
                     problems += words.problems.filter { !reported.contains($0.path) }
                     break
                 } catch let next as DecodingError {
-                    // Each round takes a value out, so the rounds end. A place reported already
-                    // (a list's next element, now at the index of the one taken out) is not
-                    // listed twice.
-                    if reported.insert(keyPath(Self.path(of: next))).inserted { problems.append(problem(from: next)) }
+                    // Each round takes a value out, so the rounds end.
+                    let place = original(Self.path(of: next))
+                    if reported.insert(keyPath(place)).inserted { problems.append(problem(from: next, at: place)) }
                     error = next
                 } catch {
                     break
@@ -90,6 +107,16 @@ public enum ConfigLoader {
             }
             return problems
         }
+    }
+
+    /// A list's index as the decoders spell it.
+    private struct ListIndex: CodingKey {
+        let index: Int
+        init(_ index: Int) { self.index = index }
+        var stringValue: String { "Index \(index)" }
+        var intValue: Int? { index }
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { self.index = intValue }
     }
 
     /// Where a decoding error is.
@@ -130,20 +157,22 @@ public enum ConfigLoader {
         }
     }
 
-    static func problem(from error: DecodingError) -> ConfigProblem {
+    /// The problem `error` is, at its own place or at `place` (the file's, when values were taken out).
+    static func problem(from error: DecodingError, at place: [any CodingKey]? = nil) -> ConfigProblem {
+        let at = keyPath(place ?? path(of: error))
         switch error {
-        case .keyNotFound(let key, let context):
-            return .init(keyPath(context.codingPath + [key]), "required")
-        case .typeMismatch(let type, let context):
-            return .init(keyPath(context.codingPath), "expected \(describe(type))")
-        case .valueNotFound(let type, let context):
-            return .init(keyPath(context.codingPath), "expected \(describe(type)), found nothing")
+        case .keyNotFound:
+            return .init(at, "required")
+        case .typeMismatch(let type, _):
+            return .init(at, "expected \(describe(type))")
+        case .valueNotFound(let type, _):
+            return .init(at, "expected \(describe(type)), found nothing")
         case .dataCorrupted(let context):
             // Yams puts the parser's own error underneath; Foundation's own reason for a value no
             // case of an enumeration has quotes the value, so it is said without it.
             let reason = context.underlyingError.map(yamlReason)
                 ?? (context.debugDescription.hasPrefix("Cannot initialize") ? "not one of the accepted values" : context.debugDescription)
-            return .init(keyPath(context.codingPath), reason)
+            return .init(at, reason)
         @unknown default:
             return .init("", "\(error)")
         }

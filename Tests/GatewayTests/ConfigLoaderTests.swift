@@ -61,6 +61,7 @@ import WalletCrypto
         #expect(problems("issuers:\n  4111111111111111: 1\n") == ["issuers.(a key that is no name, not shown): expected a mapping"])
         #expect(problems("issuers:\n  bridge: 1\n") == ["issuers.bridge: expected a mapping"])
         #expect(problems("routing:\n  rules: [1]\n") == ["routing.rules[0]: expected a mapping"])
+        #expect(problems("issuers:\n  \"007\": 1\n") == ["issuers.007: expected a mapping"])
     }
 
     /// Every value of the wrong type is listed in one check, where the first stopped it (an
@@ -72,10 +73,15 @@ import WalletCrypto
             "server.deadline_ms: expected a single value, not a list or a mapping",
             "issuers.bridge: expected a mapping",
             "routing.rules[0]: expected a mapping",
+            "routing.rules[1]: expected a mapping",
             "log.format: must be one of: text, json",
         ])
+        // A list element taken out moves the later ones down; their places are still the file's.
+        #expect(problems("routing:\n  rules: [1, {match: {program: 5}}, 3]\n")
+            == ["routing.rules[0]: expected a mapping", "routing.rules[1].issuer: required"])
         // A required value missing ends the list there: nothing decodes past it.
-        #expect(problems("server: { port: abc }\nissuers: { bridge: { endpoints: [] } }\n").first == "server.port: expected an integer")
+        #expect(problems("server: { port: abc }\nissuers: { bridge: { endpoints: [] } }\nlog: { format: [1] }\n")
+            == ["server.port: expected an integer", "issuers.bridge.kind: required"])
     }
 
     @Test func theSandboxConfigLoads() throws {

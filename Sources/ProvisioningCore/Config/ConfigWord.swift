@@ -50,9 +50,10 @@ extension ConfigProblem {
     public static func keyPath(_ path: [any CodingKey]) -> String {
         var text = ""
         for key in path {
-            // A list's index ("Index 3"), not a mapping's key that reads as a number (a
-            // dictionary's coding key has the number too: `issuers: { 4111...: ... }`).
-            if let index = key.intValue, key.stringValue != String(index) {
+            // A list's index (its key reads "Index 3" in Yams and Foundation alike), not a
+            // mapping's key that reads as a number (`issuers: { 4111...: ... }`, `007`, `+1`: a
+            // dictionary's coding key has the number too).
+            if let index = key.intValue, key.stringValue == "Index \(index)" {
                 text += "[\(index)]"
             } else {
                 text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
