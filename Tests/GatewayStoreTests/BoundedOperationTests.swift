@@ -24,58 +24,55 @@ import Testing
     /// runs to its end (a write that records what happened still lands).
     @Test(arguments: [false, true])
     func pastTheTimeoutTheCallerIsAnsweredAndOnlyUnshieldedWorkIsCancelled(shielded: Bool) async throws {
-        let release = AsyncStream<Void>.makeStream()
-        let ended = Mutex<String?>(nil)
-        let done = AsyncStream<Void>.makeStream()
+        let work = HeldWork()
         do {
-            _ = try await PostgresGatewayStore.within(.milliseconds(20), shielded: shielded, expired: Self.expired) { () async throws -> Int in
-                // Waits for the test's release, or for cancellation.
-                await withTaskCancellationHandler {
-                    for await _ in release.stream { break }
-                } onCancel: {
-                    release.continuation.finish()
-                }
-                ended.withLock { $0 = Task.isCancelled ? "cancelled" : "finished" }
-                done.continuation.finish()
-                return 1
-            }
+            _ = try await PostgresGatewayStore.within(.milliseconds(20), shielded: shielded, expired: Self.expired) { await work.run() }
             Issue.record("no timeout")
         } catch let error as StoreError {
             #expect(error.reason == Self.expired.reason)
         }
-        if shielded { release.continuation.yield() }
-        for await _ in done.stream {}
-        #expect(ended.withLock { $0 } == (shielded ? "finished" : "cancelled"))
+        if shielded { work.release.continuation.yield() }
+        #expect(await work.endedAs() == (shielded ? "finished" : "cancelled"))
     }
 
     /// The caller's own cancellation cancels unshielded work at once, and never shielded work.
     @Test(arguments: [false, true])
     func theCallersCancellationReachesOnlyUnshieldedWork(shielded: Bool) async throws {
-        let started = AsyncStream<Void>.makeStream()
-        let release = AsyncStream<Void>.makeStream()
-        let ended = Mutex<String?>(nil)
-        let done = AsyncStream<Void>.makeStream()
+        let work = HeldWork()
         let caller = Task {
-            try await PostgresGatewayStore.within(.seconds(60), shielded: shielded, expired: Self.expired) { () async throws -> Int in
-                started.continuation.finish()
-                await withTaskCancellationHandler {
-                    for await _ in release.stream { break }
-                } onCancel: {
-                    release.continuation.finish()
-                }
-                ended.withLock { $0 = Task.isCancelled ? "cancelled" : "finished" }
-                done.continuation.finish()
-                return 1
-            }
+            try await PostgresGatewayStore.within(.seconds(60), shielded: shielded, expired: Self.expired) { await work.run() }
         }
-        for await _ in started.stream {}
+        for await _ in work.started.stream {}
         caller.cancel()
-        if shielded {
-            // Still running: released by the test, it finishes.
-            release.continuation.yield()
-        }
-        for await _ in done.stream {}
-        #expect(ended.withLock { $0 } == (shielded ? "finished" : "cancelled"))
+        // Shielded, it is still running: released by the test, it finishes.
+        if shielded { work.release.continuation.yield() }
+        #expect(await work.endedAs() == (shielded ? "finished" : "cancelled"))
         _ = try? await caller.value
+    }
+}
+
+/// Work that waits for the test's release or for its cancellation, and says which ended it.
+final class HeldWork: Sendable {
+    let started = AsyncStream<Void>.makeStream()
+    let release = AsyncStream<Void>.makeStream()
+    let done = AsyncStream<Void>.makeStream()
+    let ended = Mutex<String?>(nil)
+
+    func run() async -> Int {
+        started.continuation.finish()
+        await withTaskCancellationHandler {
+            for await _ in release.stream { break }
+        } onCancel: {
+            release.continuation.finish()
+        }
+        ended.withLock { $0 = Task.isCancelled ? "cancelled" : "finished" }
+        done.continuation.finish()
+        return 1
+    }
+
+    /// How the work ended, once it has.
+    func endedAs() async -> String? {
+        for await _ in done.stream {}
+        return ended.withLock { $0 }
     }
 }
