@@ -49,7 +49,13 @@ public enum ConfigLoader {
         } catch {
             throw ConfigError(source: source, problems: [.init("", yamlReason(error))])
         }
-        return (config, wordProblems.problems + UnknownConfigKeys.find(in: yaml, decoded: config) + config.validate(profiles: IssuerCatalog.profiles))
+        // A wrong word decodes as its type's placeholder, which the meaning checks must not then
+        // report again as if the file said it (`wallets: [apple_pay, nope]` is not "apple_pay is
+        // listed twice").
+        let words = wordProblems.problems
+        let wordPlaces = Set(words.map(\.path))
+        let meaning = config.validate(profiles: IssuerCatalog.profiles).filter { !wordPlaces.contains($0.path) }
+        return (config, words + UnknownConfigKeys.find(in: yaml, decoded: config) + meaning)
     }
 
     /// How many type problems one check lists at most.

@@ -8,15 +8,16 @@ public enum InputRules {
     public static let maxReferenceValueLength = 128
 
     /// Not dots alone: `.` and `..` are path segments to every URL tool, so a client that
-    /// normalises its URLs could never reach such a card.
-    /// Never a card number either (`holdsCardNumber`): an id is logged, audited and echoed, and a
-    /// card number pasted as one would then be everywhere the product promises it never is.
+    /// normalises its URLs could never reach such a card. Never a card number either
+    /// (`holdsCardNumber`): an id is logged, audited and echoed, and a card number pasted as one
+    /// would then be everywhere the product promises it never is.
     public static func isCardID(_ text: String) -> Bool {
         hasCardIDShape(text) && !holdsCardNumber(text)
     }
 
-    /// `isCardID` without the card-number rule: for deleting (`cards delete`) a card a version
-    /// without that rule registered.
+    /// `isCardID` without the card-number rule: for deleting (`cards delete`, `vault delete`) a
+    /// card a version without that rule registered, and for the card list's cursor (the server's
+    /// own id).
     public static func hasCardIDShape(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= maxCardIDLength && text.utf8.allSatisfy(isIDByte)
             && text.utf8.contains { $0 != UInt8(ascii: ".") }
@@ -25,12 +26,12 @@ public enum InputRules {
     /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
     /// run (alone or as one group among others) or in the groups cards are printed in (fours, the
     /// last of one to four; Amex's 4-6-5 and Diners' 4-6-4), the groups joined by one space, `-`,
-    /// `.`, `:` or `_`; not starting with 0;
-    /// with no letter or digit right before or after it; and whose Luhn check digit holds (ISO/IEC
-    /// 7812). Ids and headers a caller chooses are refused or replaced when they hold one. A
-    /// UUID's groups (8-4-4-4-12) are no card's, and a run touching a letter is part of a word.
-    /// Other numbers of that length pass the check about one time in ten, so an id that is a
-    /// bare long number may be refused (the message says why); `c` before it makes it an id.
+    /// `.`, `:` or `_`; not starting with 0; with no letter right before or after it; and whose
+    /// Luhn check digit holds (ISO/IEC 7812). Ids and headers a caller chooses are refused or
+    /// replaced when they hold one. A UUID's groups (8-4-4-4-12) are no card's, and a run touching
+    /// a letter is part of a word. Other numbers of that length pass the check about one time in
+    /// ten, so an id that is a bare long number may be refused (the message says why); a letter
+    /// right before it (`c1234...`) makes it an id.
     public static func holdsCardNumber(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }

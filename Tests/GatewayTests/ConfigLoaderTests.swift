@@ -64,6 +64,13 @@ import WalletCrypto
         #expect(problems("issuers:\n  \"007\": 1\n") == ["issuers.007: expected a mapping"])
     }
 
+    /// A wrong word is reported once, as what it is: its placeholder is not then reported again
+    /// by the meaning checks ("apple_pay is listed twice").
+    @Test func aWrongWordIsReportedOnceAsItself() {
+        let yaml = Self.minimal.replacingOccurrences(of: "    kind: bridge\n", with: "    kind: bridge\n    wallets: [apple_pay, nope]\n")
+        #expect(problems(yaml) == ["issuers.bridge.wallets[1]: must be one of: apple_pay, google_pay, samsung_pay"])
+    }
+
     /// Every value of the wrong type is listed in one check, where the first stopped it (an
     /// operator fixed one, ran it again, met the next); wrong words found on the way too.
     @Test func everyValueOfTheWrongTypeIsListedAtOnce() {
