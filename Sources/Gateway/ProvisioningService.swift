@@ -485,6 +485,29 @@ public struct ProvisioningService: Sendable {
         }
     }
 
+    /// A stored answer about to be replayed: the client must still hold the card (or still make
+    /// activations without one), and the replay is on the trail either way, under the stored
+    /// answer's provisioning id. A refused replay is a `failed` event with its code, and its
+    /// problem names that provisioning (the client made it), as a fresh refusal's would.
+    public func replay(
+        provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
+        logger: Logger? = nil
+    ) async throws(GatewayError) {
+        do {
+            try await authorizeReplay(cardID: cardID, client: client)
+        } catch {
+            var logger = logger ?? self.logger
+            logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
+            try await record(AuditEvent(
+                provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+                tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: error.code,
+                upstreamStatus: nil, latencyMS: 0), logger: logger)
+            throw error.with(provisioningID: provisioningID)
+        }
+        try await recordReplay(provisioningID: provisioningID, cardID: cardID, client: client, operation: operation, tokenID: tokenID,
+                               logger: logger)
+    }
+
     public func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
         guard let cardID else {
             // An activation without a card: replayed only while the client may still make one.

@@ -229,10 +229,9 @@ struct APIHandler: APIProtocol {
         case .fresh(let answer):
             return answer
         case .replayed(let stored):
-            try await service.authorizeReplay(cardID: cardID, client: client)
             let answer = try Self.decodeStored(Answer.self, stored)
-            try await service.recordReplay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client,
-                                           operation: operation, tokenID: tokenID, logger: RequestScope.logger)
+            try await service.replay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client,
+                                     operation: operation, tokenID: tokenID, logger: RequestScope.logger)
             return answer
         }
     }

@@ -105,6 +105,31 @@ import Testing
         }
     }
 
+    /// A replay refused because the client no longer holds the card (an admin moved it to
+    /// another program) is on the trail, as a fresh refusal is, and its problem names the
+    /// provisioning the client made; it had left no event and no id.
+    @Test func aRefusedReplayIsOnTheTrailUnderItsProvisioning() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "moved-1")
+            let id = try #require(first.json["provisioning_id"] as? String)
+            let moved = try await client.execute(
+                uri: "/v1/cards/card_bridge_demo", method: .put,
+                headers: [.authorization: "Bearer \(GatewayHarness.opsKey)", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"program":"other","issuer":"bridge","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#))
+            #expect(moved.status == .ok, "\(moved.json)")
+            let refused = try await Self.provision(client, body: body, idempotencyKey: "moved-1")
+            #expect(refused.status == .notFound && refused.json["code"] as? String == "card_not_found")
+            #expect(refused.json["provisioning_id"] as? String == id, "\(refused.json)")
+            #expect(await sandbox.bridge.log.count == 1)
+            let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            let events = audit.json["events"] as? [[String: Any]] ?? []
+            #expect(events.compactMap { $0["outcome"] as? String } == ["succeeded", "failed"], "\(audit.json)")
+            #expect(events.last?["error_code"] as? String == "card_not_found")
+        }
+    }
+
     @Test func theSameKeyWithAnotherBodyIsRefused() async throws {
         try await GatewayHarness.run { client, sandbox in
             _ = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
