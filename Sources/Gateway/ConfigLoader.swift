@@ -75,7 +75,7 @@ public enum ConfigLoader {
         func original(_ path: [any CodingKey]) -> [any CodingKey] {
             var mapped: [any CodingKey] = []
             for key in path {
-                if let index = key.intValue, key.stringValue == "Index \(index)" {
+                if let index = ConfigProblem.listIndex(key) {
                     var at = index
                     for taken in (removed[keyPath(mapped)] ?? []).sorted() where taken <= at { at += 1 }
                     mapped.append(ListIndex(at))

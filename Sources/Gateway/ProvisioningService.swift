@@ -279,7 +279,7 @@ public struct ProvisioningService: Sendable {
             if let cardID {
                 let record = try await self.card(cardID)
                 // Another program's card is answered exactly like a card that does not exist.
-                guard client.mayUse(record) else { throw GatewayError(.cardNotFound, "no card \(cardID) among this client's programs") }
+                guard client.mayUse(record) else { throw .cardNotAmongClients(cardID) }
                 card = record
                 rule = routing.firstMatch(record, wallet: wallet)
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : record.issuer ?? rule?.issuer
@@ -487,48 +487,36 @@ public struct ProvisioningService: Sendable {
 
     /// A stored answer about to be replayed: the client must still hold the card (or still make
     /// activations without one), and the replay is on the trail either way, under the stored
-    /// answer's provisioning id. A refused replay is a `failed` event with its code, and its
-    /// problem names that provisioning (the client made it), as a fresh refusal's would.
+    /// answer's provisioning id, before it is answered: `replayed` (no upstream was called), or,
+    /// refused, `failed` with its code, and its problem names that provisioning (the client made
+    /// it), as a fresh refusal's would.
     public func replay(
-        provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
-        logger: Logger? = nil
-    ) async throws(GatewayError) {
-        do {
-            try await authorizeReplay(cardID: cardID, client: client)
-        } catch {
-            var logger = logger ?? self.logger
-            logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
-            try await record(AuditEvent(
-                provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
-                tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: error.code,
-                upstreamStatus: nil, latencyMS: 0), logger: logger)
-            throw error.with(provisioningID: provisioningID)
-        }
-        try await recordReplay(provisioningID: provisioningID, cardID: cardID, client: client, operation: operation, tokenID: tokenID,
-                               logger: logger)
-    }
-
-    public func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
-        guard let cardID else {
-            // An activation without a card: replayed only while the client may still make one.
-            try Self.mayActivateWithoutACard(client)
-            return
-        }
-        guard client.mayUse(try await card(cardID)) else { throw GatewayError(.cardNotFound, "no card \(cardID) among this client's programs") }
-    }
-
-    /// Notes that a stored answer was replayed for an Idempotency-Key: no upstream was called. The
-    /// answer is replayed only once this is written.
-    public func recordReplay(
         provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
         logger: Logger? = nil
     ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
-        let event = AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
-            tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .replayed, errorCode: nil, upstreamStatus: nil, latencyMS: 0)
-        try await record(event, logger: logger)
+        func event(_ outcome: AuditEvent.Outcome, _ code: GatewayError.Code?) -> AuditEvent {
+            AuditEvent(provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+                       tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: outcome, errorCode: code, upstreamStatus: nil,
+                       latencyMS: 0)
+        }
+        do {
+            try await authorizeReplay(cardID: cardID, client: client)
+        } catch {
+            try await record(event(.failed, error.code), logger: logger)
+            throw error.with(provisioningID: provisioningID)
+        }
+        try await record(event(.replayed, nil), logger: logger)
+    }
+
+    private func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
+        guard let cardID else {
+            // An activation without a card: replayed only while the client may still make one.
+            try Self.mayActivateWithoutACard(client)
+            return
+        }
+        guard client.mayUse(try await card(cardID)) else { throw .cardNotAmongClients(cardID) }
     }
 
     /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.
@@ -549,7 +537,7 @@ public struct ProvisioningService: Sendable {
         } catch {
             throw GatewayError(.internal, "the card registry failed", cause: error)
         }
-        guard let record else { throw GatewayError(.cardNotFound, "no card \(id) among this client's programs") }
+        guard let record else { throw .cardNotAmongClients(id) }
         return record
     }
 }

@@ -342,7 +342,7 @@ struct APIHandler: APIProtocol {
             case .updated: created = false
             case .notOwned:
                 // Another program's card: answered as if the id were free of cards this client can see.
-                throw await refuse(GatewayError(.cardNotFound, "no card \(id) among this client's programs"), "foreign_card")
+                throw await refuse(GatewayError.cardNotAmongClients(id), "foreign_card")
             }
         } catch CardRegistryError.issuerReferenceInUse {
             throw await refuse(GatewayError(
@@ -360,7 +360,7 @@ struct APIHandler: APIProtocol {
         let id = try Self.cardID(input.path.cardId)
         // Ownership, deletion (with the vault entry) and the security event in one transaction.
         guard try await store.deleteCard(id, owners: client.admin ? nil : client.programs, event: event(.cardDeleted, client, card: id)) != nil
-        else { throw GatewayError(.cardNotFound, "no card \(id) among this client's programs") }
+        else { throw GatewayError.cardNotAmongClients(id) }
         return .noContent(.init())
     }
 
@@ -402,7 +402,7 @@ struct APIHandler: APIProtocol {
         let client = try Self.client()
         let id = try Self.cardID(text)
         guard let card = try await store.card(id), client.manages(card) else {
-            throw GatewayError(.cardNotFound, "no card \(id) among this client's programs")
+            throw GatewayError.cardNotAmongClients(id)
         }
         if client.admin {
             try await audit.record(event(.adminRead, client, card: id, detail: ["path": "/v1/cards/{card_id}"]))

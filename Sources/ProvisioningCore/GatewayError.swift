@@ -192,6 +192,12 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public static let maxCauseLength = 300
 
+    /// A card the client may not use, answered exactly as one that does not exist: the same
+    /// words for both, so a tenant learns nothing of another's cards.
+    public static func cardNotAmongClients(_ id: CardID) -> GatewayError {
+        GatewayError(.cardNotFound, "no card \(id) among this client's programs")
+    }
+
     public func with(provisioningID: ProvisioningID) -> GatewayError {
         var copy = self
         copy.provisioningID = provisioningID

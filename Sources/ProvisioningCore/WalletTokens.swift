@@ -29,10 +29,9 @@ public struct WalletToken: Sendable, Equatable {
     /// A token id as the API takes it in a path: what Marqeta (36 characters) and Lithic (a UUID) give.
     /// Not dots alone, as card ids: `.` and `..` are path segments to URL tools, and a token id
     /// becomes a segment of the issuer's path (the token list must also name it first).
+    /// The same characters and bound as a card id's shape (`InputRules.hasCardIDShape`).
     public static func isTokenID(_ text: String) -> Bool {
-        (1...128).contains(text.utf8.count) && text.utf8.contains { $0 != UInt8(ascii: ".") } && text.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || "_.:-".utf8.contains(byte)
-        }
+        InputRules.hasCardIDShape(text)
     }
     public static let tokenIDRule = "token_id: 1 to 128 characters of A-Z, a-z, 0-9, '_', '.', ':', '-', not dots alone"
 }

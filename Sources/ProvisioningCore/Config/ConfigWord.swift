@@ -47,13 +47,17 @@ public final class ConfigDecodingProblems: @unchecked Sendable {
 
 extension ConfigProblem {
     /// `issuers.bridge.endpoints[0].url`
+    /// A list's index (its key reads "Index 3" in Yams and Foundation alike), or nil for a
+    /// mapping's key, even one that reads as a number (`issuers: { 4111...: ... }`, `007`, `+1`:
+    /// a dictionary's coding key has the number too).
+    public static func listIndex(_ key: any CodingKey) -> Int? {
+        key.intValue.flatMap { key.stringValue == "Index \($0)" ? $0 : nil }
+    }
+
     public static func keyPath(_ path: [any CodingKey]) -> String {
         var text = ""
         for key in path {
-            // A list's index (its key reads "Index 3" in Yams and Foundation alike), not a
-            // mapping's key that reads as a number (`issuers: { 4111...: ... }`, `007`, `+1`: a
-            // dictionary's coding key has the number too).
-            if let index = key.intValue, key.stringValue == "Index \(index)" {
+            if let index = listIndex(key) {
                 text += "[\(index)]"
             } else {
                 text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
