@@ -19,6 +19,11 @@ public struct TokenActivationRequest: Sendable, Equatable {
         guard tokenUniqueReference.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
             throw GatewayError(.invalidRequest, "token_unique_reference: printable ASCII without spaces")
         }
+        // A reference is logged, audited and echoed: a card number pasted as one would leak
+        // everywhere it goes (an MDES reference's digits follow letters, so it never reads as one).
+        guard !InputRules.holdsCardNumber(tokenUniqueReference) else {
+            throw GatewayError(.invalidRequest, "token_unique_reference: never a card number (the pass's deviceAccountIdentifier, not its card's number)")
+        }
         self.tokenUniqueReference = tokenUniqueReference
     }
 }

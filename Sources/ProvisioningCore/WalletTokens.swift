@@ -29,11 +29,13 @@ public struct WalletToken: Sendable, Equatable {
     /// A token id as the API takes it in a path: what Marqeta (36 characters) and Lithic (a UUID) give.
     /// Not dots alone, as card ids: `.` and `..` are path segments to URL tools, and a token id
     /// becomes a segment of the issuer's path (the token list must also name it first).
-    /// The same characters and bound as a card id's shape (`InputRules.hasCardIDShape`).
+    /// The same rule as a card id's (`InputRules.isCardID`): its characters and bound, and never a
+    /// card number, since a token id is logged, audited and echoed as a card id is (a device
+    /// account number pasted as one would be everywhere the product promises card numbers never are).
     public static func isTokenID(_ text: String) -> Bool {
-        InputRules.hasCardIDShape(text)
+        InputRules.isCardID(text)
     }
-    public static let tokenIDRule = "token_id: 1 to 128 characters of A-Z, a-z, 0-9, '_', '.', ':', '-', not dots alone"
+    public static let tokenIDRule = "token_id: 1 to 128 characters of A-Z, a-z, 0-9, '_', '.', ':', '-', not dots alone, and never a card number"
 }
 
 /// What support asks of a token: stop it for a while (a phone is lost), let it work again, or end it.

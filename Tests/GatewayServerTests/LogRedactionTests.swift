@@ -110,7 +110,8 @@ final class CapturedLog: Sendable {
     }
 
     /// A card number a caller puts where an id or a name goes (a card id in the path or a body,
-    /// `X-Request-Id`, `tracestate`, a program filter, a provisioning id, an issuer to pause)
+    /// `X-Request-Id`, `tracestate`, a program filter, a provisioning id, an issuer to pause, a
+    /// wallet token's id, an activation's token reference)
     /// reaches no log line and no answer: an id that holds one is refused without being repeated,
     /// a request id or a tracestate that holds one is replaced or dropped, and a name is echoed
     /// masked. It had been logged, echoed, audited and exported in spans.
@@ -134,6 +135,13 @@ final class CapturedLog: Sendable {
                                        String(decoding: try GatewayHarness.requestBody(), as: UTF8.self)).status == .badRequest)
                 #expect(try await send("/v1/token-activations", .post, tenant,
                                        #"{"token_unique_reference":"DNITHE000000000000001","card_id":"\#(number)"}"#).status == .badRequest)
+                // As a wallet token's id, and as the activation's token reference.
+                let transition = try await send("/v1/cards/card_lithic_demo/wallet-tokens/\(number.replacingOccurrences(of: " ", with: "-"))/suspend",
+                                                .post, tenant)
+                #expect(transition.status == .badRequest && transition.json["code"] as? String == "invalid_request", "\(transition.json)")
+                let activation = try await send("/v1/token-activations", .post, tenant,
+                                                #"{"token_unique_reference":"\#(number)","card_id":"card_tmp_demo"}"#)
+                #expect(activation.status == .badRequest && activation.json["code"] as? String == "invalid_request", "\(activation.json)")
                 var traced = tenant
                 traced[HTTPField.Name("X-Request-Id")!] = number
                 traced[HTTPField.Name("traceparent")!] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
