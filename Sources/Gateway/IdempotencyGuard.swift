@@ -70,13 +70,15 @@ public struct IdempotencyGuard: Sendable {
 
     /// Runs `operation` at most once per key. `stored` makes the answer kept for replays; it runs
     /// only when a key was sent, so a request without one never encodes an answer nobody keeps.
+    /// `operation` runs as the provisioning id it is given, which the key's claim keeps: a claim
+    /// found abandoned later names it (`idempotency_outcome_unknown` with `provisioning_id`).
     public func run<Fresh: Sendable>(
         client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
         stored toStored: (Fresh) -> StoredResponse,
-        _ operation: () async throws(GatewayError) -> Fresh
+        _ operation: (ProvisioningID) async throws(GatewayError) -> Fresh
     ) async throws(GatewayError) -> Answer<Fresh> {
         // Without a key nothing is stored: the hash is not even computed.
-        guard let key else { return .fresh(try await operation()) }
+        guard let key else { return .fresh(try await operation(ProvisioningID.generate())) }
         // The spec's rule (`^[\x21-\x24\x26-\x7E]{1,255}$`: visible ASCII without `%`), kept here
         // too so the guard does not rely on the contract check having run first.
         guard !key.isEmpty, key.utf8.count <= Self.maxKeyLength,
@@ -88,10 +90,11 @@ public struct IdempotencyGuard: Sendable {
         var interval = pollInterval
         while true {
             let now = wallTime()
+            let provisioningID = ProvisioningID.generate(at: now)
             let claim: IdempotencyClaim
             do {
                 claim = try await store.claimIdempotencyKey(
-                    client: client, key: key, requestHash: requestHash, now: now,
+                    client: client, key: key, requestHash: requestHash, provisioningID: provisioningID, now: now,
                     expiresAt: now.addingTimeInterval(Double(ttl.wholeMilliseconds) / 1000),
                     abandonAt: now.addingTimeInterval(Double((waitLimit + Self.abandonMargin).wholeMilliseconds) / 1000))
             } catch {
@@ -108,7 +111,7 @@ public struct IdempotencyGuard: Sendable {
                 let deferred = DeferredAudit()
                 let outcome = await DeferredAudit.$current.withValue(deferred) { () async -> Result<Fresh, GatewayError> in
                     do throws(GatewayError) {
-                        return .success(try await operation())
+                        return .success(try await operation(provisioningID))
                     } catch {
                         return .failure(error)
                     }
@@ -171,8 +174,10 @@ public struct IdempotencyGuard: Sendable {
                 }
             case .mismatch:
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
-            case .abandoned:
-                throw Self.outcomeUnknown
+            case .abandoned(let provisioningID):
+                // The retry is pointed at the provisioning whose outcome is unknown: its audit
+                // trail (`GET /v1/provisionings/{id}`) says which issuer was called and how it ended.
+                throw provisioningID.map { Self.outcomeUnknown.with(provisioningID: $0) } ?? Self.outcomeUnknown
             case .inProgress:
                 guard clock.now < giveUp else {
                     throw Self.stillRunning

@@ -504,7 +504,11 @@ public struct ProvisioningService: Sendable {
         do {
             try await authorizeReplay(cardID: cardID, client: client)
         } catch {
-            try await record(event(.failed, error.code), logger: logger)
+            // A refused replay is a `replayed` event with the refusal's code: like a served one it
+            // called no issuer, and every refusal is kept (a `failed` event at attempt 0 would be
+            // the provisioning's one such event, so a second refusal could not be written and
+            // answered 500; the two-instance audit found it).
+            try await record(event(.replayed, error.code), logger: logger)
             throw error.with(provisioningID: provisioningID)
         }
         try await record(event(.replayed, nil), logger: logger)

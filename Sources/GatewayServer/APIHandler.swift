@@ -70,8 +70,8 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
-        ) { () async throws(GatewayError) -> Components.Schemas.ApplePayProvisioningResponse in
-            let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
+        ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.ApplePayProvisioningResponse in
+            let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, provisioningID: provisioningID, logger: RequestScope.logger)
             return Components.Schemas.ApplePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue,
                 issuer: result.issuer.rawValue,
@@ -100,8 +100,8 @@ struct APIHandler: APIProtocol {
                 stored.userAddress = nil
                 return StoredResponse(status: 200, body: Self.encode(stored))
             }
-        ) { () async throws(GatewayError) -> Components.Schemas.GooglePayProvisioningResponse in
-            let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
+        ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.GooglePayProvisioningResponse in
+            let result = try await service.provisionGooglePay(cardID: cardID, request: request, client: client, provisioningID: provisioningID, logger: RequestScope.logger)
             let payload = result.payload
             return Components.Schemas.GooglePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue,
@@ -133,8 +133,8 @@ struct APIHandler: APIProtocol {
                 stored.displayName = nil
                 return StoredResponse(status: 200, body: Self.encode(stored))
             }
-        ) { () async throws(GatewayError) -> Components.Schemas.SamsungPayProvisioningResponse in
-            let result = try await service.provisionSamsungPay(cardID: cardID, request: request, client: client, logger: RequestScope.logger)
+        ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.SamsungPayProvisioningResponse in
+            let result = try await service.provisionSamsungPay(cardID: cardID, request: request, client: client, provisioningID: provisioningID, logger: RequestScope.logger)
             let payload = result.payload
             return Components.Schemas.SamsungPayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue, provisionPayload: payload.provisionPayload,
@@ -184,10 +184,10 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: ["token_id": tokenID], operation: operation),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
-        ) { () async throws(GatewayError) -> Components.Schemas.WalletTokenTransition in
+        ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.WalletTokenTransition in
             // The service checks the token id before anything else.
             let change = try await service.transitionWalletToken(cardID: cardID, tokenID: tokenID, action: action, client: client,
-                                                                 logger: RequestScope.logger)
+                                                                 provisioningID: provisioningID, logger: RequestScope.logger)
             return .init(provisioningId: change.provisioningID.rawValue, tokenId: change.tokenID, issuer: change.issuer.rawValue,
                          action: .init(rawValue: action.rawValue)!,
                          outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
@@ -207,8 +207,8 @@ struct APIHandler: APIProtocol {
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: cardID ?? CardID(""), body: body, operation: .tokenActivation),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
-        ) { () async throws(GatewayError) -> Components.Schemas.TokenActivationResponse in
-            let activation = try await service.activateToken(request, cardID: cardID, client: client, logger: RequestScope.logger)
+        ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.TokenActivationResponse in
+            let activation = try await service.activateToken(request, cardID: cardID, client: client, provisioningID: provisioningID, logger: RequestScope.logger)
             let result = activation.result
             return .init(
                 provisioningId: activation.provisioningID.rawValue, issuer: activation.issuer.rawValue,

@@ -94,6 +94,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ("007_claim_abandon_time", statements(StoreRows.claimAbandonTimeMigration)),
         ("008_audit_token_id", statements(StoreRows.auditTokenMigration)),
         (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration(.postgres))),
+        (StoreRows.claimProvisioningVersion, statements(StoreRows.claimProvisioningMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -589,29 +590,34 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Idempotency
 
     public func claimIdempotencyKey(
-        client clientID: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date
+        client clientID: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
+        abandonAt: Date
     ) async throws -> IdempotencyClaim {
         try await bounded { [self] in
             let nowMS = StoreRows.milliseconds(now), abandonMS = StoreRows.milliseconds(abandonAt)
             // One statement, one round trip for a fresh or expired key (`StoreRows.claimUpsert`); the
             // primary key decides between concurrent claims, across instances.
-            var binds = PostgresBindings(capacity: 7)
+            var binds = PostgresBindings(capacity: 8)
             binds.append(clientID.rawValue)
             binds.append(key)
             binds.append(requestHash)
             binds.append(nowMS)
             binds.append(StoreRows.milliseconds(expiresAt))
             binds.append(abandonMS)
+            binds.append(provisioningID.rawValue)
             binds.append(nowMS)
-            let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...7).map { "$\($0)" }) + " RETURNING key", binds: binds)
+            let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...8).map { "$\($0)" }) + " RETURNING key", binds: binds)
             for try await _ in try await client.query(upsert, logger: logger).decode(String.self) { return .acquired }
             let existing = try await client.query("""
-                SELECT request_hash, response_status, response_body, created_at, abandon_at FROM idempotency_keys
+                SELECT request_hash, response_status, response_body, created_at, abandon_at, provisioning_id FROM idempotency_keys
                 WHERE client_id = \(clientID.rawValue) AND key = \(key)
                 """, logger: logger)
-            for try await (hash, status, body, createdAt, abandonedFrom) in existing.decode((String, Int?, ByteBuffer?, Int64, Int64?).self) {
+            for try await (hash, status, body, createdAt, abandonedFrom, provisioning) in existing
+                .decode((String, Int?, ByteBuffer?, Int64, Int64?, String?).self)
+            {
                 return StoreRows.claim(existingHash: hash, completedStatus: status, body: body.map { Data(buffer: $0) }, createdAt: createdAt,
-                                       abandonAt: abandonedFrom, requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
+                                       abandonAt: abandonedFrom, provisioningID: provisioning, requestHash: requestHash, now: nowMS,
+                                       askerAbandonAt: abandonMS)
             }
             // Purged between the insert and the read: nobody holds it now.
             return .inProgress

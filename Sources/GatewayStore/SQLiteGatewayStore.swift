@@ -188,6 +188,9 @@ public final class SQLiteGatewayStore: GatewayStore {
             if variants > 0 { throw CaseVariantReferences(count: variants) }
             try db.execute(sql: StoreRows.referenceCaseFoldMigration(.sqlite))
         }
+        migrator.registerMigration(StoreRows.claimProvisioningVersion) { db in
+            try db.execute(sql: StoreRows.claimProvisioningMigration)
+        }
         return migrator
     }
 
@@ -556,16 +559,17 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Idempotency
 
-    public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
-        async throws -> IdempotencyClaim
+    public func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date,
+                                    expiresAt: Date, abandonAt: Date) async throws -> IdempotencyClaim
     {
         // One write (in a group commit: SQLite applies writes one at a time), so two claims
         // cannot both acquire; it returns once committed, before the upstream is called. A fresh
         // key is one statement (`StoreRows.claimUpsert`); only a key already held is read back.
         try await batched { db in
             let nowMS = StoreRows.milliseconds(now), abandonMS = StoreRows.milliseconds(abandonAt)
-            try db.cachedStatement(sql: StoreRows.claimUpsert(placeholders: ["?", "?", "?", "?", "?", "?", "?"]))
-                .execute(arguments: [client.rawValue, key, requestHash, nowMS, StoreRows.milliseconds(expiresAt), abandonMS, nowMS])
+            try db.cachedStatement(sql: StoreRows.claimUpsert(placeholders: ["?", "?", "?", "?", "?", "?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, requestHash, nowMS, StoreRows.milliseconds(expiresAt), abandonMS,
+                                     provisioningID.rawValue, nowMS])
             guard db.changesCount == 0 else { return .acquired }
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM idempotency_keys WHERE client_id = ? AND key = ?"),
                                              arguments: [client.rawValue, key]) else {
@@ -573,7 +577,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             return StoreRows.claim(existingHash: row["request_hash"], completedStatus: row["response_status"],
                                    body: row["response_body"], createdAt: row["created_at"], abandonAt: row["abandon_at"],
-                                   requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
+                                   provisioningID: row["provisioning_id"], requestHash: requestHash, now: nowMS, askerAbandonAt: abandonMS)
         }
     }
 

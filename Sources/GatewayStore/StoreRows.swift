@@ -166,16 +166,18 @@ enum StoreRows {
     /// takes over the row of an expired one (its answer cleared), and changes nothing when the key
     /// is held and unexpired; so a fresh key is one statement (on PostgreSQL one round trip), and
     /// the primary key still decides between concurrent claims, across instances. The
-    /// placeholders, in order: client id, key, request hash, now, expiry, abandon time
-    /// (milliseconds), now again.
+    /// placeholders, in the order they appear (SQLite's `?` are bound by position): client id, key,
+    /// request hash, now, expiry, abandon time (milliseconds), the provisioning id the claim's
+    /// request runs as, now again.
     static func claimUpsert(placeholders p: [String]) -> String {
-        precondition(p.count == 7)
+        precondition(p.count == 8)
         return """
-            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at, abandon_at)
-            VALUES (\(p[0]), \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]))
+            INSERT INTO idempotency_keys (client_id, key, request_hash, created_at, expires_at, abandon_at, provisioning_id)
+            VALUES (\(p[0]), \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]))
             ON CONFLICT (client_id, key) DO UPDATE SET request_hash = excluded.request_hash, response_status = NULL,
-                response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at, abandon_at = excluded.abandon_at
-            WHERE idempotency_keys.expires_at <= \(p[6])
+                response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at, abandon_at = excluded.abandon_at,
+                provisioning_id = excluded.provisioning_id
+            WHERE idempotency_keys.expires_at <= \(p[7])
             """
     }
 
@@ -183,6 +185,12 @@ enum StoreRows {
     /// counts as abandoned (its own request's deadline and margin), instead of every later request
     /// judging it by its own deadline. Rows kept before it have none (NULL).
     static let claimAbandonTimeMigration = "ALTER TABLE idempotency_keys ADD COLUMN abandon_at BIGINT"
+
+    /// Schema 010, the same on both stores: each claim keeps the provisioning id its request runs
+    /// as, so a claim found abandoned can name it (`idempotency_outcome_unknown` points the retry
+    /// at that provisioning's audit trail). Rows kept before it have none (NULL).
+    static let claimProvisioningVersion = "010_claim_provisioning_id"
+    static let claimProvisioningMigration = "ALTER TABLE idempotency_keys ADD COLUMN provisioning_id TEXT"
 
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
@@ -302,8 +310,8 @@ enum StoreRows {
     /// abandoned from its own abandon time on; one kept before schema 007 (`abandonAt` NULL, or
     /// older than the claim) from its claim time plus the asking request's window
     /// (`askerAbandonAt - now`), the rule before.
-    static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, abandonAt: Int64?, requestHash: String,
-                      now: Int64, askerAbandonAt: Int64) -> IdempotencyClaim
+    static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, abandonAt: Int64?, provisioningID: String?,
+                      requestHash: String, now: Int64, askerAbandonAt: Int64) -> IdempotencyClaim
     {
         guard existingHash == requestHash else { return .mismatch }
         guard let completedStatus, let body else {
@@ -311,7 +319,7 @@ enum StoreRows {
             // before 007 that took the expired key over: this claim is judged as one of its own.
             let own = abandonAt.flatMap { $0 >= createdAt ? $0 : nil }
             let abandonedFrom = own ?? createdAt + (askerAbandonAt - now)
-            return abandonedFrom <= now ? .abandoned : .inProgress
+            return abandonedFrom <= now ? .abandoned(provisioningID.map(ProvisioningID.init)) : .inProgress
         }
         return .replay(StoredResponse(status: completedStatus, body: body))
     }

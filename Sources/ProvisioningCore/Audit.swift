@@ -5,7 +5,9 @@ import Foundation
 public struct AuditEvent: Sendable, Equatable {
     public enum Outcome: String, Sendable, Codable, CaseIterable {
         case succeeded, failed
-        /// Answered from a stored Idempotency-Key response; no upstream was called.
+        /// A repeat of a request under its Idempotency-Key, answered from the stored response; no
+        /// upstream was called. With an error code, the stored answer was withheld (the client no
+        /// longer holds the card) and the code was answered instead.
         case replayed
     }
 

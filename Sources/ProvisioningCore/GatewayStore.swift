@@ -20,8 +20,10 @@ public enum IdempotencyClaim: Sendable, Equatable {
     case inProgress
     /// The same request was claimed longer ago than any request can run and never finished: its
     /// request died (a crash, a killed instance, a store failure after the call) and may have
-    /// reached the issuer. It is never run again under this key.
-    case abandoned
+    /// reached the issuer. It is never run again under this key. It names the provisioning that
+    /// claim ran as, when the claim kept one (schema 010; not for a claim kept before it), so a
+    /// retry can be pointed at that provisioning's audit trail.
+    case abandoned(ProvisioningID?)
     /// The key was used with a different request.
     case mismatch
 }
@@ -111,9 +113,10 @@ public protocol GatewayStore: CardRegistry {
     /// died. Each claim carries its own time, set from the deadline its request ran under, so a
     /// later request under a shorter deadline (a reload lowered it, another instance runs another
     /// file) never mistakes a request still running for a dead one. A claim kept before schema 007
-    /// has none and is judged by the asking request's window (`abandonAt - now`).
-    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
-        async throws -> IdempotencyClaim
+    /// has none and is judged by the asking request's window (`abandonAt - now`). The claim also
+    /// keeps `provisioningID`, the id its request runs as, which an `abandoned` claim names.
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date,
+                             expiresAt: Date, abandonAt: Date) async throws -> IdempotencyClaim
     /// Keeps the answer of a claim's request, and commits `audit` (its successful attempt's
     /// events) in the same transaction: both are kept or neither is. One synced commit instead of
     /// two for a request with an Idempotency-Key.

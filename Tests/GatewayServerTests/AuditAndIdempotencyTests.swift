@@ -107,7 +107,9 @@ import Testing
 
     /// A replay refused because the client no longer holds the card (an admin moved it to
     /// another program) is on the trail, as a fresh refusal is, and its problem names the
-    /// provisioning the client made; it had left no event and no id.
+    /// provisioning the client made; it had left no event and no id. Every repeat is: a second
+    /// refusal answered 500, its event refused by the store as a second attempt 0 (found by the
+    /// two-instance audit).
     @Test func aRefusedReplayIsOnTheTrailUnderItsProvisioning() async throws {
         try await GatewayHarness.run { client, sandbox in
             let body = try GatewayHarness.requestBody()
@@ -118,15 +120,17 @@ import Testing
                 headers: [.authorization: "Bearer \(GatewayHarness.opsKey)", .contentType: "application/json"],
                 body: ByteBuffer(string: #"{"program":"other","issuer":"bridge","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#))
             #expect(moved.status == .ok, "\(moved.json)")
-            let refused = try await Self.provision(client, body: body, idempotencyKey: "moved-1")
-            #expect(refused.status == .notFound && refused.json["code"] as? String == "card_not_found")
-            #expect(refused.json["provisioning_id"] as? String == id, "\(refused.json)")
+            for _ in 1...3 {
+                let refused = try await Self.provision(client, body: body, idempotencyKey: "moved-1")
+                #expect(refused.status == .notFound && refused.json["code"] as? String == "card_not_found", "\(refused.json)")
+                #expect(refused.json["provisioning_id"] as? String == id, "\(refused.json)")
+            }
             #expect(await sandbox.bridge.log.count == 1)
             let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
                                                  headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
             let events = audit.json["events"] as? [[String: Any]] ?? []
-            #expect(events.compactMap { $0["outcome"] as? String } == ["succeeded", "failed"], "\(audit.json)")
-            #expect(events.last?["error_code"] as? String == "card_not_found")
+            #expect(events.compactMap { $0["outcome"] as? String } == ["succeeded", "replayed", "replayed", "replayed"], "\(audit.json)")
+            #expect(events.dropFirst().allSatisfy { $0["error_code"] as? String == "card_not_found" }, "\(events)")
         }
     }
 
@@ -214,6 +218,11 @@ import Testing
             let retry = try await Self.provision(client, card: card, body: body, idempotencyKey: "order-unknown")
             if unknown {
                 #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(fault)")
+                // It names the provisioning whose outcome is unknown, the first answer's, whose
+                // trail holds its attempts.
+                let named = try #require(first.json["provisioning_id"] as? String, "\(first.json)")
+                #expect(retry.json["provisioning_id"] as? String == named, "\(retry.json)")
+                #expect(try await ResilienceTests.events(client, first).count >= 1)
                 #expect(await simulator.log.count == calls, "the retry reached \(issuer)")
                 #expect(try await Self.provision(client, card: card, body: body, idempotencyKey: "order-new").status == .ok)
             } else {
@@ -289,6 +298,7 @@ import Testing
             }
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-79")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
+            #expect(retry.json["provisioning_id"] as? String == id, "the claim names the provisioning it ran as: \(retry.json)")
             #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
         }
     }
@@ -431,6 +441,7 @@ import Testing
             }
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-78")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown")
+            #expect(retry.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String, "\(retry.json)")
             #expect(retry.json["retryable"] as? Bool == false)
             #expect(await sandbox.bridge.log.count == 1, "the issuer was called again")
         }

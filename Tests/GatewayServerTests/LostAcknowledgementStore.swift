@@ -48,11 +48,11 @@ final class LostAcknowledgementStore: GatewayStore {
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
     func appendAudit(_ event: AuditEvent) async throws { try await inner.appendAudit(event) }
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }
-    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, now: Date, expiresAt: Date, abandonAt: Date)
-        async throws -> IdempotencyClaim
+    func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
+                             abandonAt: Date) async throws -> IdempotencyClaim
     {
-        let claim = try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, now: now, expiresAt: expiresAt,
-                                                        abandonAt: abandonAt)
+        let claim = try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, provisioningID: provisioningID,
+                                                        now: now, expiresAt: expiresAt, abandonAt: abandonAt)
         if claimArmed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
         return claim
     }

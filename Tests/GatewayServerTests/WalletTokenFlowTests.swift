@@ -158,6 +158,7 @@ import Testing
             let sent = await sandbox.marqeta.log.count
             let retry = try await Self.post(client, deactivate, idempotencyKey: "deactivate-1")
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(String(buffer: retry.body))")
+            #expect(retry.json["provisioning_id"] as? String == timedOut.json["provisioning_id"] as? String && retry.json["provisioning_id"] != nil)
             #expect(await sandbox.marqeta.log.count == sent, "the retry reached the issuer")
 
             // Without a key: the same unknown outcome is not retryable; a list that timed out is.

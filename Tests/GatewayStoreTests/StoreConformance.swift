@@ -43,7 +43,7 @@ enum StoreConformance {
 
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
                            "006_released_issuer_references", "007_claim_abandon_time",
-                           "008_audit_token_id", "009_reference_case_folded"]
+                           "008_audit_token_id", "009_reference_case_folded", "010_claim_provisioning_id"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -642,7 +642,7 @@ enum StoreConformance {
         // nobody runs it again; asking again changes nothing.
         for now in [30.0, 40.0] {
             #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(now), expiresAt: instant(3600),
-                                                        abandonAt: instant(now + 20)) == .abandoned)
+                                                        abandonAt: instant(now + 20)).isAbandoned)
         }
         // Another request under the key is still refused as a reuse.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(50), expiresAt: instant(3600),
@@ -682,38 +682,48 @@ enum StoreConformance {
         #expect(try await claim("long", at: 0, window: 100) == .acquired)
         #expect(try await claim("long", at: 30, window: 10) == .inProgress, "a shorter window does not make the running request dead")
         #expect(try await claim("long", at: 99, window: 10) == .inProgress)
-        #expect(try await claim("long", at: 100, window: 10) == .abandoned, "from its own abandon time on")
-        #expect(try await claim("long", at: 100, window: 500) == .abandoned, "a longer window does not revive it")
+        #expect(try await claim("long", at: 100, window: 10).isAbandoned, "from its own abandon time on")
+        #expect(try await claim("long", at: 100, window: 500).isAbandoned, "a longer window does not revive it")
 
         #expect(try await claim("legacy", at: 0, window: 100) == .acquired)
         try await sql("UPDATE idempotency_keys SET abandon_at = NULL WHERE key = 'legacy'")
         #expect(try await claim("legacy", at: 30, window: 50) == .inProgress, "a pre-007 claim: 0 + 50 is later than 30")
-        #expect(try await claim("legacy", at: 30, window: 10) == .abandoned, "a pre-007 claim: 0 + 10 is earlier than 30")
+        #expect(try await claim("legacy", at: 30, window: 10).isAbandoned, "a pre-007 claim: 0 + 10 is earlier than 30")
+        // A claim kept before schema 010 names no provisioning.
+        try await sql("UPDATE idempotency_keys SET provisioning_id = NULL WHERE key = 'legacy'")
+        #expect(try await claim("legacy", at: 30, window: 10) == .abandoned(nil))
 
         // A binary from before 007 took an expired key over: its claim is newer than the abandon
         // time it left, which is the previous claim's and says nothing about this one.
         #expect(try await claim("taken", at: 0, window: 100) == .acquired)
         try await sql("UPDATE idempotency_keys SET created_at = abandon_at + 100000 WHERE key = 'taken'")
         #expect(try await claim("taken", at: 250, window: 100) == .inProgress, "200 + 100 is later than 250: still running")
-        #expect(try await claim("taken", at: 300, window: 100) == .abandoned)
+        #expect(try await claim("taken", at: 300, window: 100).isAbandoned)
     }
 
     /// A claim whose request ended without knowing what the issuer did is marked abandoned: young
-    /// as it is, every later claim finds it abandoned (a reuse is still a reuse), until it expires.
-    /// A finished claim keeps its answer whatever is marked, and another client's key is its own.
+    /// as it is, every later claim finds it abandoned (a reuse is still a reuse), until it expires,
+    /// and names the provisioning its request ran as (that claim's, not the asker's, and after a
+    /// takeover the later claim's). A finished claim keeps its answer whatever is marked, and
+    /// another client's key is its own.
     static func aClaimMarkedAbandonedIsAbandonedAtOnce(_ store: any GatewayStore) async throws {
         try await store.migrate()
-        func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme") async throws -> IdempotencyClaim {
-            try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash, now: instant(now), expiresAt: instant(now + 3600),
-                                                abandonAt: instant(now + 600))
+        func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme",
+                   as provisioning: ProvisioningID = .generate()) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash, provisioningID: provisioning, now: instant(now),
+                                                expiresAt: instant(now + 3600), abandonAt: instant(now + 600))
         }
-        #expect(try await claim("k") == .acquired)
-        #expect(try await claim("k", "h", client: "globex") == .acquired)
+        let first = ProvisioningID.generate(), globex = ProvisioningID.generate()
+        #expect(try await claim("k", as: first) == .acquired)
+        #expect(try await claim("k", "h", client: "globex", as: globex) == .acquired)
         try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1))
-        #expect(try await claim("k") == .abandoned)
+        #expect(try await claim("k") == .abandoned(first))
+        #expect(try await claim("k", at: 700) == .abandoned(first), "abandoned by age, it still names its own provisioning")
         #expect(try await claim("k", "h2") == .mismatch)
         #expect(try await claim("k", "h", client: "globex") == .inProgress)
-        #expect(try await claim("k", at: 3601) == .acquired)
+        let later = ProvisioningID.generate()
+        #expect(try await claim("k", at: 3601, as: later) == .acquired)
+        #expect(try await claim("k", at: 4300) == .abandoned(later), "the claim that took the expired key over names its own")
 
         let answer = StoredResponse(status: 200, body: Data("{}".utf8))
         #expect(try await claim("done") == .acquired)
@@ -740,7 +750,7 @@ enum StoreConformance {
         }
         try await writes.value
         #expect(try await store.auditEvents("prv_cut") == [success("prv_cut")])
-        #expect(try await claim(store, "cut") == .abandoned)
+        #expect(try await claim(store, "cut").isAbandoned)
         #expect(try await claim(store, "kept") == .replay(answer))
         #expect(try await store.auditEvents("prv_kept") == [success("prv_kept")])
     }

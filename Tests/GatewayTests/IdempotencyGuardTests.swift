@@ -38,7 +38,7 @@ struct IdempotencyGuardTests {
 
     static func duplicate(_ guard: IdempotencyGuard) async -> GatewayError? {
         do throws(GatewayError) {
-            _ = try await `guard`.run(client: client, key: key, requestHash: "hash", stored: { $0 }) { () async throws(GatewayError) -> StoredResponse in
+            _ = try await `guard`.run(client: client, key: key, requestHash: "hash", stored: { $0 }) { (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in
                 Issue.record("the duplicate ran the operation")
                 return StoredResponse(status: 200, body: Data())
             }
@@ -97,7 +97,7 @@ struct IdempotencyGuardTests {
         let waiting = Task { () -> String? in
             do throws(GatewayError) {
                 let outcome = try await duplicate.run(client: Self.client, key: Self.key, requestHash: "hash", stored: { $0 }) {
-                    () async throws(GatewayError) -> StoredResponse in StoredResponse(status: 500, body: Data())
+                    (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in StoredResponse(status: 500, body: Data())
                 }
                 guard case .replayed(let stored) = outcome else { return nil }
                 return String(decoding: stored.body, as: UTF8.self)
@@ -155,21 +155,21 @@ struct IdempotencyGuardTests {
         }
 
         let unkeyed = try await idempotency.run(client: Self.client, key: nil, requestHash: "hash", stored: toStored) {
-            () async throws(GatewayError) -> String in "full answer"
+            (_: ProvisioningID) async throws(GatewayError) -> String in "full answer"
         }
         guard case .fresh(let value) = unkeyed else { Issue.record("without a key the operation runs: \(unkeyed)"); return }
         #expect(value == "full answer")
         #expect(made.withLock { $0 } == 0, "no stored form without a key")
 
         let first = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: toStored) {
-            () async throws(GatewayError) -> String in "full answer"
+            (_: ProvisioningID) async throws(GatewayError) -> String in "full answer"
         }
         guard case .fresh(let firstValue) = first else { Issue.record("the first keyed request runs: \(first)"); return }
         #expect(firstValue == "full answer")
         #expect(made.withLock { $0 } == 1)
 
         let repeated = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: toStored) {
-            () async throws(GatewayError) -> String in
+            (_: ProvisioningID) async throws(GatewayError) -> String in
             Issue.record("the repeat ran the operation")
             return "again"
         }
@@ -192,7 +192,7 @@ struct IdempotencyGuardTests {
         let ran = Mutex(false)
         do throws(GatewayError) {
             _ = try await idempotency.run(client: client, key: key, requestHash: hash, stored: { $0 }) {
-                () async throws(GatewayError) -> StoredResponse in
+                (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in
                 ran.withLock { $0 = true }
                 if let code { throw GatewayError(code, "failed on purpose").afterAttempt(attempted).outcomeUnknown(outcomeUnknown) }
                 return StoredResponse(status: 200, body: Data("ok".utf8))
@@ -231,11 +231,13 @@ struct IdempotencyGuardTests {
                                            sealer: ResponseSealer(keyring: VaultKeyring(SymmetricKey(size: .bits256))),
                                            pollInterval: .seconds(1), clock: GatewayClock(clock))
         let started = Mutex(false)
+        let ranAs = Mutex<ProvisioningID?>(nil)
         let release = AsyncStream<Void>.makeStream()
         let first = Task { () -> GatewayError? in
             do throws(GatewayError) {
                 _ = try await idempotency.run(client: Self.client, key: Self.key, requestHash: "hash", stored: { $0 }) {
-                    () async throws(GatewayError) -> StoredResponse in
+                    (provisioningID: ProvisioningID) async throws(GatewayError) -> StoredResponse in
+                    ranAs.withLock { $0 = provisioningID }
                     started.withLock { $0 = true }
                     for await _ in release.stream { break }
                     throw GatewayError(code, "no answer from the issuer").afterAttempt(true).outcomeUnknown()
@@ -256,9 +258,12 @@ struct IdempotencyGuardTests {
         let duplicate = await waiting.value
         #expect(!duplicate.ran && duplicate.error?.code == .idempotencyOutcomeUnknown)
         #expect(clock.requestedSleeps.count == sleeps, "the duplicate stopped waiting at its next look")
+        // Each names the provisioning the first ran as, so the caller can read its trail.
+        let firstID = try #require(ranAs.withLock { $0 })
+        #expect(duplicate.error?.provisioningID == firstID)
         for _ in 1...2 {
             let retry = await Self.runFailing(idempotency, hash: "hash", code: nil)
-            #expect(!retry.ran && retry.error?.code == .idempotencyOutcomeUnknown)
+            #expect(!retry.ran && retry.error?.code == .idempotencyOutcomeUnknown && retry.error?.provisioningID == firstID)
         }
         #expect(await Self.runFailing(idempotency, hash: "other", code: nil).error?.code == .idempotencyKeyReused)
     }
@@ -358,7 +363,7 @@ struct IdempotencyGuardTests {
         let idempotency = Self.guardOn(store, clock: TestClock())
         do throws(GatewayError) {
             _ = try await idempotency.run(client: Self.client, key: key, requestHash: "hash", stored: { $0 }) {
-                () async throws(GatewayError) -> StoredResponse in
+                (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in
                 Issue.record("the operation ran for key \(key.debugDescription)")
                 return StoredResponse(status: 200, body: Data())
             }
@@ -374,7 +379,7 @@ struct IdempotencyGuardTests {
         let key = String((0..<IdempotencyGuard.maxKeyLength).map { allowed[$0 % allowed.count] })
         let ran = Mutex(false)
         _ = try await Self.guardOn(store, clock: TestClock()).run(client: Self.client, key: key, requestHash: "hash", stored: { $0 }) {
-            () async throws(GatewayError) -> StoredResponse in
+            (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in
             ran.withLock { $0 = true }
             return StoredResponse(status: 200, body: Data())
         }
