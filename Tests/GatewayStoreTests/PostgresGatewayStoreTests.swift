@@ -61,6 +61,61 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    /// Security events commit in the order of their ids, so the admin audit's paging (`after`
+    /// the last id read) never skips one: while a transaction that drew an id is still open, a
+    /// second writer waits for it instead of committing a higher id first. The two-instance audit
+    /// saw 15 of 8,964 events never listed to a reader following `next_after` before the lock.
+    /// The first writer is a psql session held open until the test lets it go (a row in
+    /// `test_release`), so nothing here depends on timing.
+    @Test func securityEventsCommitInTheOrderOfTheirIds() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await store.migrate()
+            try await sql("CREATE TABLE test_release (go INTEGER)")
+            let lock = PostgresGatewayStore.securityEventLock
+            let holder = Task {
+                try await sql("""
+                    BEGIN;
+                    SELECT pg_advisory_xact_lock(\(lock));
+                    INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (1, 'admin_read', 'first', NULL, NULL, '{}');
+                    DO $$ BEGIN
+                        FOR i IN 1..3000 LOOP
+                            EXIT WHEN EXISTS (SELECT 1 FROM test_release);
+                            PERFORM pg_sleep(0.01);
+                        END LOOP;
+                    END $$;
+                    COMMIT;
+                    """)
+            }
+            /// Whether `condition` (SQL) holds now.
+            func holds(_ condition: String) async -> Bool {
+                (try? await sql("DO $$ BEGIN IF NOT (\(condition)) THEN RAISE EXCEPTION 'not yet'; END IF; END $$")) != nil
+            }
+            /// Waits until `condition` holds, asking the server every 10 ms, for at most 30 s.
+            func waitFor(_ condition: String) async throws -> Bool {
+                for _ in 0..<3000 {
+                    if await holds(condition) { return true }
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                return false
+            }
+            let held = "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = \(lock) AND granted)"
+            #expect(try await waitFor(held), "the first writer never took the lock")
+            let second = Task {
+                try await store.appendSecurityEvent(SecurityEvent(at: Date(timeIntervalSince1970: 2), kind: .adminRead, actor: "second"))
+            }
+            let waiting = "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = \(lock) AND NOT granted)"
+            let committed = "EXISTS (SELECT 1 FROM security_events WHERE actor = 'second')"
+            #expect(try await waitFor("\(waiting) OR \(committed)"))
+            #expect(await !holds(committed), "the second event committed while the first, with a lower id, was still open")
+            try await sql("INSERT INTO test_release VALUES (1)")
+            try await holder.value
+            try await second.value
+            let events = try await store.securityEvents(SecurityEventQuery())
+            #expect(events.map(\.actor) == ["first", "second"])
+            #expect(events.map(\.id) == events.map(\.id).sorted())
+        }
+    }
+
     @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(
