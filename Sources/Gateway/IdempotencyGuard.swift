@@ -151,9 +151,16 @@ public struct IdempotencyGuard: Sendable {
                     try await store.completeIdempotencyKey(client: client, key: key, claimedAt: now, response: sealed, audit: held)
                 } catch {
                     // The answer cannot be kept, and it is not sent; the claim stays unfinished, so
-                    // the key is never run again. Its events are still written on their own.
+                    // the key is never run again. Its events are still written on their own,
+                    // unless the store did not answer in time: the write still running may yet
+                    // keep the answer and its events, and a second write would wait as long
+                    // again, past the request's deadline (the two-instance audit answered 4 s late).
                     var failure = GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
-                    if let auditFailure = await writeAlone(held) {
+                    if StoreError.isUnanswered(error) {
+                        failure = GatewayError(.internal, "the store did not confirm the answer for the Idempotency-Key in time; it may "
+                            + "still be kept: a retry with the key replays it if it was, and answers idempotency_outcome_unknown if not",
+                            cause: error)
+                    } else if let auditFailure = await writeAlone(held) {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)
                     }

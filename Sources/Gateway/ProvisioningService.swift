@@ -103,6 +103,9 @@ public struct ProvisioningService: Sendable {
         /// its timeout) may have been out, and acted on.
         var upstreamCalled = false
         var lastRecorded: GatewayError?
+        /// A write of this request's events found the store not answering in time: no other is
+        /// tried (it would wait as long again, past the deadline).
+        var storeUnanswered = false
         /// The request's logger, with its provisioning's metadata.
         var logger: Logger
     }
@@ -370,7 +373,7 @@ public struct ProvisioningService: Sendable {
             }
         } catch {
             var error = error
-            if trail.lastRecorded.map({ $0.code != error.code || $0.detail != error.detail }) ?? true {
+            if !trail.storeUnanswered, trail.lastRecorded.map({ $0.code != error.code || $0.detail != error.detail }) ?? true {
                 var event = trail.event
                 event.attempt = 0
                 event.endpoint = nil
@@ -472,7 +475,7 @@ public struct ProvisioningService: Sendable {
             // Under an Idempotency-Key: committed with the stored answer, before the answer is sent.
             deferred.hold(event)
         } else {
-            try await record(event, logger: trail.logger)
+            try await record(event, logger: trail.logger, unanswered: &trail.storeUnanswered)
         }
         trail.lastRecorded = report.error
     }
@@ -525,9 +528,16 @@ public struct ProvisioningService: Sendable {
 
     /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.
     private func record(_ event: AuditEvent, logger: Logger) async throws(GatewayError) {
+        var unanswered = false
+        try await record(event, logger: logger, unanswered: &unanswered)
+    }
+
+    /// `record`, setting `unanswered` when the store did not answer in time.
+    private func record(_ event: AuditEvent, logger: Logger, unanswered: inout Bool) async throws(GatewayError) {
         do {
             try await store.appendAudit(event)
         } catch {
+            if StoreError.isUnanswered(error) { unanswered = true }
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure

@@ -186,7 +186,8 @@ public final class PostgresGatewayStore: GatewayStore {
     private func bounded<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
         return try await Self.within(timeout, shielded: shielded,
-                                     expired: StoreError(store: displayName, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)"),
+                                     expired: StoreError(store: displayName, reason: "no answer within \(timeout) (store.postgres.operation_timeout_ms)",
+                                                         unanswered: true),
                                      body)
     }
 

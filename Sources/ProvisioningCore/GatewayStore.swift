@@ -180,9 +180,19 @@ extension GatewayStore {
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public let store: String
     public let reason: String
-    public init(store: String, reason: String) {
+    /// The store did not answer in time (PostgreSQL's `operation_timeout_ms`): a write may still
+    /// land, and another write in the same request would most likely wait just as long, so a
+    /// request that meets this answers at once rather than try a second write.
+    public let unanswered: Bool
+    public init(store: String, reason: String, unanswered: Bool = false) {
         self.store = store
         self.reason = reason
+        self.unanswered = unanswered
+    }
+
+    /// Whether `error` is a store's that did not answer in time.
+    public static func isUnanswered(_ error: (any Error)?) -> Bool {
+        (error as? StoreError)?.unanswered == true
     }
     public var description: String { "\(store): \(reason)" }
 }

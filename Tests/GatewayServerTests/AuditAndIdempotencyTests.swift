@@ -336,6 +336,34 @@ import Testing
         }
     }
 
+    /// A store that stops answering after the issuer answered (PostgreSQL stalled past
+    /// `operation_timeout_ms`) costs a request one wait, not two: no second write is tried (the
+    /// events on their own, a failure event at attempt 0), which waited as long again and answered
+    /// 4 s past the deadline in the two-instance audit. Keyed, the caller is told the answer may
+    /// still be kept, and here it was (the write landed late), so the retry replays it.
+    @Test func aStoreThatStopsAnsweringCostsARequestOneWait() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            store.stopAnswering()
+            let keyed = try await Self.provision(client, body: body, idempotencyKey: "order-82")
+            #expect(keyed.status == .internalServerError && keyed.json["code"] as? String == "internal", "\(keyed.json)")
+            #expect((keyed.json["detail"] as? String)?.contains("may still be kept") == true, "\(keyed.json)")
+            #expect(store.stalledWrites.withLock { $0 } == ["complete"])
+
+            store.stalledWrites.withLock { $0 = [] }
+            let unkeyed = try await Self.provision(client, body: body, idempotencyKey: nil)
+            #expect(unkeyed.status == .internalServerError && unkeyed.json["code"] as? String == "internal", "\(unkeyed.json)")
+            #expect(store.stalledWrites.withLock { $0 } == ["audit"], "a second write was tried")
+            #expect(await sandbox.bridge.log.count == 2)
+
+            store.stopAnswering(false)
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-82")
+            #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == keyed.json["provisioning_id"] as? String, "\(retry.json)")
+            #expect(await sandbox.bridge.log.count == 2, "the issuer was called again")
+        }
+    }
+
     /// A claim committed with its acknowledgement lost: the caller gets 500 and nothing reached
     /// the issuer, so the claim is freed, and a retry with the key runs (once) instead of reading
     /// as in progress, then as an outcome unknown.

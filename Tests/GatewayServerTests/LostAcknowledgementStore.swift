@@ -5,12 +5,26 @@ import Synchronization
 
 /// A real SQLite store whose next `completeIdempotencyKey` (or claim) commits and then throws: what the
 /// gateway sees when a PostgreSQL COMMIT succeeds but its acknowledgement is lost (the connection
-/// cut during it). Everything else goes to the store as it is.
+/// cut during it). Or, once `stopAnswering()` was called, whose request-path writes (audit events,
+/// answers) each land and then report that the store did not answer in time: what a request sees
+/// when PostgreSQL stalls past `operation_timeout_ms` and the shielded write lands later. Everything
+/// else goes to the store as it is.
 final class LostAcknowledgementStore: GatewayStore {
     struct LostAcknowledgement: Error {}
 
     let inner: SQLiteGatewayStore
     private let armed = Mutex(false)
+    private let stalled = Mutex(false)
+    /// The request-path writes made while stalled, by name.
+    let stalledWrites = Mutex<[String]>([])
+
+    func stopAnswering(_ stop: Bool = true) { stalled.withLock { $0 = stop } }
+
+    private func unanswered(_ write: String) throws {
+        guard stalled.withLock({ $0 }) else { return }
+        stalledWrites.withLock { $0.append(write) }
+        throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true)
+    }
 
     init(_ inner: SQLiteGatewayStore) { self.inner = inner }
 
@@ -23,6 +37,7 @@ final class LostAcknowledgementStore: GatewayStore {
 
     func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
         try await inner.completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: audit)
+        try unanswered("complete")
         if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
     }
 
@@ -46,7 +61,10 @@ final class LostAcknowledgementStore: GatewayStore {
     func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] { try await inner.vaultCardIDs(after: after, limit: limit) }
     func appendSecurityEvent(_ event: SecurityEvent) async throws { try await inner.appendSecurityEvent(event) }
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
-    func appendAudit(_ event: AuditEvent) async throws { try await inner.appendAudit(event) }
+    func appendAudit(_ event: AuditEvent) async throws {
+        try await inner.appendAudit(event)
+        try unanswered("audit")
+    }
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
                              abandonAt: Date) async throws -> IdempotencyClaim
