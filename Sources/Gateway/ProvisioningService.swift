@@ -495,14 +495,14 @@ public struct ProvisioningService: Sendable {
     /// it), as a fresh refusal's would.
     public func replay(
         provisioningID: ProvisioningID, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
-        logger: Logger? = nil
+        issuer: IssuerID? = nil, deviceType: DeviceType? = nil, logger: Logger? = nil
     ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         func event(_ outcome: AuditEvent.Outcome, _ code: GatewayError.Code?) -> AuditEvent {
             AuditEvent(provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
-                       tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: outcome, errorCode: code, upstreamStatus: nil,
-                       latencyMS: 0)
+                       deviceType: deviceType, tokenID: tokenID, issuer: issuer, endpoint: nil, attempt: 0, outcome: outcome, errorCode: code,
+                       upstreamStatus: nil, latencyMS: 0)
         }
         do {
             try await authorizeReplay(cardID: cardID, client: client)

@@ -79,7 +79,8 @@ struct APIHandler: APIProtocol {
                 encryptedPassData: result.payload.encryptedPassData.value.base64EncodedString(),
                 ephemeralPublicKey: result.payload.ephemeralPublicKey.value.base64EncodedString())
         }
-        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .applePay, id: \.provisioningId))))
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .applePay,
+                                                      deviceType: request.device.type, id: \.provisioningId, issuer: \.issuer))))
     }
 
     // MARK: Google Pay
@@ -112,7 +113,8 @@ struct APIHandler: APIProtocol {
                           postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
                 })
         }
-        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .googlePay, id: \.provisioningId))))
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .googlePay, id: \.provisioningId,
+                                                      issuer: \.issuer))))
     }
 
     // MARK: Samsung Pay
@@ -141,7 +143,8 @@ struct APIHandler: APIProtocol {
                 displayName: payload.displayName, lastDigits: payload.lastDigits, network: payload.network,
                 tokenServiceProvider: payload.tokenServiceProvider, cardType: payload.cardType)
         }
-        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .samsungPay, id: \.provisioningId))))
+        return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .samsungPay,
+                                                      deviceType: request.deviceType, id: \.provisioningId, issuer: \.issuer))))
     }
 
     // MARK: Wallet tokens
@@ -192,7 +195,8 @@ struct APIHandler: APIProtocol {
                          action: .init(rawValue: action.rawValue)!,
                          outcome: .init(rawValue: change.result.outcome.rawValue)!, status: .init(rawValue: change.result.status.rawValue)!)
         }
-        return try await answer(outcome, cardID: cardID, client: client, operation: operation, tokenID: tokenID, id: \.provisioningId)
+        return try await answer(outcome, cardID: cardID, client: client, operation: operation, tokenID: tokenID, id: \.provisioningId,
+                                issuer: \.issuer)
     }
 
     // MARK: Token activation
@@ -216,14 +220,15 @@ struct APIHandler: APIProtocol {
                 cardLast4: result.cardLast4, comment: result.comment)
         }
         return .ok(.init(body: .json(try await answer(outcome, cardID: cardID, client: client, operation: .tokenActivation,
-                                                      tokenID: request.tokenUniqueReference, id: \.provisioningId))))
+                                                      tokenID: request.tokenUniqueReference, id: \.provisioningId, issuer: \.issuer))))
     }
 
     /// A provisioning's answer: the fresh one as it is; a replay only for a caller that may still
-    /// use the card, read back from its stored form and put on record as a replay.
+    /// use the card, read back from its stored form and put on record as a replay, with the
+    /// issuer that answered and the device the request named, as its first event has them.
     func answer<Answer: Decodable & Sendable>(
         _ outcome: IdempotencyGuard.Answer<Answer>, cardID: CardID?, client: Client, operation: AuditOperation, tokenID: String? = nil,
-        id: KeyPath<Answer, String>
+        deviceType: DeviceType? = nil, id: KeyPath<Answer, String>, issuer: KeyPath<Answer, String>
     ) async throws -> Answer {
         switch outcome {
         case .fresh(let answer):
@@ -231,7 +236,8 @@ struct APIHandler: APIProtocol {
         case .replayed(let stored):
             let answer = try Self.decodeStored(Answer.self, stored)
             try await service.replay(provisioningID: ProvisioningID(answer[keyPath: id]), cardID: cardID, client: client,
-                                     operation: operation, tokenID: tokenID, logger: RequestScope.logger)
+                                     operation: operation, tokenID: tokenID, issuer: IssuerID(answer[keyPath: issuer]), deviceType: deviceType,
+                                     logger: RequestScope.logger)
             return answer
         }
     }

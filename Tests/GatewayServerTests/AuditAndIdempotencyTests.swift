@@ -101,7 +101,13 @@ import Testing
             let id = try #require(first.json["provisioning_id"] as? String)
             let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
                                                  headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
-            #expect((audit.json["events"] as? [[String: Any]])?.compactMap { $0["outcome"] as? String } == ["succeeded", "replayed", "replayed"])
+            let events = audit.json["events"] as? [[String: Any]] ?? []
+            #expect(events.compactMap { $0["outcome"] as? String } == ["succeeded", "replayed", "replayed"])
+            // A replay names the issuer that answered and the device the request named, as the first event does.
+            for field in ["issuer", "device_type"] {
+                let values = events.map { $0[field] as? String }
+                #expect(values.first! != nil && values.allSatisfy { $0 == values.first! }, "\(field): \(values)")
+            }
         }
     }
 
