@@ -203,6 +203,11 @@ struct WalletFlowTests {
             let missing = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
             #expect(missing.status == .badRequest)
             #expect((missing.json["detail"] as? String)?.contains("primary_account_identifier") == true)
+            // A device type no form takes is told every form's values (it was told "phone, tablet" alone).
+            body["device"] = ["type": "WATCH"]
+            let shouting = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
+            #expect(shouting.status == .badRequest)
+            #expect((shouting.json["detail"] as? String)?.contains("device.type: must be one of phone, tablet, watch") == true, "\(shouting.json)")
             body["device"] = ["type": "phone", "primary_account_identifier": String(repeating: "x", count: 129)]
             let tooLong = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try JSONSerialization.data(withJSONObject: body))
             #expect(tooLong.status == .badRequest)

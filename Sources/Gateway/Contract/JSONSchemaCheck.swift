@@ -569,7 +569,43 @@ public final class JSONSchemaCheck: Sendable {
             return
         }
         let closest = results.min { ($0.misses, $0.problems.count) < ($1.misses, $1.problems.count) }
-        problems.append(contentsOf: closest?.problems ?? [])
+        var reported = closest?.problems ?? []
+        // A field whose value no form's enum takes is told every form's values (`device.type:
+        // must be one of phone, tablet, watch` for `WATCH`), not the closest form's alone, which
+        // read as if the others' values were refused too.
+        for (key, allowed) in enumsMissedByEveryForm(value) {
+            let field = location.at(.member(key)) { $0.name }
+            reported.removeAll { $0.hasPrefix("\(field): must be ") }
+            reported.append(allowed.count == 1 ? "\(field): must be \(allowed[0].specText)"
+                                               : "\(field): must be one of \(allowed.map(\.specText).joined(separator: ", "))")
+        }
+        problems.append(contentsOf: reported)
+    }
+
+    /// The object's fields that every form gives an enum and whose value none of them takes, with
+    /// the values the forms take together (in the forms' order, each once).
+    private func enumsMissedByEveryForm(_ value: JSONValue) -> [(key: String, allowed: [JSONValue])] {
+        guard case .object(let members) = value else { return [] }
+        var missed: [(key: String, allowed: [JSONValue])] = []
+        for key in members.keys.sorted() {
+            guard let member = members[key] else { continue }
+            var union: [JSONValue] = []
+            var everyFormMisses = true
+            for form in oneOf {
+                let schema = form.reference ?? form
+                guard let property = schema.properties[key], let allowed = property.allowed ?? property.reference?.allowed else {
+                    everyFormMisses = false
+                    break
+                }
+                if allowed.contains(where: { Self.equal($0, member) }) {
+                    everyFormMisses = false
+                    break
+                }
+                for candidate in allowed where !union.contains(where: { Self.equal($0, candidate) }) { union.append(candidate) }
+            }
+            if everyFormMisses, !union.isEmpty { missed.append((key, union)) }
+        }
+        return missed
     }
 
     /// How many of an object's fields hold a value outside their schema's enum.

@@ -70,7 +70,12 @@ import Testing
         #expect(schema.problems(try Self.value(#"{"mode":"slow"}"#), at: "") == ["delay_ms: required"])
         #expect(schema.problems(try Self.value(#"{"mode":"reset","delay_ms":1}"#), at: "") == ["delay_ms: not a field of this request"])
         #expect(schema.problems(try Self.value(#"{"mode":"slow","delay_ms":1}"#), at: "").isEmpty)
+        // A value no form's enum takes is told every form's values, not the closest form's alone
+        // (which read as if `slow` were refused too).
+        #expect(schema.problems(try Self.value(#"{"mode":"SLOW"}"#), at: "") == ["mode: must be one of reset, slow"])
+        #expect(schema.problems(try Self.value(#"{"mode":"fast","delay_ms":1}"#), at: "") == ["mode: must be one of reset, slow"])
     }
+
 
     @Test func aKeywordTheCheckerDoesNotKnowFailsCompilation() {
         #expect(throws: JSONSchemaCheck.SchemaError.self) { try Self.check(["type": "string", "if": ["type": "string"]]) }
