@@ -1,5 +1,5 @@
 import Foundation
-import Gateway
+@testable import Gateway
 import ProvisioningCore
 import Testing
 
@@ -115,6 +115,22 @@ import Testing
             "vault.keys[1].activ: unknown key (expected one of: id, key, active)",
             "sandbox_enabled: unknown key (expected one of: server, clients, issuers, routing, store, local, vault, trust, sandbox, log, telemetry)",
         ])
+    }
+
+    /// An unknown key that reads as no setting's name (a secret pasted where a key goes: `{
+    /// api_key:sk_live_... }` without the space is one key) is placed by its line, never repeated.
+    @Test func anUnknownKeyThatMayBeASecretIsPlacedByItsLineNotRepeated() {
+        let secrets = ["sk_live_51HxQzLmN0pQrStUv", "sk_live_KEY", "AKIAIOSFODNN7EXAMPLE", "ghp_abc123def456", "api_key:sk_test_abc"]
+        for secret in secrets {
+            let yaml = Self.everyKey.replacingOccurrences(of: "  port: 8080", with: "  port: 8080\n  \(secret): 1")
+            let found = problems(yaml)
+            #expect(found.count == 1 && !found.joined().contains(secret), "\(found)")
+            let line = yaml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains(secret) }.map { $0 + 1 }
+            #expect(found.first?.hasPrefix("server.(a key that is no name, not shown): an unknown key on line \(line ?? 0), not repeated") == true,
+                    "\(found)")
+        }
+        #expect(UnknownConfigKeys.readsAsSettingWord("sandbox_enabled") && UnknownConfigKeys.readsAsSettingWord("open_msec"))
+        #expect(UnknownConfigKeys.readsAsSettingWord("tls13") && !UnknownConfigKeys.readsAsSettingWord("key123"))
     }
 
     @Test func aWrongWordNamesItsPathAndTheWordsAllowed() {
