@@ -428,9 +428,17 @@ struct APIHandler: APIProtocol {
         guard InputRules.isProvisioningID(input.path.provisioningId) else {
             throw GatewayError(.invalidRequest, "provisioning_id: 1 to 64 characters of A-Z, a-z, 0-9, _")
         }
+        let notFound = GatewayError(.notFound, "no provisioning \(InputRules.short(input.path.provisioningId)) for this client")
         let events = try await store.auditEvents(ProvisioningID(input.path.provisioningId)).filter { $0.client == client.id }
-        guard !events.isEmpty else {
-            throw GatewayError(.notFound, "no provisioning \(InputRules.short(input.path.provisioningId)) for this client")
+        guard !events.isEmpty else { throw notFound }
+        // A trail names its card, issuer and endpoint: it is read only while its card is still
+        // among the client's programs (or gone), as every route reads a card. A client whose
+        // program was taken away, or whose card an admin moved to another program, reads it no
+        // more (the config audit read one after its program was removed).
+        for cardID in Set(events.map(\.cardID)) where !cardID.rawValue.isEmpty {
+            let card: CardRecord?
+            do { card = try await store.card(cardID) } catch { throw GatewayError(.internal, "the card registry failed", cause: error) }
+            if let card, !client.manages(card) { throw notFound }
         }
         return .ok(.init(body: .json(.init(provisioningId: input.path.provisioningId, events: events.map { event in
             .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue,

@@ -117,7 +117,8 @@ import Testing
     /// refusal answered 500, its event refused by the store as a second attempt 0 (found by the
     /// two-instance audit).
     @Test func aRefusedReplayIsOnTheTrailUnderItsProvisioning() async throws {
-        try await GatewayHarness.run { client, sandbox in
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
             let body = try GatewayHarness.requestBody()
             let first = try await Self.provision(client, body: body, idempotencyKey: "moved-1")
             let id = try #require(first.json["provisioning_id"] as? String)
@@ -132,11 +133,24 @@ import Testing
                 #expect(refused.json["provisioning_id"] as? String == id, "\(refused.json)")
             }
             #expect(await sandbox.bridge.log.count == 1)
+            // The trail names a card the client no longer holds: it reads it no more, as every route.
             let audit = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
                                                  headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
-            let events = audit.json["events"] as? [[String: Any]] ?? []
-            #expect(events.compactMap { $0["outcome"] as? String } == ["succeeded", "replayed", "replayed", "replayed"], "\(audit.json)")
-            #expect(events.dropFirst().allSatisfy { $0["error_code"] as? String == "card_not_found" }, "\(events)")
+            #expect(audit.status == .notFound && audit.json["code"] as? String == "not_found", "\(audit.json)")
+            #expect(!String(buffer: audit.body).contains("card_bridge_demo"))
+            let events = try await store.auditEvents(ProvisioningID(id))
+            #expect(events.map(\.outcome) == [.succeeded, .replayed, .replayed, .replayed], "\(events)")
+            #expect(events.dropFirst().allSatisfy { $0.errorCode == .cardNotFound }, "\(events)")
+
+            // Moved back, the client reads its trail again.
+            let back = try await client.execute(
+                uri: "/v1/cards/card_bridge_demo", method: .put,
+                headers: [.authorization: "Bearer \(GatewayHarness.opsKey)", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"program":"demo","issuer":"bridge","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#))
+            #expect(back.status == .ok, "\(back.json)")
+            let again = try await client.execute(uri: "/v1/provisionings/\(id)", method: .get,
+                                                 headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(again.status == .ok && (again.json["events"] as? [[String: Any]])?.count == 4, "\(again.json)")
         }
     }
 
