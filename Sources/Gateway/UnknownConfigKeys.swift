@@ -24,15 +24,6 @@ enum UnknownConfigKeys {
         return problems
     }
 
-    /// Whether an unknown key reads as a setting's name mistyped or misplaced (`prot`, `weight`,
-    /// `sandbox_enabled`), so that repeating it helps: lower-case letters, `_` and `-`, at most
-    /// two digits and 40 characters. Anything else (`sk_live_51HxQ...`, a token, a card number)
-    /// may be a secret pasted where a key goes, and is placed by its line instead.
-    static func readsAsSettingWord(_ key: String) -> Bool {
-        key.utf8.count <= 40 && key.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F || $0 == 0x2D }
-            && key.utf8.filter { (0x30...0x39).contains($0) }.count <= 2
-    }
-
     private static func walk(_ node: Node, _ shape: ConfigKeyShape, path: String, into problems: inout [ConfigProblem]) {
         switch (node, shape) {
         case (.mapping(let mapping), .mapping(let keys, let values)):
@@ -41,7 +32,7 @@ enum UnknownConfigKeys {
                 let childPath = path.isEmpty ? key : "\(path).\(key)"
                 guard let child = values[key] else {
                     let expected = "expected one of: \(keys.joined(separator: ", "))"
-                    if readsAsSettingWord(key) {
+                    if ConfigProblem.readsAsSettingWord(key) {
                         problems.append(.init(childPath, "unknown key (\(expected))"))
                     } else {
                         // Placed by its line: `*` is no name, so the problem shows it masked.

@@ -129,8 +129,16 @@ import Testing
             #expect(found.first?.hasPrefix("server.(a key that is no name, not shown): an unknown key on line \(line ?? 0), not repeated") == true,
                     "\(found)")
         }
-        #expect(UnknownConfigKeys.readsAsSettingWord("sandbox_enabled") && UnknownConfigKeys.readsAsSettingWord("open_msec"))
-        #expect(UnknownConfigKeys.readsAsSettingWord("tls13") && !UnknownConfigKeys.readsAsSettingWord("key123"))
+        #expect(ConfigProblem.readsAsSettingWord("sandbox_enabled") && ConfigProblem.readsAsSettingWord("open_msec"))
+        #expect(ConfigProblem.readsAsSettingWord("tls13") && !ConfigProblem.readsAsSettingWord("key123"))
+        // Nor among an issuer's credentials, whose names are the file's own.
+        let credential = Self.everyKey.replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "api_key: env:BRIDGE_API_KEY, sk_live_SECRETASKEY000: 1")
+        #expect(credential != Self.everyKey)
+        let found = problems(credential)
+        #expect(found == ["issuers.bridge.credentials.(a key that is no name, not shown): a key that is not a credential of a bridge issuer, "
+                          + "not repeated: it reads as no setting's name, and may be a secret pasted there (it takes: api_key)"], "\(found)")
+        let misspelt = problems(Self.everyKey.replacingOccurrences(of: "api_key: env:BRIDGE_API_KEY", with: "api_key: env:BRIDGE_API_KEY, token: env:X"))
+        #expect(misspelt == ["issuers.bridge.credentials.token: not a credential of a bridge issuer (it takes: api_key)"], "\(misspelt)")
     }
 
     @Test func aWrongWordNamesItsPathAndTheWordsAllowed() {

@@ -19,6 +19,15 @@ public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     public var description: String { path.isEmpty ? reason : "\(path): \(reason)" }
+
+    /// Whether a key that is no setting reads as a setting's name mistyped or misplaced (`prot`,
+    /// `weight`, `sandbox_enabled`), so that repeating it helps: lower-case letters, `_` and `-`,
+    /// at most two digits and 40 characters. Anything else (`sk_live_51HxQ...`, a token, a card
+    /// number) may be a secret pasted where a key goes, and is not repeated.
+    public static func readsAsSettingWord(_ key: String) -> Bool {
+        key.utf8.count <= 40 && key.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F || $0 == 0x2D }
+            && key.utf8.filter { (0x30...0x39).contains($0) }.count <= 2
+    }
 }
 
 public struct ConfigError: Error, Sendable, CustomStringConvertible {

@@ -117,9 +117,14 @@ extension GatewayConfig {
             for credential in issuer.credentials.keys.sorted() {
                 let value = issuer.credentials[credential]!
                 let keyPath = "\(path).credentials.\(credential)"
-                // A misspelt credential (`token` on a Bridge issuer) is no credential at all.
+                // A misspelt credential (`token` on a Bridge issuer) is no credential at all; one
+                // that reads as no name may be the secret itself, pasted as a key, and is not repeated.
                 guard profile.credentialNames.contains(credential) else {
-                    problems.append(.init(keyPath, "not a credential of a \(issuer.kind) issuer (it takes: \(profile.credentialNames.joined(separator: ", ")))"))
+                    let takes = "it takes: \(profile.credentialNames.joined(separator: ", "))"
+                    problems.append(ConfigProblem.readsAsSettingWord(credential)
+                        ? .init(keyPath, "not a credential of a \(issuer.kind) issuer (\(takes))")
+                        : .init("\(path).credentials.*", "a key that is not a credential of a \(issuer.kind) issuer, not repeated: it reads "
+                                + "as no setting's name, and may be a secret pasted there (\(takes))"))
                     continue
                 }
                 switch SecretReference(parsing: value) {
