@@ -120,6 +120,17 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
     }
 
+    /// Local cards hold no reference, so they share none: a file may register any number of them
+    /// (it took one, every other row refused as holding the first's reference).
+    @Test func aFileMayHoldManyLocalCards() async throws {
+        let store = try await store()
+        let local = CardImport(registration: CardRegistration(issuers: try ConfigLoader.load(
+            path: ConfigLoaderTests.packageRoot.appendingPathComponent("Config/gateway.yaml").path).issuers, localEnabled: true))
+        let file = "card_id,program,issuer\n" + (1...50).map { "local_\($0),demo,local" }.joined(separator: "\n") + "\n"
+        #expect(try await local.run(file, into: store, batchRows: 7, pause: .zero) == .imported(count: 50))
+        #expect(try await store.cards(CardPageQuery(limit: 100)).filter { $0.issuer == "local" }.count == 50)
+    }
+
     @Test func movingCardsToAnotherIssuerIsAnotherImport() async throws {
         let store = try await store()
         _ = try await importer.run(Self.good, into: store)
