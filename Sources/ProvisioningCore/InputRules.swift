@@ -100,13 +100,17 @@ public enum InputRules {
 
     /// Names the config and the API share (programs, issuers, clients, key ids): 1 to `maxLength`
     /// of A-Z a-z 0-9 _ - . (they appear in logs, metrics and audit rows).
+    /// Never a card number (`holdsCardNumber`): a name is logged, audited, exported in metrics
+    /// and printed by the CLI, and a card number pasted as a program (a CSV's columns shifted by
+    /// one) would be everywhere card data never is (the CLI audit imported one).
     public static func isName(_ text: String, maxLength: Int = 64) -> Bool {
         !text.isEmpty && text.utf8.count <= maxLength && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+            && !holdsCardNumber(text)
     }
 
     /// `field: 1 to 64 characters of ...`, the problem for a name that is not one.
     public static func nameRule(_ field: String, maxLength: Int = 64) -> String {
-        "\(field): 1 to \(maxLength) characters of A-Z, a-z, 0-9, _ - ."
+        "\(field): 1 to \(maxLength) characters of A-Z, a-z, 0-9, _ - ., never a card number"
     }
 
     /// Why an issuer reference value may not be stored, or nil. Values become upstream path
@@ -121,6 +125,9 @@ public enum InputRules {
         }
         if value.utf8.count > maxReferenceValueLength { return "at most \(maxReferenceValueLength) characters" }
         if value.contains("/") || value.contains("\\") || value.contains("..") || value == "." { return "must not hold /, \\ or .." }
+        // A reference is the issuer's id of the card, never its number: one holding a card number
+        // would be stored, and kept among released references, in clear (the CLI audit imported one).
+        if holdsCardNumber(value) { return "never a card number (the issuer's id of the card, not its number)" }
         return nil
     }
 

@@ -162,6 +162,26 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
     }
 
+    /// A card number in any column (a program, an issuer, a reference: columns shifted by one) is
+    /// refused by line and never repeated; it was imported, printed by `route explain` and kept
+    /// among released references (CLI audit H2).
+    @Test func aCardNumberInAnyColumnIsRefusedWithoutEcho() async throws {
+        let store = try await store()
+        let file = "card_id,program,issuer,customer_id,card_account_id,issuer_card_id\n"
+            + "imp_1,4111111111111111,bridge,cust_1,ca_1,\n"
+            + "imp_2,demo,tmp,,,4111 1111 1111 1111\n"
+            + "imp_3,demo,bridge,5555-5555-5555-4444,ca_3,\n"
+            + "imp_4,demo,4111111111111111,,,tmp_4\n"
+        guard case .rejected(let problems) = try await importer.run(file, into: store) else {
+            Issue.record("card numbers were imported")
+            return
+        }
+        #expect(Set(problems.map(\.line)) == [2, 3, 4, 5], "\(problems)")
+        #expect(!problems.contains { $0.description.contains("4111") || $0.description.contains("5555") }, "\(problems)")
+        #expect(problems.contains { $0.line == 4 && $0.reason.contains("never a card number") }, "\(problems)")
+        #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+    }
+
     /// A row with more or fewer cells than the header is shifted or cut: refused by line, never
     /// imported with its extra cells dropped; and a repeated id that breaks the id rule (a card
     /// number, terminal escapes) is not repeated in the problem.

@@ -34,6 +34,20 @@ import WalletCrypto
         }
     }
 
+    /// A card number pasted into a name (a client, a program, an issuer a rule names) or any value
+    /// a problem repeats is refused and never printed back (CLI audit H2).
+    @Test func aCardNumberInANameIsAProblemThatDoesNotRepeatIt() {
+        let number = "4111111111111111"
+        for yaml in [Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [\(number)]"),
+                     Self.minimal.replacingOccurrences(of: "- id: acme", with: "- id: \(number)"),
+                     Self.minimal + "\nrouting:\n  rules:\n    - { match: { program: acme }, issuer: \"\(number)\" }\n",
+                     Self.minimal + "\ntelemetry:\n  service_name: \"\(number)\"\n"] {
+            let found = problems(yaml)
+            #expect(!found.isEmpty, "\(yaml)")
+            #expect(!found.joined().contains(number) && !found.joined().contains("41111111"), "\(found)")
+        }
+    }
+
     /// `programs:` with its list commented out is YAML's null, which decoded as no key at all:
     /// every program, the widest an issuer account can be. It is a problem; left out, it is not.
     @Test func anIssuersProgramsWithNoValueIsAProblem() {

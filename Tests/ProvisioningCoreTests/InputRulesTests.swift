@@ -52,6 +52,15 @@ struct InputRulesTests {
         #expect(refused.isEmpty, "\(refused.count) UUIDs read as card numbers: \(refused.prefix(3))")
     }
 
+    /// Names (programs, issuers, clients) and issuer references never hold a card number either.
+    @Test func namesAndReferencesNeverHoldACardNumber() {
+        #expect(!InputRules.isName("4111111111111111") && !InputRules.isName("acme-4111-1111-1111-1111"))
+        #expect(InputRules.isName("acme") && InputRules.isName("program-2024") && InputRules.isName("4111111111111112"))
+        #expect(InputRules.referenceValueProblem("4111111111111111")?.contains("never a card number") == true)
+        #expect(InputRules.referenceValueProblem("ca_1234") == nil)
+        #expect(InputRules.nameRule("program").hasSuffix("never a card number"))
+    }
+
     @Test func theRuleTextSaysSo() {
         #expect(InputRules.cardIDRule.hasSuffix("not dots alone, and never a card number"))
         #expect(!InputRules.isCardID("") && !InputRules.isCardID(String(repeating: "a", count: 129)))

@@ -2,9 +2,12 @@
 public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public let path: String
     public let reason: String
+    /// A reason that repeats a value of the file holding a card number (`unknown issuer
+    /// '4111...'`, a host, a file name) has its long digit runs masked: a card number pasted into
+    /// the wrong field is never printed back (the CLI audit saw several).
     public init(_ path: String, _ reason: String) {
         self.path = Self.shown(path)
-        self.reason = reason
+        self.reason = InputRules.holdsCardNumber(reason) ? InputRules.withoutLongDigitRuns(reason) : reason
     }
 
     /// A key path as problems show it: a key of the file that is no setting's name (letters,

@@ -392,6 +392,7 @@ extension TelemetryConfig {
     func problems(path: String) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         if serviceName.trimmingCharacters(in: .whitespaces).isEmpty { problems.append(.init("\(path).service_name", "must not be empty")) }
+        if InputRules.holdsCardNumber(serviceName) { problems.append(.init("\(path).service_name", "never a card number (it names every span)")) }
         if let endpoint = otlp.endpoint, let problem = Self.endpointProblem(endpoint) {
             problems.append(.init("\(path).otlp.endpoint", problem))
         }
