@@ -34,6 +34,9 @@ public enum SandboxDeviceTools {
             ("leaf-key.pem", device.leafPrivateKey!.pemRepresentation + "\n"),
         ]
         for (name, text) in files { try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8) }
+        // The leaf's private key opens every pass the gateway encrypts for this device: readable by
+        // its owner alone, as ssh-keygen writes one (it was 0644).
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.appendingPathComponent("leaf-key.pem").path)
         let body: [String: Any] = [
             "certificates": [device.leafDER.base64EncodedString(), device.subordinateDER.base64EncodedString()],
             "nonce": nonce.base64EncodedString(), "nonce_signature": signature.base64EncodedString(),

@@ -7,6 +7,17 @@ import Testing
 
 /// `config check` and `route explain`, run as the real executable.
 @Suite struct OpsCommandLineTests {
+    /// `sandbox device` writes the leaf's private key for its owner alone (it was 0644): it opens
+    /// every pass the gateway encrypts for that device.
+    @Test func theSandboxDevicesKeyIsItsOwnersAlone() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let made = try await CommandLineTests.run(["sandbox", "device", "--out", directory.path])
+        #expect(made.status == 0, "\(made.stderr)")
+        let key = directory.appendingPathComponent("leaf-key.pem").path
+        #expect(try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int == 0o600)
+    }
+
     @Test func theSandboxFileChecksWithASummary() async throws {
         let run = try await CommandLineTests.run(["config", "check", "--config", "Config/gateway.yaml"])
         #expect(run.status == 0, "\(run.stderr)")

@@ -140,6 +140,11 @@ import Testing
         let number = "4111111111111111"
         _ = try await store.putCard(CardRecord(id: CardID(number), program: "demo", issuer: "tmp",
                                                issuerReference: .init(["issuer_card_id": "t_old"])), owners: nil, event: nil)
+        // Its vault entry, which no listed key opens: `vault rotate` names it masked (it printed it).
+        try await store.putVaultEntry(CardID(number), sealed: Data(repeating: 1, count: 64), event: nil)
+        let rotated = try await CommandLineTests.run(["vault", "rotate", "--config", config.path])
+        #expect(rotated.status == 2 && rotated.stderr.contains("no listed key opens"), "\(rotated.stdout)\(rotated.stderr)")
+        #expect(!(rotated.stdout + rotated.stderr).contains(number), "\(rotated.stderr)")
         let deleted = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", number])
         #expect(deleted.status == 0 && deleted.stdout.contains("deleted card"), "\(deleted.stdout)\(deleted.stderr)")
         #expect(try await store.card(CardID(number)) == nil)

@@ -213,7 +213,7 @@ public enum OperatorTools {
                 + (report.changedMeanwhile.isEmpty ? ""
                     : ", changed while re-sealing \(report.changedMeanwhile.count) (left as changed; run again to check them)"))
             if !report.unreadable.isEmpty {
-                outcome.failure = "no listed key opens the entries of: \(report.unreadable.map(\.rawValue).joined(separator: ", "))"
+                outcome.failure = "no listed key opens the entries of: \(report.unreadable.map { shown($0.rawValue) }.joined(separator: ", "))"
             }
             return outcome
         }
