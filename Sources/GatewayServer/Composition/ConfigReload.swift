@@ -155,7 +155,22 @@ actor ConfigReloader {
         parts.metrics.configReloadSeries()
     }
 
+    /// The reload before this one, which this one waits for: an actor lets a second call in
+    /// while the first awaits, and two reloads prepared from one running generation both claimed
+    /// its next number, and the second undid the first's change (the config audit ran 20 at once).
+    private var previous: Task<Void, Never>?
+
     func reload(_ trigger: ReloadTrigger) async -> ReloadOutcome {
+        let before = previous
+        let turn = Task { () async -> ReloadOutcome in
+            await before?.value
+            return await self.reloadNow(trigger)
+        }
+        previous = Task { _ = await turn.value }
+        return await turn.value
+    }
+
+    private func reloadNow(_ trigger: ReloadTrigger) async -> ReloadOutcome {
         guard let running = live.current else {
             return ReloadOutcome(generation: 0, problems: [.init("", "the gateway has not started yet")])
         }
@@ -215,6 +230,13 @@ actor ConfigReloader {
         }
         var (config, problems) = try ConfigLoader.read(text: text, path: source.path)
         source.overrides(&config)
+        // The file is checked as written, as start-up and `config check` would check it: a setting
+        // that takes a restart and names a missing variable or file (the vault key, a trust
+        // anchor, the PostgreSQL URL) is a problem now, not at the next restart (the config audit
+        // saw three such files applied, each then stopping the next start-up).
+        let asWritten = config
+        problems += StartupChecks.environmentProblems(config: asWritten, environment: environment)
+            + StartupChecks.fileProblems(config: asWritten, environment: environment, store: false)
         outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config,
                                                           startedShutdownTimeout: startedShutdownTimeout ?? running.config.shutdownTimeout)
         // The file was checked as written; what runs is the file with the running store, so the
@@ -222,8 +244,6 @@ actor ConfigReloader {
         if let problem = config.idempotencyLifetimeProblem(running: true), !problems.contains(where: { $0.path == problem.path }) {
             problems.append(problem)
         }
-        problems += StartupChecks.environmentProblems(config: config, environment: environment)
-            + StartupChecks.fileProblems(config: config, environment: environment, store: false)
         guard problems.isEmpty else { throw ConfigError(source: source.path, problems: problems) }
         outcome.changed = RestartOnlySettings.changes(from: running.config, to: config)
         let upstreams = try await UpstreamDirectory.build(

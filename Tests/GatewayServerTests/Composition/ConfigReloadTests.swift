@@ -142,6 +142,47 @@ import Testing
         }
     }
 
+    /// A setting that takes a restart is checked as written: naming a variable the environment
+    /// lacks (the vault key) or a file that is not there (a trust anchor) refuses the reload, as
+    /// start-up would refuse the file, instead of applying the rest and failing the next restart.
+    @Test func aRestartOnlySettingThatCouldNotStartRefusesTheReload() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            for edit in [Self.replacing("vault:\n  key: sandbox", "vault:\n  key: env:GATEWAY_TEST_NO_SUCH_VARIABLE"),
+                         Self.replacing("anchors: [", "anchors: [/nonexistent/anchor.pem, ")] {
+                try file.write { try Self.addNewClient(try edit($0)) }
+                let refused = try await Self.reload(client)
+                #expect(refused.status == .unprocessableContent && refused.json["code"] as? String == "config_invalid",
+                        "\(String(buffer: refused.body))")
+                let detail = refused.json["detail"] as? String ?? ""
+                #expect(detail.contains("vault.key") || detail.contains("trust.anchors"), "\(detail)")
+            }
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(),
+                                                       key: Self.newClientKey).status == .unauthorized, "the rest of the file was applied")
+            #expect(try await Self.metric(client, "gateway_config_generation") == 1)
+        }
+    }
+
+    /// Reloads run one at a time: many at once each get a generation of their own, each audited
+    /// once under it (all had claimed the same next number, and a file replaced between two could
+    /// be undone by the second).
+    @Test func concurrentReloadsRunOneAtATime() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let generations = try await withThrowingTaskGroup(of: Int?.self) { group in
+                for _ in 0..<12 { group.addTask { try await Self.reload(client).json["generation"] as? Int } }
+                return try await group.reduce(into: [Int?]()) { $0.append($1) }
+            }
+            #expect(generations.compactMap { $0 }.sorted() == Array(2...13), "\(generations)")
+            let audited = try await Self.auditEvents(client, kind: "config_reloaded")
+                .compactMap { ($0["detail"] as? [String: String])?["generation"] }
+            #expect(audited.count == 12 && Set(audited).count == 12, "\(audited)")
+            #expect(try await Self.metric(client, "gateway_config_generation") == 13)
+        }
+    }
+
     @Test func onlyAdminClientsReloadAndAGatewayWithoutAFileRefuses() async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
