@@ -171,8 +171,11 @@ import Testing
         let file = try ReloadableFile()
         defer { file.remove() }
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            // Each on a connection of its own: one connection would send them one after another.
             let generations = try await withThrowingTaskGroup(of: Int?.self) { group in
-                for _ in 0..<12 { group.addTask { try await Self.reload(client).json["generation"] as? Int } }
+                for _ in 0..<12 {
+                    group.addTask { try await GatewayClient.with(port: client.port) { try await Self.reload($0).json["generation"] as? Int } }
+                }
                 return try await group.reduce(into: [Int?]()) { $0.append($1) }
             }
             #expect(generations.compactMap { $0 }.sorted() == Array(2...13), "\(generations)")
