@@ -89,7 +89,7 @@ public struct ResilientCaller: Sendable {
                     try await Self.pause(policy.backoff(afterAttempt: attempts, unit: unit), policy: policy, context: context,
                                          issuer: upstream.issuer, after: lastError, logger: logger)
                 } catch {
-                    health.release(issuer: upstream.issuer, index: index)
+                    health.release(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint)
                     throw error
                 }
             }
@@ -98,7 +98,7 @@ public struct ResilientCaller: Sendable {
             // the config while paused): no further attempt. The caller gets the issuer's last
             // failure, as when the attempts run out.
             if let lastError, health.isPaused(upstream.issuer) {
-                health.release(issuer: upstream.issuer, index: index)
+                health.release(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint)
                 logger.info("no further attempt: the issuer was paused by ops", metadata: [
                     "issuer": "\(upstream.issuer)", "after": "\(lastError.code.rawValue)", "attempts": "\(attempts)",
                 ])
@@ -121,7 +121,7 @@ public struct ResilientCaller: Sendable {
             switch outcome {
             case .success(let value):
                 span.end(outcome: nil)
-                health.record(issuer: upstream.issuer, index: index, error: nil)
+                health.record(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint, error: nil)
                 metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: "succeeded", latency: latency)
                 try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: nil, latency: latency,
                                                   upstreamStatus: span.answeredStatus))
@@ -138,7 +138,7 @@ public struct ResilientCaller: Sendable {
             // trail names the attempt and its endpoint.
             guard let condition = error.condition else {
                 span.end(outcome: error)
-                health.release(issuer: upstream.issuer, index: index)
+                health.release(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint)
                 if Task.isCancelled {
                     try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency))
                 }
@@ -147,7 +147,7 @@ public struct ResilientCaller: Sendable {
             let rule = upstream.decisions.decide(condition)
             let failure = rule.map { error.recoded($0.code) } ?? error
             span.end(outcome: failure)
-            health.record(issuer: upstream.issuer, index: index, error: failure)
+            health.record(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint, error: failure)
             metrics?.attempt(issuer: upstream.issuer, endpoint: connector.endpoint, outcome: failure.code.rawValue, latency: latency)
             try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: failure, latency: latency))
             lastError = failure
@@ -203,7 +203,7 @@ public struct ResilientCaller: Sendable {
         let count = upstream.endpoints.count
         for offset in 0..<count {
             let index = (preferred + offset) % count
-            if health.acquire(issuer: upstream.issuer, index: index) == .allowed { return index }
+            if health.acquire(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint) == .allowed { return index }
         }
         return nil
     }

@@ -102,10 +102,17 @@ public final class UpstreamHealth: Sendable {
     }
 
     /// May a call go to this endpoint now? Unknown endpoints are always allowed.
-    public func acquire(issuer: IssuerID, index: Int) -> CircuitBreaker.Permission {
+    ///
+    /// `url`, here and below, is the address the caller's generation has at that position: a
+    /// request that began before a reload changed the endpoint there is not the new endpoint's
+    /// (its failures were charged to it, which opened a breaker on an address never called; the
+    /// config audit found it), so its calls are let through and recorded nowhere.
+    public func acquire(issuer: IssuerID, index: Int, url expected: String? = nil) -> CircuitBreaker.Permission {
         let now = clock.now
         let (permission, transition, url) = endpoints.withLock { all -> (CircuitBreaker.Permission, CircuitBreaker.Transition?, String) in
-            guard var endpoint = all[EndpointKey(issuer: issuer, index: index)] else { return (.allowed, nil, "") }
+            guard var endpoint = all[EndpointKey(issuer: issuer, index: index)], expected.map({ $0 == endpoint.url }) ?? true else {
+                return (.allowed, nil, "")
+            }
             let (permission, transition) = endpoint.breaker.acquire(at: now)
             if permission == .allowed { endpoint.calls += 1 }
             all[EndpointKey(issuer: issuer, index: index)] = endpoint
@@ -116,12 +123,12 @@ public final class UpstreamHealth: Sendable {
     }
 
     /// The end of an allowed call: nil error for a success.
-    public func record(issuer: IssuerID, index: Int, error: GatewayError?) {
+    public func record(issuer: IssuerID, index: Int, url expected: String? = nil, error: GatewayError?) {
         let now = clock.now
         let wall = wallClock()
         let (transition, url) = endpoints.withLock { all -> (CircuitBreaker.Transition?, String) in
             let key = EndpointKey(issuer: issuer, index: index)
-            guard var endpoint = all[key] else { return (nil, "") }
+            guard var endpoint = all[key], expected.map({ $0 == endpoint.url }) ?? true else { return (nil, "") }
             var transition: CircuitBreaker.Transition?
             if let error {
                 endpoint.failures += 1
@@ -142,9 +149,11 @@ public final class UpstreamHealth: Sendable {
     }
 
     /// A call that was allowed but never made (the deadline came first): its probe slot is freed.
-    public func release(issuer: IssuerID, index: Int) {
+    public func release(issuer: IssuerID, index: Int, url expected: String? = nil) {
         endpoints.withLock { all in
-            all[EndpointKey(issuer: issuer, index: index)]?.breaker.release()
+            let key = EndpointKey(issuer: issuer, index: index)
+            guard let endpoint = all[key], expected.map({ $0 == endpoint.url }) ?? true else { return }
+            all[key]?.breaker.release()
         }
     }
 
