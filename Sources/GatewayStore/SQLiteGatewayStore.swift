@@ -269,8 +269,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         "the file is damaged where the check could not read on: \(error.message ?? "\(error.resultCode)")"
     }
 
+    /// Every version the file records, as PostgreSQL's store lists them: one a newer gateway
+    /// applied too (GRDB's own list leaves out the ones its migrator does not know, so `route
+    /// explain` ran on, and audited into, a newer file; the CLI audit found it).
     public func schemaVersions() async throws -> [String] {
-        try readHere { db in try Self.migrator.appliedMigrations(db) }
+        try readHere { db in
+            guard try db.tableExists("grdb_migrations") else { return [] }
+            return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
+        }
     }
 
     // MARK: Cards

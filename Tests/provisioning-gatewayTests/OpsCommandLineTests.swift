@@ -184,5 +184,18 @@ import Testing
         #expect(older.status == 2)
         #expect(older.stderr.contains("its schema (\(schema.dropLast().last ?? "")) is not this version's (\(schema.last ?? ""))"), "\(older.stderr)")
         #expect(try await SQLiteGatewayStore(path: database).schemaVersions().last == schema.dropLast().last)
+
+        // A store a newer gateway migrated (a version this one does not know) is read by no one,
+        // and nothing is written to it: no admin_read event (the CLI audit saw both).
+        try FileManager.default.removeItem(atPath: database)
+        try await SQLiteGatewayStore(path: database).migrate()
+        try await DatabaseQueue(path: database).write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('999_from_the_future')")
+        }
+        let newer = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "apple_pay"])
+        #expect(newer.status == 2 && newer.stderr.contains("999_from_the_future"), "\(newer.stdout)\(newer.stderr)")
+        #expect(try await SQLiteGatewayStore(path: database).securityEvents(SecurityEventQuery()).isEmpty)
+        let checked = try await CommandLineTests.run(["store", "check", "--config", file.path])
+        #expect(checked.status == 2 && checked.stderr.contains("newer gateway"), "\(checked.stdout)\(checked.stderr)")
     }
 }

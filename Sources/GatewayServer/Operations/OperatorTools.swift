@@ -98,6 +98,10 @@ public enum OperatorTools {
             return .failed("\(error)")
         }
         @Sendable func outcome(_ name: String, versions: [String], problems: [String]) -> ToolOutcome {
+            // A file a newer gateway migrated is not this version's to vouch for.
+            if let newer = versions.first(where: { !StoreBootstrap.currentSchema.contains($0) }) {
+                return .failed("\(name): schema \(newer) is from a newer gateway than this one; check it with that version")
+            }
             guard problems.isEmpty else {
                 return .failed("\(name): \(problems.count) problem\(problems.count == 1 ? "" : "s") found; "
                     + "restore the last backup, or copy out what still reads (sqlite3 .recover) and check again",
