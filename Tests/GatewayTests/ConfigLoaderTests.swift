@@ -34,6 +34,19 @@ import WalletCrypto
         }
     }
 
+    /// A file past 4 MiB is refused before it is read (18 MB of unknown keys took 16 s and 725 MB).
+    @Test func aFilePastFourMebibytesIsRefusedUnread() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("large-\(UUID().uuidString).yaml").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let padding = String(repeating: "# padding\n", count: ConfigLoader.maxFileBytes / 10 + 1)
+        try (Self.minimal + "\n" + padding).write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: ConfigError.self) { try ConfigLoader.read(path: path) }
+        do { _ = try ConfigLoader.read(path: path) } catch {
+            #expect(error.problems.map(\.description).first?.contains("at most 4194304 bytes (4 MiB)") == true, "\(error)")
+        }
+        #expect(problems(Self.minimal + "\n" + String(repeating: "# padding\n", count: 1000)) == [], "comments under the limit are fine")
+    }
+
     /// A card number pasted into a name (a client, a program, an issuer a rule names) or any value
     /// a problem repeats is refused and never printed back (CLI audit H2).
     @Test func aCardNumberInANameIsAProblemThatDoesNotRepeatIt() {

@@ -219,6 +219,7 @@ actor ConfigReloader {
     /// Reads, checks and builds the next generation without touching the running one.
     private func prepare(source: ConfigSource, running: ConfigGeneration, outcome: inout ReloadOutcome) async throws(ConfigError) -> ConfigGeneration {
         let bytes: Data
+        try ConfigLoader.checkSize(path: source.path)
         do {
             bytes = try Data(contentsOf: URL(fileURLWithPath: source.path))
         } catch {
