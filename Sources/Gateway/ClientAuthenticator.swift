@@ -32,10 +32,12 @@ public struct ClientAuthenticator: Sendable {
     private let entries: [(hash: [UInt8], client: Client)]
 
     public init(clients: [ClientConfig]) {
-        entries = clients.compactMap { config in
-            guard let hash = Data(hex: config.apiKeySHA256) else { return nil }
-            return (Array(hash), Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin,
-                                        activationsWithoutCard: config.activationsWithoutCard))
+        // A client's key and the previous ones it is being rotated from (`previous_api_keys_sha256`)
+        // all authenticate it: the same client, so what it did under one key is its own under the next.
+        entries = clients.flatMap { config in
+            let client = Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin,
+                                activationsWithoutCard: config.activationsWithoutCard)
+            return config.apiKeyHashes.compactMap { Data(hex: $0.hex).map { (Array($0), client) } }
         }
     }
 

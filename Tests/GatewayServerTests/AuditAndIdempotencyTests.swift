@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Gateway
 import GRDB
@@ -13,8 +14,8 @@ import Testing
 
 @Suite struct AuditAndIdempotencyTests {
     static func provision(_ client: GatewayClient, card: String = "card_bridge_demo", body: Data,
-                          idempotencyKey: String?) async throws -> GatewayResponse {
-        var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)"]
+                          idempotencyKey: String?, apiKey: String = GatewayHarness.demoKey) async throws -> GatewayResponse {
+        var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(apiKey)"]
         if let idempotencyKey { headers[HTTPField.Name("Idempotency-Key")!] = idempotencyKey }
         return try await client.execute(uri: "/v1/cards/\(card)/wallet-provisioning/apple-pay", method: .post, headers: headers,
                                         body: ByteBuffer(bytes: body))
@@ -381,6 +382,24 @@ import Testing
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-82")
             #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == keyed.json["provisioning_id"] as? String, "\(retry.json)")
             #expect(await sandbox.bridge.log.count == 2, "the issuer was called again")
+        }
+    }
+
+    /// An API key being rotated (`previous_api_keys_sha256`) is the same client as the new one:
+    /// a retry sent with the new key replays what the old key's request did, instead of running
+    /// it again (with two clients, the config audit saw one key's request sent twice).
+    @Test func aRetryWithTheClientsNewKeyReplaysWhatTheOldKeyDid() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
+        let old = "sk_sandbox_demo_2025"
+        config.clients[demo].previousAPIKeysSHA256 = [Data(SHA256.hash(data: Data(old.utf8))).lowercaseHex]
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let first = try await Self.provision(client, body: body, idempotencyKey: "rotating-1", apiKey: old)
+            #expect(first.status == .ok, "\(first.json)")
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "rotating-1")
+            #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
+            #expect(await sandbox.bridge.log.count == 1, "the retry with the new key called the issuer again")
         }
     }
 

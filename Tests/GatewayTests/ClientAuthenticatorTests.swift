@@ -20,6 +20,18 @@ import Testing
         #expect(try authenticator.authenticate(authorization: "Bearer   sk_acme").id == ClientID("acme"))
     }
 
+    /// Rotating a key: the previous ones still name the same client, until the file drops them.
+    @Test func aPreviousKeyNamesTheSameClientUntilItIsDropped() throws {
+        var acme = ClientConfig(id: "acme", apiKeySHA256: Self.hash("sk_acme_2026"), programs: ["acme"])
+        acme.previousAPIKeysSHA256 = [Self.hash("sk_acme")]
+        let rotating = ClientAuthenticator(clients: [acme, ClientConfig(id: "globex", apiKeySHA256: Self.hash("sk_globex"), programs: ["globex"])])
+        #expect(try rotating.authenticate(authorization: "Bearer sk_acme_2026").id == ClientID("acme"))
+        #expect(try rotating.authenticate(authorization: "Bearer sk_acme").id == ClientID("acme"))
+        #expect(try rotating.authenticate(authorization: "Bearer sk_globex").id == ClientID("globex"))
+        acme.previousAPIKeysSHA256 = []
+        #expect(throws: GatewayError.self) { try ClientAuthenticator(clients: [acme]).authenticate(authorization: "Bearer sk_acme") }
+    }
+
     /// A header longer than any key is refused unhashed, saying so (it had said to use Bearer).
     @Test func anOverlongHeaderIsNamedAsSuch() {
         let long = "Bearer " + String(repeating: "k", count: ClientAuthenticator.maxAuthorizationBytes)

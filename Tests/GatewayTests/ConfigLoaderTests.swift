@@ -34,6 +34,25 @@ import WalletCrypto
         }
     }
 
+    /// Previous keys (a rotation) are checked as keys are: hex, never another client's or the
+    /// client's own key again, at most four.
+    @Test func previousKeysAreCheckedAsKeysAre() {
+        let own = "1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d"
+        let other = String(repeating: "ab", count: 32)
+        let rotating = { (previous: String) in
+            Self.minimal.replacingOccurrences(of: "    programs: [acme]", with: "    previous_api_keys_sha256: \(previous)\n    programs: [acme]")
+        }
+        #expect(problems(rotating("[\(other)]")) == [])
+        #expect(problems(rotating("[not-hex]")) == ["clients[0].previous_api_keys_sha256[0]: must be 64 hex characters (the SHA-256 of the key, not the key)"])
+        #expect(problems(rotating("[\(own)]")) == ["clients[0].previous_api_keys_sha256[0]: this client's key twice"])
+        #expect(problems(rotating("[\(other), \(other.uppercased())]")) == ["clients[0].previous_api_keys_sha256[1]: this client's key twice"])
+        let fiveKeys = (1...5).map { String(repeating: "0\($0)", count: 32) }.joined(separator: ", ")
+        #expect(problems(rotating("[\(fiveKeys)]")) == ["clients[0].previous_api_keys_sha256: at most 4 (keys being rotated out; remove each once unused)"])
+        let second = rotating("[\(other)]") + "\n" + ""
+        #expect(problems(second.replacingOccurrences(of: "clients:\n", with: "clients:\n  - { id: globex, api_key_sha256: \(other), programs: [acme] }\n"))
+            == ["clients[1].previous_api_keys_sha256[0]: the same key as client 'globex': every client needs its own key"])
+    }
+
     /// A file past 4 MiB is refused before it is read (18 MB of unknown keys took 16 s and 725 MB).
     @Test func aFilePastFourMebibytesIsRefusedUnread() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("large-\(UUID().uuidString).yaml").path

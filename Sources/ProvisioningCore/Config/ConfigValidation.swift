@@ -53,9 +53,12 @@ extension GatewayConfig {
         // another (the last one listed), perhaps an admin. Compared as bytes, so case does not hide it.
         var seenAPIKeys: [Data: String] = [:]
         for (index, client) in clients.enumerated() {
-            if let key = Data(hex: client.apiKeySHA256) {
+            for (field, hex) in client.apiKeyHashes {
+                guard let key = Data(hex: hex) else { continue }
                 if let first = seenAPIKeys[key] {
-                    problems.append(.init("clients[\(index)].api_key_sha256", "the same key as client '\(first)': every client needs its own key"))
+                    problems.append(.init("clients[\(index)].\(field)", first == client.id
+                        ? "this client's key twice"
+                        : "the same key as client '\(first)': every client needs its own key"))
                 } else {
                     seenAPIKeys[key] = client.id
                 }
@@ -67,8 +70,11 @@ extension GatewayConfig {
                 problems.append(.init("\(path).id", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
             }
             if !seenClients.insert(client.id).inserted { problems.append(.init("\(path).id", "duplicate client id '\(client.id)'")) }
-            if client.apiKeySHA256.count != 64 || Data(hex: client.apiKeySHA256) == nil {
-                problems.append(.init("\(path).api_key_sha256", "must be 64 hex characters (the SHA-256 of the key, not the key)"))
+            for (field, hex) in client.apiKeyHashes where hex.count != 64 || Data(hex: hex) == nil {
+                problems.append(.init("\(path).\(field)", "must be 64 hex characters (the SHA-256 of the key, not the key)"))
+            }
+            if client.previousAPIKeysSHA256.count > 4 {
+                problems.append(.init("\(path).previous_api_keys_sha256", "at most 4 (keys being rotated out; remove each once unused)"))
             }
             if client.programs.isEmpty && !client.admin {
                 problems.append(.init("\(path).programs", "must name at least one program (or the client is admin: true)"))

@@ -138,6 +138,10 @@ public struct ClientConfig: Sendable, Codable {
     public var id: String
     /// Lowercase hex SHA-256 of the API key; the key itself is never in the file.
     public var apiKeySHA256: String
+    /// Keys still accepted while the client moves to a new one (rotation without downtime): the
+    /// same client, so its Idempotency-Keys, cards and trails carry over. Remove them once the
+    /// client sends only the new key.
+    @DefaultEmpty<[String]> public var previousAPIKeysSHA256: [String]
     @DefaultEmpty<[String]> public var programs: [String]
     /// Ops clients: manage the registry and read `/v1/admin/...`; they hold no programs and
     /// neither provision nor activate.
@@ -151,15 +155,22 @@ public struct ClientConfig: Sendable, Codable {
                 rateLimit: RateLimitConfig? = nil) {
         self.id = id
         self.apiKeySHA256 = apiKeySHA256
+        self.previousAPIKeysSHA256 = []
         self.programs = programs
         self.admin = admin
         self.activationsWithoutCard = activationsWithoutCard
         self.rateLimit = rateLimit
     }
 
+    /// Every key hash this client is known by: its key, then the previous ones.
+    public var apiKeyHashes: [(path: String, hex: String)] {
+        [("api_key_sha256", apiKeySHA256)] + previousAPIKeysSHA256.enumerated().map { ("previous_api_keys_sha256[\($0.offset)]", $0.element) }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case apiKeySHA256 = "api_key_sha256"
+        case previousAPIKeysSHA256 = "previous_api_keys_sha256"
         case programs, admin
         case activationsWithoutCard = "activations_without_card"
         case rateLimit = "rate_limit"
