@@ -37,12 +37,14 @@ public enum OperatorTools {
         } catch {
             return .failed("\(error)")
         }
-        if !migrating, config.store.postgres == nil, !FileManager.default.fileExists(atPath: config.store.sqlite.path) {
-            return .failed("no SQLite store at \(config.store.sqlite.path) (store.sqlite.path): nothing to read")
+        let sqlitePath = config.store.postgres == nil ? config.store.sqlite.path : nil
+        let creating = sqlitePath.map { !FileManager.default.fileExists(atPath: $0) } ?? false
+        if !migrating, creating, let sqlitePath {
+            return .failed("no SQLite store at \(sqlitePath) (store.sqlite.path): nothing to read")
         }
         do {
-            return try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
-                                                      logger: Logger(label: "provisioning-gateway"), migrate: migrating) { opened in
+            var outcome: ToolOutcome = try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
+                                                             logger: Logger(label: "provisioning-gateway"), migrate: migrating) { opened in
                 if !migrating {
                     let versions = try await opened.store.schemaVersions()
                     guard versions == StoreBootstrap.currentSchema else {
@@ -52,6 +54,15 @@ public enum OperatorTools {
                 }
                 return try await body(config, opened.store)
             }
+            // A write to a store that was not there made a new, empty one: said, with where, since
+            // a relative `store.sqlite.path` is read from the current directory, and an import run
+            // from elsewhere had gone to a store no gateway reads (CLI audit M4).
+            if creating, let sqlitePath {
+                let absolute = URL(fileURLWithPath: sqlitePath).standardizedFileURL.path
+                outcome.diagnostics.append("note: no store was at \(absolute) (store.sqlite.path, read from the current directory "
+                    + "\(FileManager.default.currentDirectoryPath)): a new one was made there; if the gateway runs elsewhere, this is not its store")
+            }
+            return outcome
         } catch let error as GatewayError {
             return .failed(error.detail)
         } catch let error as ConfigError {
