@@ -13,6 +13,10 @@ import SandboxGateway
 @main
 enum Entry {
     static func main() async {
+        if let problem = OperatorTools.commandLineProblem(Array(CommandLine.arguments.dropFirst())) {
+            FileHandle.standardError.write(Data("provisioning-gateway: \(problem)\n".utf8))
+            exit(2)
+        }
         do {
             var command = try ProvisioningGatewayCommand.parseAsRoot()
             if let serve = command as? Serve, serve.executor == .eventLoops {

@@ -23,6 +23,27 @@ import Testing
         return (config, database)
     }
 
+    /// A card number given as a stray argument is refused without being repeated (the argument
+    /// parser's error printed it back), and so is `--number` twice (the last was sealed).
+    @Test func aCardNumberOnTheCommandLineIsRefusedUnrepeated() async throws {
+        let (config, _) = try Self.sandboxConfig()
+        let number = "4242424242424242"
+        for arguments in [["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane", number],
+                          ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number", "4000000000000002", "--number", number,
+                           "--expiry", "11/29", "--name", "Jane"],
+                          ["cards", "import", "--config", config.path, "/tmp/x-\(number).csv"]] {
+            let run = try await CommandLineTests.run(arguments)
+            #expect(run.status == 2, "\(run.stderr)")
+            #expect(!(run.stdout + run.stderr).contains(number) && !(run.stdout + run.stderr).contains("42424242"), "\(run.stderr)")
+        }
+        // As `--card-id` (a legacy id, deleted by it) and as `--number`'s value, it is taken.
+        let legacy = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", number])
+        #expect(legacy.stderr.contains("nothing deleted") && !legacy.stderr.contains("holds a card number"), "\(legacy.stderr)")
+        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--number=\(number)",
+                                                  "--expiry", "11/29", "--name", "Jane"])
+        #expect(put.stderr.contains("not in the registry") && !put.stderr.contains("holds a card number"), "\(put.stderr)")
+    }
+
     /// A write to a store that is not there makes one, and says where (an import run from
     /// another directory had gone to a new store no gateway reads, without a word).
     @Test func aWriteThatMakesANewStoreSaysWhere() async throws {
