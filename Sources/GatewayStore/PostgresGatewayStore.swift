@@ -303,6 +303,15 @@ public final class PostgresGatewayStore: GatewayStore {
     private func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, on connection: PostgresConnection)
         async throws -> CardWrite
     {
+        var moves: [SecurityEvent] = []
+        return try await write(card, owners: owners, event: event, importedBy: nil, moves: &moves, on: connection)
+    }
+
+    /// `importedBy`: the import's event, from which a card it moves gets its own (`moves`, written
+    /// after the batch's cards).
+    private func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, importedBy: SecurityEvent?,
+                       moves: inout [SecurityEvent], on connection: PostgresConnection) async throws -> CardWrite
+    {
         var before: (program: String, issuer: String?)?
         var referenceBefore: String?
         for try await (program, issuer, reference) in try await connection.query(
@@ -312,6 +321,7 @@ public final class PostgresGatewayStore: GatewayStore {
             referenceBefore = reference
         }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
+        if let moved = StoreRows.importMove(importedBy, card: card, before: before) { moves.append(moved) }
         if let before, before.program != card.program.rawValue {
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
         }
@@ -409,7 +419,11 @@ public final class PostgresGatewayStore: GatewayStore {
         try await mapConflicts {
             try await rerunIfCreatedMeanwhile {
                 try await client.withTransaction(logger: logger) { connection in
-                    for card in cards { _ = try await self.write(card, owners: nil, event: nil, on: connection) }
+                    // Each card a row moves gets its own event, written after every card (a security
+                    // event's lock is taken last in a transaction, so it waits on no row lock).
+                    var moves: [SecurityEvent] = []
+                    for card in cards { _ = try await self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, on: connection) }
+                    for move in moves { try await self.insert(move, on: connection) }
                     if let event { try await self.insert(event, on: connection) }
                 }
             }

@@ -345,8 +345,17 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// The one card write (SQLite serializes writers, so the owner check cannot be raced).
     private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, _ db: Database) throws -> CardWrite {
+        var moves: [SecurityEvent] = []
+        return try write(card, owners: owners, event: event, importedBy: nil, moves: &moves, db)
+    }
+
+    /// `importedBy`: the import's event, from which a card it moves gets its own (`moves`, written
+    /// after the batch's cards).
+    private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, importedBy: SecurityEvent?,
+                              moves: inout [SecurityEvent], _ db: Database) throws -> CardWrite {
         let row = try Row.fetchOne(db, sql: "SELECT program, issuer, issuer_reference FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
         let before = row.map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
+        if let moved = StoreRows.importMove(importedBy, card: card, before: before) { moves.append(moved) }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
         if let before, before.program != card.program.rawValue {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
@@ -416,7 +425,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
         try await Self.mapConflicts {
             try await self.writeAlone { db in
-                for card in cards { _ = try Self.write(card, owners: nil, event: nil, db) }
+                var moves: [SecurityEvent] = []
+                for card in cards { _ = try Self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, db) }
+                for move in moves { try Self.insert(move, db) }
                 if let event { try Self.insert(event, db) }
             }
         }

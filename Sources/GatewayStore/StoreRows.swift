@@ -137,6 +137,18 @@ enum StoreRows {
     }
 
     /// A registry change's event, completed with what the card was before.
+    /// An import's event for one card it moved to another program or issuer: a `card_updated`
+    /// under the import's actor, with the card's before and after, as the API's own change has.
+    /// Without it the trail said only how many cards a file held, not which tenant's card went
+    /// to which (the CLI audit moved one between tenants unseen). Nil for a card that did not move.
+    static func importMove(_ batch: SecurityEvent?, card: CardRecord, before: (program: String, issuer: String?)?) -> SecurityEvent? {
+        guard let batch, let before, before.program != card.program.rawValue || before.issuer != card.issuer?.rawValue else { return nil }
+        var event = SecurityEvent(at: batch.at, kind: .cardUpdated, actor: batch.actor, source: batch.source, cardID: card.id,
+                                  detail: ["after_program": card.program.rawValue, "after_issuer": card.issuer?.rawValue ?? "", "by": "cards_imported"])
+        event = cardEvent(event, kind: .cardUpdated, before: before)
+        return event
+    }
+
     static func cardEvent(_ event: SecurityEvent, kind: SecurityEvent.Kind, before: (program: String, issuer: String?)?) -> SecurityEvent {
         var event = event
         event.kind = kind

@@ -532,6 +532,17 @@ enum StoreConformance {
         try await store.importCards(cards)
         try await store.importCards(cards)
         #expect(try await store.cards(CardPageQuery(limit: 10)) == cards)
+
+        // An import that moves a card to another program (or issuer) puts that card's move on the
+        // trail, before and after, under the import's actor; the cards it leaves where they were
+        // get no event of their own (the trail had said only how many cards the file held).
+        let batch = SecurityEvent(at: instant(30), kind: .cardsImported, actor: "cli:ops", detail: ["count": "2", "file": "moves.csv"])
+        try await store.importCards([card("i1", program: "p2"), card("i2", program: "p2")], event: batch)
+        let events = try await store.securityEvents(SecurityEventQuery())
+        #expect(events.map(\.kind) == [.cardUpdated, .cardsImported], "\(events)")
+        let moved = try #require(events.first)
+        #expect(moved.cardID == "i1" && moved.actor == "cli:ops")
+        #expect(moved.detail["before_program"] == "p1" && moved.detail["after_program"] == "p2", "\(moved.detail)")
     }
 
     static func vaultEntriesRoundTrip(_ store: any GatewayStore) async throws {
