@@ -292,7 +292,8 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", "GatewayTestSupport", "Sandbox", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["Gateway", "Issuers", "GatewayStore", "WalletCrypto", "GatewayTestSupport", "Sandbox", .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "GatewayServerTests",

@@ -109,13 +109,28 @@ public struct CardVault: CardDataSource {
         public var unreadable: [CardID] = []
         /// Entries whose card no longer exists (deleted).
         public var orphansDeleted: [CardID] = []
+        /// Why the rotation stopped before the last entry (the store failed), or nil: what it did
+        /// up to there is in the counts above, and is kept.
+        public var interruptedBy: String?
         public init() {}
     }
 
     /// Re-seals every entry under the active key, page by page. Old keys can be removed from
     /// `vault.keys` once this reports no unreadable entries.
-    public func rotate(pageSize: Int = 500) async throws -> RotationReport {
+    /// A store failure part-way stops it, and the report says how far it got (`interruptedBy`):
+    /// the entries re-sealed until then stay re-sealed, and the caller records that much (an
+    /// interrupted rotation had left no record of the entries it had changed; CLI audit).
+    public func rotate(pageSize: Int = 500) async -> RotationReport {
         var report = RotationReport()
+        do {
+            try await rotate(pageSize: pageSize, into: &report)
+        } catch {
+            report.interruptedBy = "\(error)"
+        }
+        return report
+    }
+
+    private func rotate(pageSize: Int, into report: inout RotationReport) async throws {
         var after: CardID?
         while true {
             let ids = try await store.vaultCardIDs(after: after, limit: pageSize)
@@ -145,7 +160,7 @@ public struct CardVault: CardDataSource {
                     report.changedMeanwhile.append(id)
                 }
             }
-            guard ids.count == pageSize else { return report }
+            guard ids.count == pageSize else { return }
             after = ids.last
         }
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Gateway
 import GatewayStore
+import GRDB
 import ProvisioningCore
 import Testing
 
@@ -71,15 +72,36 @@ import Testing
         let after = CardVault(store: store, keyring: ring)
         // Before rotation the old key still opens everything.
         #expect(try await after.cardData(cards[0])?.name == "Ncard_0")
-        let report = try await after.rotate(pageSize: 2)
+        let report = await after.rotate(pageSize: 2)
         #expect(report.resealed == 5 && report.current == 0 && report.unreadable.isEmpty && report.orphansDeleted == ["orphan"])
         // Now the new key alone opens every entry; a second run has nothing to do.
         let newOnly = CardVault(store: store, keyring: VaultKeyring(new, id: "k2"))
         for card in cards { #expect(try await newOnly.cardData(card)?.name == "N\(card.id)") }
-        let again = try await after.rotate()
+        let again = await after.rotate()
         #expect(again.resealed == 0 && again.current == 5)
         // And the old key alone opens none.
         await #expect(throws: GatewayError.self) { try await before.cardData(cards[1]) }
+    }
+
+    /// A store failure part-way stops the rotation, and its report says how far it got: the
+    /// entries re-sealed until then stay so, and are counted (an interrupted rotation had left
+    /// no record of what it had changed).
+    @Test func anInterruptedRotationSaysHowFarItGot() async throws {
+        let store = try await store()
+        let old = SymmetricKey(size: .bits256)
+        let cards = (0..<4).map { Self.card(CardID("card_\($0)")) }
+        try await store.importCards(cards)
+        let before = CardVault(store: store, keyring: VaultKeyring(old, id: "k1"))
+        for card in cards { try await before.put(card, try CardData(number: Self.number, name: "N", expiry: "01/30")) }
+        try await DatabaseQueue(path: store.path).write { db in
+            try db.execute(sql: "CREATE TRIGGER stop BEFORE UPDATE ON vault_entries WHEN old.card_id = 'card_2' BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+        }
+        let after = CardVault(store: store, keyring: VaultKeyring(activeID: "k2", keys: ["k1": old, "k2": SymmetricKey(size: .bits256)]))
+        let report = await after.rotate()
+        #expect(report.resealed == 2 && report.interruptedBy?.contains("disk full") == true, "\(report)")
+        try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER stop") }
+        let finished = await after.rotate()
+        #expect(finished.resealed == 2 && finished.current == 2 && finished.interruptedBy == nil, "\(finished)")
     }
 
     @Test func entriesFromBeforeKeyIDsStillOpenAndAreRotated() async throws {
@@ -93,7 +115,7 @@ import Testing
         try await store.putVaultEntry("legacy", sealed: legacy)
         let vault = CardVault(store: store, keyring: VaultKeyring(key))
         #expect(try await vault.cardData(card) == data)
-        #expect(try await vault.rotate().resealed == 1)
+        #expect(await vault.rotate().resealed == 1)
         #expect(try await store.vaultEntry("legacy") != legacy)
         #expect(try await vault.cardData(card) == data)
     }

@@ -239,11 +239,22 @@ public enum OperatorTools {
         config path: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         await withVault(config: path, environment: environment) { vault, store in
-            let report = try await vault.rotate()
-            try await store.appendSecurityEvent(SecurityEvent(
-                at: Date(), kind: .vaultRotated, actor: actor,
-                detail: ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
-                         "orphans_deleted": "\(report.orphansDeleted.count)", "changed_meanwhile": "\(report.changedMeanwhile.count)"]))
+            let report = await vault.rotate()
+            var detail = ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
+                          "orphans_deleted": "\(report.orphansDeleted.count)", "changed_meanwhile": "\(report.changedMeanwhile.count)"]
+            if report.interruptedBy != nil { detail["interrupted"] = "true" }
+            // Recorded however far it got: what it re-sealed before a failure stays re-sealed.
+            do {
+                try await store.appendSecurityEvent(SecurityEvent(at: Date(), kind: .vaultRotated, actor: actor, detail: detail))
+            } catch {
+                guard let interrupted = report.interruptedBy else { throw error }
+                return .failed("vault rotate stopped after re-sealing \(report.resealed) entries (\(interrupted)), and its security event "
+                    + "could not be written either (\(error)): run it again to finish; the next run is recorded")
+            }
+            if let interrupted = report.interruptedBy {
+                return .failed("vault rotate stopped after re-sealing \(report.resealed) entries, which stay re-sealed (recorded): "
+                    + "\(interrupted); run it again to finish")
+            }
             var outcome = ToolOutcome.ok("re-sealed \(report.resealed), already current \(report.current), "
                 + "orphans deleted \(report.orphansDeleted.count), unreadable \(report.unreadable.count)"
                 + (report.changedMeanwhile.isEmpty ? ""
