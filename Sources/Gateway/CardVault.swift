@@ -73,6 +73,26 @@ public struct CardVault: CardDataSource {
         return try open(sealed, card: card).data
     }
 
+    /// Checks the listed keys against the entries sealed under their ids, up to `sample` entries:
+    /// a key whose id an entry names but which does not open it is the wrong key under a right id
+    /// (another key put in the variable, both `default`), and sealing under it would make entries
+    /// no other instance opens (`vault put` accepted one; CLI audit). Nil when none disagrees.
+    public func keyProblem(sample: Int = 50) async throws -> String? {
+        var checked: Set<String> = []
+        for id in try await store.vaultCardIDs(after: nil, limit: sample) {
+            guard let sealed = try await store.vaultEntry(id), let (keyID, _) = SealedEnvelope.keyID(of: sealed),
+                  keyring.keys[keyID] != nil, !checked.contains(keyID), let card = try await store.card(id) else { continue }
+            do {
+                _ = try open(sealed, card: card)
+                checked.insert(keyID)
+            } catch {
+                return "vault key '\(keyID)' does not open the entries sealed under that id (card \(InputRules.short(id.rawValue))): the "
+                    + "environment holds another key under it; put the key those entries were sealed with back, or rotate under a new id"
+            }
+        }
+        return nil
+    }
+
     /// The entry's data and the id of the key that opened it.
     func open(_ sealed: Data, card: CardRecord) throws(GatewayError) -> (data: CardData, keyID: String) {
         do {

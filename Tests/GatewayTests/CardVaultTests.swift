@@ -141,7 +141,8 @@ import Testing
         var config = VaultConfig()
         config.keys = [VaultKeyConfig(id: "k1", key: "env:K1"), VaultKeyConfig(id: "k2", key: "env:K2", active: true)]
         let value = Data(repeating: 7, count: 32).base64EncodedString()
-        let ring = try VaultKeyring.resolve(config, environment: ["K1": value, "K2": value])
+        let other = Data(repeating: 8, count: 32).base64EncodedString()
+        let ring = try VaultKeyring.resolve(config, environment: ["K1": value, "K2": other])
         #expect(ring.activeID == "k2" && ring.ids == ["k1", "k2"])
         do {
             _ = try VaultKeyring.resolve(config, environment: ["K2": value])
@@ -149,5 +150,29 @@ import Testing
         } catch {
             #expect(error.problems.map(\.path) == ["vault.keys[0].key"])
         }
+        // A rotation whose new variable holds the old key (as hex or base64) changes nothing: refused.
+        let hex = Data(repeating: 7, count: 32).map { String(format: "%02x", $0) }.joined()
+        do {
+            _ = try VaultKeyring.resolve(config, environment: ["K1": value, "K2": hex])
+            Issue.record("the same key under two ids resolved")
+        } catch {
+            #expect(error.problems.map(\.description) == ["vault.keys[1].key: holds the same key as vault.keys[0].key: a rotated-in key must be a new one"])
+        }
+    }
+
+    /// A key under the right id that does not open the entries sealed under that id (another key
+    /// put in the variable) is found before anything is sealed with it.
+    @Test func aWrongKeyUnderAKnownIdIsFound() async throws {
+        let store = try await store()
+        let right = SymmetricKey(size: .bits256)
+        let card = Self.card("card_k")
+        try await store.putCard(card)
+        try await CardVault(store: store, keyring: VaultKeyring(right)).put(card, try CardData(number: Self.number, name: "N", expiry: "01/30"))
+        #expect(try await CardVault(store: store, keyring: VaultKeyring(right)).keyProblem() == nil)
+        let wrong = try await CardVault(store: store, keyring: VaultKeyring(SymmetricKey(size: .bits256))).keyProblem()
+        #expect(wrong?.contains("vault key 'default' does not open the entries sealed under that id") == true, "\(String(describing: wrong))")
+        // A key whose id no entry names yet (a new one rotated in) has nothing to disagree with.
+        let rotating = VaultKeyring(activeID: "k2", keys: ["default": right, "k2": SymmetricKey(size: .bits256)])
+        #expect(try await CardVault(store: store, keyring: rotating).keyProblem() == nil)
     }
 }

@@ -27,10 +27,20 @@ public struct VaultKeyring: Sendable {
         var keys: [String: SymmetricKey] = [:]
         var problems: [ConfigProblem] = []
         var activeID: String?
+        var paths: [Data: String] = [:]
         for (index, entry) in config.keyring.enumerated() {
             let path = config.key != nil && index == 0 ? "vault.key" : "vault.keys[\(config.key != nil ? index - 1 : index)].key"
             do {
-                keys[entry.id] = try CardVault.key(reference: entry.key, environment: environment, path: path)
+                let key = try CardVault.key(reference: entry.key, environment: environment, path: path)
+                keys[entry.id] = key
+                // A rotation whose new variable holds the old key changes nothing while saying it
+                // did (`vault rotate` re-sealed every entry under the same bytes; CLI audit).
+                let bytes = key.withUnsafeBytes { Data($0) }
+                if let first = paths[bytes] {
+                    problems.append(.init(path, "holds the same key as \(first): a rotated-in key must be a new one"))
+                } else {
+                    paths[bytes] = path
+                }
             } catch {
                 problems += error.problems
             }

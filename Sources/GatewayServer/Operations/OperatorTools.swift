@@ -185,12 +185,16 @@ public enum OperatorTools {
     }
 
     /// The vault over the config's store and key ring.
+    /// `sealing`: the command seals new entries, so the keys are first checked against the
+    /// entries already sealed under their ids (`CardVault.keyProblem`).
     static func withVault(
-        config path: String, environment: [String: String],
+        config path: String, environment: [String: String], sealing: Bool = false,
         _ body: @escaping @Sendable (CardVault, any GatewayStore) async throws -> ToolOutcome
     ) async -> ToolOutcome {
         await withStore(config: path, environment: environment) { config, store in
-            try await body(CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment)), store)
+            let vault = CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment))
+            if sealing, let problem = try await vault.keyProblem() { return .failed(problem) }
+            return try await body(vault, store)
         }
     }
 
@@ -214,7 +218,7 @@ public enum OperatorTools {
         } catch {
             return .failed(error.detail)
         }
-        return await withVault(config: path, environment: environment) { vault, store in
+        return await withVault(config: path, environment: environment, sealing: true) { vault, store in
             let card = try await registeredCard(id, in: store)
             try await vault.put(card, data, event: SecurityEvent(
                 at: Date(), kind: .vaultPut, actor: actor, cardID: card.id, detail: ["program": card.program.rawValue]))
