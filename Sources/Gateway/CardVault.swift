@@ -76,21 +76,25 @@ public struct CardVault: CardDataSource {
     /// Checks the listed keys against the entries sealed under their ids, up to `sample` entries:
     /// a key whose id an entry names but which does not open it is the wrong key under a right id
     /// (another key put in the variable, both `default`), and sealing under it would make entries
-    /// no other instance opens (`vault put` accepted one; CLI audit). Nil when none disagrees.
+    /// no other instance opens (`vault put` accepted one; CLI audit). Only a key that opens none
+    /// of the sampled entries naming it is wrong: one entry that does not open (damaged, or its
+    /// card moved while it was read) says nothing about the key. Nil when none disagrees.
     public func keyProblem(sample: Int = 50) async throws -> String? {
-        var checked: Set<String> = []
+        var opened: Set<String> = []
+        var refused: [String: CardID] = [:]
         for id in try await store.vaultCardIDs(after: nil, limit: sample) {
             guard let sealed = try await store.vaultEntry(id), let (keyID, _) = SealedEnvelope.keyID(of: sealed),
-                  keyring.keys[keyID] != nil, !checked.contains(keyID), let card = try await store.card(id) else { continue }
-            do {
-                _ = try open(sealed, card: card)
-                checked.insert(keyID)
-            } catch {
-                return "vault key '\(keyID)' does not open the entries sealed under that id (card \(InputRules.short(id.rawValue))): the "
-                    + "environment holds another key under it; put the key those entries were sealed with back, or rotate under a new id"
+                  keyring.keys[keyID] != nil, !opened.contains(keyID), let card = try await store.card(id) else { continue }
+            if (try? open(sealed, card: card)) != nil {
+                opened.insert(keyID)
+                refused[keyID] = nil
+            } else if refused[keyID] == nil {
+                refused[keyID] = id
             }
         }
-        return nil
+        guard let (keyID, id) = refused.sorted(by: { $0.key < $1.key }).first else { return nil }
+        return "vault key '\(keyID)' opens none of the entries sealed under that id (card \(InputRules.short(id.rawValue)) among them): the "
+            + "environment holds another key under it; put the key those entries were sealed with back, or rotate under a new id"
     }
 
     /// The entry's data and the id of the key that opened it.

@@ -73,7 +73,9 @@ import WalletCrypto
         for yaml in [Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [\(number)]"),
                      Self.minimal.replacingOccurrences(of: "- id: acme", with: "- id: \(number)"),
                      Self.minimal + "\nrouting:\n  rules:\n    - { match: { program: acme }, issuer: \"\(number)\" }\n",
-                     Self.minimal + "\ntelemetry:\n  service_name: \"\(number)\"\n"] {
+                     Self.minimal + "\ntelemetry:\n  service_name: \"\(number)\"\n",
+                     Self.minimal.replacingOccurrences(of: "  bridge:\n    kind: bridge", with: "  \"\(number)\":\n    kind: bridge"),
+                     Self.minimal + "\nrouting:\n  rules:\n    - { match: { program: \"\(number)\" }, issuer: bridge }\n"] {
             let found = problems(yaml)
             #expect(!found.isEmpty, "\(yaml)")
             #expect(!found.joined().contains(number) && !found.joined().contains("41111111"), "\(found)")

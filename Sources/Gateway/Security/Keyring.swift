@@ -7,6 +7,10 @@ import ProvisioningCore
 public struct VaultKeyring: Sendable {
     public let activeID: String
     let keys: [String: SymmetricKey]
+    /// Listed keys that hold the same bytes as one listed before them, as `path: the same key as
+    /// path`: a rotation onto one changes nothing while saying it did, so `vault rotate` refuses
+    /// it. Not a start-up problem: entries sealed under either id must keep opening.
+    public private(set) var sameKeys: [String] = []
 
     public init(activeID: String, keys: [String: SymmetricKey]) {
         precondition(keys[activeID] != nil, "the active key must be in the ring")
@@ -28,6 +32,7 @@ public struct VaultKeyring: Sendable {
         var problems: [ConfigProblem] = []
         var activeID: String?
         var paths: [Data: String] = [:]
+        var sameKeys: [String] = []
         for (index, entry) in config.keyring.enumerated() {
             let path = config.key != nil && index == 0 ? "vault.key" : "vault.keys[\(config.key != nil ? index - 1 : index)].key"
             do {
@@ -37,7 +42,7 @@ public struct VaultKeyring: Sendable {
                 // did (`vault rotate` re-sealed every entry under the same bytes; CLI audit).
                 let bytes = key.withUnsafeBytes { Data($0) }
                 if let first = paths[bytes] {
-                    problems.append(.init(path, "holds the same key as \(first): a rotated-in key must be a new one"))
+                    sameKeys.append("\(path) holds the same key as \(first)")
                 } else {
                     paths[bytes] = path
                 }
@@ -50,7 +55,9 @@ public struct VaultKeyring: Sendable {
         guard let activeID, keys[activeID] != nil else {
             throw ConfigError(source: "config", problems: [.init("vault.key", "required (env:NAME), with exactly one active key")])
         }
-        return VaultKeyring(activeID: activeID, keys: keys)
+        var ring = VaultKeyring(activeID: activeID, keys: keys)
+        ring.sameKeys = sameKeys
+        return ring
     }
 }
 

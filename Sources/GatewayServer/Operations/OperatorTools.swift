@@ -21,8 +21,9 @@ public struct ToolOutcome: Sendable, Equatable {
 /// behind the composition root: the executable parses arguments and prints, and imports no store,
 /// vault or registry module itself. Every change writes its security event with `actor`.
 public enum OperatorTools {
-    /// Why the command line may not be run as given, or nil: an argument holding a card number
-    /// anywhere but as `--number`'s value (a number pasted as a stray argument was printed back
+    /// Why the command line may not be run as given, or nil: an argument that is a card number
+    /// (`InputRules.isCardNumber`: a file name with a long number in it is not) anywhere but as
+    /// `--number`'s value (a number pasted as a stray argument was printed back
     /// by the argument parser's error, and every argument sits in `ps`, shell history and the
     /// system's audit log), or `--number` given twice (the last one was sealed without a word).
     /// `--card-id` may hold one: a card registered under a card number before ids were checked
@@ -34,7 +35,7 @@ public enum OperatorTools {
             let isOptionsValue = ["--number", "--card-id"].contains { option in
                 argument.hasPrefix(option + "=") || (index > 0 && arguments[index - 1] == option)
             }
-            if !isOptionsValue, InputRules.holdsCardNumber(argument) {
+            if !isOptionsValue, InputRules.isCardNumber(argument) {
                 return "argument \(index + 1) holds a card number (not repeated): card numbers are never given as arguments, where ps, "
                     + "shell history and audit logs keep them; `vault put` reads the number from standard input"
             }
@@ -243,6 +244,11 @@ public enum OperatorTools {
         config path: String, actor: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
         await withVault(config: path, environment: environment) { vault, store in
+            // A rotation onto a key that holds an older one's bytes would re-seal everything and
+            // change nothing (the CLI audit's rotation said it re-sealed 300).
+            if !vault.keyring.sameKeys.isEmpty {
+                return .failed("\(vault.keyring.sameKeys.joined(separator: "; ")): a rotated-in key must be a new one (openssl rand -base64 32); nothing was re-sealed")
+            }
             let report = await vault.rotate()
             var detail = ["resealed": "\(report.resealed)", "current": "\(report.current)", "unreadable": "\(report.unreadable.count)",
                           "orphans_deleted": "\(report.orphansDeleted.count)", "changed_meanwhile": "\(report.changedMeanwhile.count)"]

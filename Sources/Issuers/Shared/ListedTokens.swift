@@ -9,8 +9,9 @@ import ProvisioningCore
 ///   depth: the ownership check rests on it); one that names no card is kept, as the issuers'
 ///   contracts do not make the field required;
 /// - a token id the API could not take back in a path (`WalletToken.isTokenID`) makes the whole
-///   listing an `upstream_protocol_error`: the issuer broke its own format, and an id with a card
-///   number, terminal escapes or 5,000 characters in it is not passed on;
+///   listing an `upstream_protocol_error`: the issuer broke its own format, and an id with terminal
+///   escapes or 5,000 characters in it is not passed on; one holding a card number is left out
+///   alone (the rest of the card's tokens stay reachable);
 /// - a token reference or a device type that does not read as one (`UpstreamStatus.shownCode`'s
 ///   rule for the device type) is left out, not trimmed.
 enum ListedTokens {
@@ -22,6 +23,9 @@ enum ListedTokens {
     static func card(_ cardToken: String, _ listed: [Listed], issuer: IssuerID) throws(GatewayError) -> [WalletToken] {
         var kept: [WalletToken] = []
         for entry in listed where entry.cardToken == nil || entry.cardToken == cardToken {
+            // A token whose id holds a card number is left out, not passed on; it fails nothing
+            // else (support must still reach the card's other tokens, a lost phone's included).
+            if InputRules.hasCardIDShape(entry.token.tokenID), InputRules.holdsCardNumber(entry.token.tokenID) { continue }
             guard WalletToken.isTokenID(entry.token.tokenID) else {
                 throw GatewayError(.upstreamProtocolError, "\(issuer) listed a wallet token whose id is not in its documented form",
                                    condition: .malformed)

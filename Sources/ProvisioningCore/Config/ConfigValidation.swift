@@ -92,6 +92,7 @@ extension GatewayConfig {
         }
 
         for name in issuers.keys.sorted() {
+            if InputRules.isCardNumber(name) { problems.append(.init("issuers.\(name)", "an issuer's name is never a card number")) }
             let issuer = issuers[name]!
             let path = "issuers.\(name)"
             guard let profile = profiles[issuer.kind] else {
@@ -224,6 +225,9 @@ extension GatewayConfig {
         let knownIssuers = Set(issuers.keys).union(local.enabled ? ["local"] : [])
         let shadowing = routing.table.shadowingRules()
         for (index, rule) in routing.rules.enumerated() {
+            if let program = rule.match.program, InputRules.isCardNumber(program) {
+                problems.append(.init("routing.rules[\(index)].match.program", "never a card number"))
+            }
             if let earlier = shadowing[index] {
                 problems.append(.init("routing.rules[\(index)].match",
                                       "never matches: routing.rules[\(earlier)] comes first and matches every card this rule would"))
