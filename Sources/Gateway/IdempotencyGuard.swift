@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ProvisioningCore
 
 /// Makes a POST with an `Idempotency-Key` run at most once: the first request with a key runs,
@@ -27,10 +28,13 @@ public struct IdempotencyGuard: Sendable {
     /// The wall time claims are stamped with, kept in the store: their expiry, and their age when
     /// another request finds one unfinished.
     let wallTime: @Sendable () -> Date
+    /// Where `LateAudit` says what became of events the store did not confirm in time.
+    let logger: Logger
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
                 pollInterval: Duration = .milliseconds(20), maxPollInterval: Duration = .milliseconds(320),
-                clock: GatewayClock = .continuous, wallTime: @escaping @Sendable () -> Date = { Date() }) {
+                clock: GatewayClock = .continuous, wallTime: @escaping @Sendable () -> Date = { Date() },
+                logger: Logger = Logger(label: "provisioning-gateway")) {
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
@@ -39,6 +43,7 @@ public struct IdempotencyGuard: Sendable {
         self.maxPollInterval = max(maxPollInterval, pollInterval)
         self.clock = clock
         self.wallTime = wallTime
+        self.logger = logger
     }
 
     /// How much longer than the wait limit an unfinished claim must be before it counts as
@@ -160,6 +165,8 @@ public struct IdempotencyGuard: Sendable {
                         failure = GatewayError(.internal, "the store did not confirm the answer for the Idempotency-Key in time; it may "
                             + "still be kept: a retry with the key replays it if it was, and answers idempotency_outcome_unknown if not",
                             cause: error)
+                        // Should that write fail after all, its events are still written (the review).
+                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger)
                     } else if let auditFailure = await writeAlone(held) {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)

@@ -537,7 +537,11 @@ public struct ProvisioningService: Sendable {
         do {
             try await store.appendAudit(event)
         } catch {
-            if StoreError.isUnanswered(error) { unanswered = true }
+            if StoreError.isUnanswered(error) {
+                unanswered = true
+                // The request answers its failure now; the event is still written (the review).
+                LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
+            }
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure

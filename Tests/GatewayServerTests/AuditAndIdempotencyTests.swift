@@ -366,19 +366,24 @@ import Testing
         let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
         try await GatewayHarness.run(store: store) { client, sandbox in
             let body = try GatewayHarness.requestBody()
+            // Keyed: the answer's commit reports unanswered (and landed); any audit write after it
+            // waits at the gate, so a request that wrote again before answering would not answer.
             store.stopAnswering()
+            store.shutGate(throwingFirst: 0)
             let keyed = try await Self.provision(client, body: body, idempotencyKey: "order-82")
             #expect(keyed.status == .internalServerError && keyed.json["code"] as? String == "internal", "\(keyed.json)")
             #expect((keyed.json["detail"] as? String)?.contains("may still be kept") == true, "\(keyed.json)")
             #expect(store.stalledWrites.withLock { $0 } == ["complete"])
+            store.stopAnswering(false)
+            store.openGate()
 
-            store.stalledWrites.withLock { $0 = [] }
+            // Unkeyed: its one audit write reports unanswered; a failure event after it would wait.
+            store.shutGate(throwingFirst: 1)
             let unkeyed = try await Self.provision(client, body: body, idempotencyKey: nil)
             #expect(unkeyed.status == .internalServerError && unkeyed.json["code"] as? String == "internal", "\(unkeyed.json)")
-            #expect(store.stalledWrites.withLock { $0 } == ["audit"], "a second write was tried")
             #expect(await sandbox.bridge.log.count == 2)
+            store.openGate()
 
-            store.stopAnswering(false)
             let retry = try await Self.provision(client, body: body, idempotencyKey: "order-82")
             #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == keyed.json["provisioning_id"] as? String, "\(retry.json)")
             #expect(await sandbox.bridge.log.count == 2, "the issuer was called again")
@@ -400,6 +405,29 @@ import Testing
             let retry = try await Self.provision(client, body: body, idempotencyKey: "rotating-1")
             #expect(retry.status == .ok && retry.json["provisioning_id"] as? String == first.json["provisioning_id"] as? String)
             #expect(await sandbox.bridge.log.count == 1, "the retry with the new key called the issuer again")
+        }
+    }
+
+    /// A write the store did not confirm in time and that then failed after all (rolled back)
+    /// loses no event: the request answers its failure at once, and its events are written on
+    /// their own in the background (the review found them lost without a trace).
+    @Test func eventsWhoseWriteTimedOutAndFailedAreStillWritten() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, _ in
+            let body = try GatewayHarness.requestBody()
+            for key in ["order-83", nil] {
+                store.dropNext(1)
+                let failed = try await Self.provision(client, body: body, idempotencyKey: key)
+                #expect(failed.status == .internalServerError, "\(failed.json)")
+                let id = try #require(failed.json["provisioning_id"] as? String, "\(failed.json)")
+                // Written in the background: waited for, up to 10 s, not timed.
+                var trail: [AuditEvent] = []
+                for _ in 0..<1000 where trail.isEmpty {
+                    trail = try await store.auditEvents(ProvisioningID(id))
+                    if trail.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                }
+                #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1, "\(key ?? "unkeyed"): \(trail)")
+            }
         }
     }
 

@@ -20,6 +20,55 @@ final class LostAcknowledgementStore: GatewayStore {
 
     func stopAnswering(_ stop: Bool = true) { stalled.withLock { $0 = stop } }
 
+    /// While stalled, the first `throwing` audit writes land and report that the store did not
+    /// answer in time; every later one waits until `openGate()` (then lands). A request that made
+    /// a second write before answering would not answer while the gate is shut.
+    private let gate = Mutex<(open: Bool, throwing: Int, waiters: [CheckedContinuation<Void, Never>])>((true, 0, []))
+    func shutGate(throwingFirst throwing: Int) { gate.withLock { $0 = (false, throwing, []) } }
+    func openGate() {
+        let waiters = gate.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Whether this audit write reports unanswered at once (else it waited at the gate, if shut).
+    private func auditGate() async -> Bool {
+        enum Turn { case pass, throwNow, wait }
+        let turn = gate.withLock { state -> Turn in
+            if state.open { return .pass }
+            if state.throwing > 0 { state.throwing -= 1; return .throwNow }
+            return .wait
+        }
+        switch turn {
+        case .pass: return false
+        case .throwNow: return true
+        case .wait:
+            await withCheckedContinuation { continuation in
+                let resumeNow = gate.withLock { state -> Bool in
+                    if state.open { return true }
+                    state.waiters.append(continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+            return false
+        }
+    }
+
+    /// The next `count` request-path writes report that the store did not answer in time and are
+    /// not written (the late write rolled back); later ones are written.
+    private let dropped = Mutex(0)
+    func dropNext(_ count: Int) { dropped.withLock { $0 = count } }
+
+    private func droppedUnanswered(_ write: String) throws {
+        guard dropped.withLock({ count in defer { count = max(0, count - 1) }; return count > 0 }) else { return }
+        stalledWrites.withLock { $0.append(write) }
+        throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true)
+    }
+
     private func unanswered(_ write: String) throws {
         guard stalled.withLock({ $0 }) else { return }
         stalledWrites.withLock { $0.append(write) }
@@ -36,6 +85,7 @@ final class LostAcknowledgementStore: GatewayStore {
     func loseNextClaimAcknowledgement() { claimArmed.withLock { $0 = true } }
 
     func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
+        try droppedUnanswered("complete")
         try await inner.completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: audit)
         try unanswered("complete")
         if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
@@ -62,7 +112,10 @@ final class LostAcknowledgementStore: GatewayStore {
     func appendSecurityEvent(_ event: SecurityEvent) async throws { try await inner.appendSecurityEvent(event) }
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
     func appendAudit(_ event: AuditEvent) async throws {
+        try droppedUnanswered("audit")
+        let throwNow = await auditGate()
         try await inner.appendAudit(event)
+        if throwNow { throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true) }
         try unanswered("audit")
     }
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }

@@ -47,7 +47,8 @@ final class ConfigGeneration: Sendable {
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
         // served is never taken for an abandoned one.
         idempotency = IdempotencyGuard(store: parts.store, ttl: .seconds(config.store.idempotencyTTLSeconds),
-                                       waitLimit: .milliseconds(config.longestDeadlineMS), sealer: parts.sealer, clock: parts.clock)
+                                       waitLimit: .milliseconds(config.longestDeadlineMS), sealer: parts.sealer, clock: parts.clock,
+                                       logger: parts.logger)
     }
 
     /// The breakers this generation's endpoints need, for `UpstreamHealth.reconcile`.
