@@ -368,9 +368,17 @@ import Testing
             let body = try GatewayHarness.requestBody()
             // Keyed: the answer's commit reports unanswered (and landed); any audit write after it
             // waits at the gate, so a request that wrote again before answering would not answer.
+            // A fail-safe opens the gate after 20 s, so a request that waited at it answers at
+            // last, and the test fails on `openedByTimer` instead of hanging.
+            let failSafe = Task {
+                try await Task.sleep(for: .seconds(20))
+                store.openGate(byTimer: true)
+            }
+            defer { failSafe.cancel() }
             store.stopAnswering()
             store.shutGate(throwingFirst: 0)
             let keyed = try await Self.provision(client, body: body, idempotencyKey: "order-82")
+            #expect(!store.openedByTimer.withLock { $0 }, "the keyed request wrote again before answering")
             #expect(keyed.status == .internalServerError && keyed.json["code"] as? String == "internal", "\(keyed.json)")
             #expect((keyed.json["detail"] as? String)?.contains("may still be kept") == true, "\(keyed.json)")
             #expect(store.stalledWrites.withLock { $0 } == ["complete"])
@@ -380,6 +388,7 @@ import Testing
             // Unkeyed: its one audit write reports unanswered; a failure event after it would wait.
             store.shutGate(throwingFirst: 1)
             let unkeyed = try await Self.provision(client, body: body, idempotencyKey: nil)
+            #expect(!store.openedByTimer.withLock { $0 }, "the unkeyed request wrote again before answering")
             #expect(unkeyed.status == .internalServerError && unkeyed.json["code"] as? String == "internal", "\(unkeyed.json)")
             #expect(await sandbox.bridge.log.count == 2)
             store.openGate()

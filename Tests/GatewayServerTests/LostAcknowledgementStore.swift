@@ -25,8 +25,11 @@ final class LostAcknowledgementStore: GatewayStore {
     /// a second write before answering would not answer while the gate is shut.
     private let gate = Mutex<(open: Bool, throwing: Int, waiters: [CheckedContinuation<Void, Never>])>((true, 0, []))
     func shutGate(throwingFirst throwing: Int) { gate.withLock { $0 = (false, throwing, []) } }
-    func openGate() {
+    /// Whether a shut gate was opened by the fail-safe timer (`openGate(byTimer: true)`), not by the test.
+    let openedByTimer = Mutex(false)
+    func openGate(byTimer: Bool = false) {
         let waiters = gate.withLock { state -> [CheckedContinuation<Void, Never>] in
+            if byTimer && !state.open { openedByTimer.withLock { $0 = true } }
             state.open = true
             defer { state.waiters = [] }
             return state.waiters
