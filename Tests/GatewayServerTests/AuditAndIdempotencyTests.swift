@@ -368,11 +368,13 @@ import Testing
             let body = try GatewayHarness.requestBody()
             // Keyed: the answer's commit reports unanswered (and landed); any audit write after it
             // waits at the gate, so a request that wrote again before answering would not answer.
-            // A fail-safe opens the gate after 20 s, so a request that waited at it answers at
+            // A fail-safe opens the gate every 20 s, so a request that waited at it answers at
             // last, and the test fails on `openedByTimer` instead of hanging.
             let failSafe = Task {
-                try await Task.sleep(for: .seconds(20))
-                store.openGate(byTimer: true)
+                while true {
+                    try await Task.sleep(for: .seconds(20))
+                    store.openGate(byTimer: true)
+                }
             }
             defer { failSafe.cancel() }
             store.stopAnswering()
