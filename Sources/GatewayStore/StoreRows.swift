@@ -136,7 +136,6 @@ enum StoreRows {
             reason: "attempt \(event.attempt) of provisioning \(event.provisioningID) already has a different audit event")
     }
 
-    /// A registry change's event, completed with what the card was before.
     /// An import's event for one card it moved to another program or issuer: a `card_updated`
     /// under the import's actor, with the card's before and after, as the API's own change has.
     /// Without it the trail said only how many cards a file held, not which tenant's card went
@@ -149,6 +148,7 @@ enum StoreRows {
         return event
     }
 
+    /// A registry change's event, completed with what the card was before.
     static func cardEvent(_ event: SecurityEvent, kind: SecurityEvent.Kind, before: (program: String, issuer: String?)?) -> SecurityEvent {
         var event = event
         event.kind = kind

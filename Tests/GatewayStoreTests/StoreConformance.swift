@@ -719,12 +719,14 @@ enum StoreConformance {
     /// another client's key is its own.
     static func aClaimMarkedAbandonedIsAbandonedAtOnce(_ store: any GatewayStore) async throws {
         try await store.migrate()
+        // Ids are made at their claim's time, as the guard makes them.
         func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme",
-                   as provisioning: ProvisioningID = .generate()) async throws -> IdempotencyClaim {
-            try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash, provisioningID: provisioning, now: instant(now),
+                   as provisioning: ProvisioningID? = nil) async throws -> IdempotencyClaim {
+            try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash,
+                                                provisioningID: provisioning ?? .generate(at: instant(now)), now: instant(now),
                                                 expiresAt: instant(now + 3600), abandonAt: instant(now + 600))
         }
-        let first = ProvisioningID.generate(), globex = ProvisioningID.generate()
+        let first = ProvisioningID.generate(at: instant(1)), globex = ProvisioningID.generate(at: instant(1))
         #expect(try await claim("k", as: first) == .acquired)
         #expect(try await claim("k", "h", client: "globex", as: globex) == .acquired)
         try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1))
@@ -732,7 +734,7 @@ enum StoreConformance {
         #expect(try await claim("k", at: 700) == .abandoned(first), "abandoned by age, it still names its own provisioning")
         #expect(try await claim("k", "h2") == .mismatch)
         #expect(try await claim("k", "h", client: "globex") == .inProgress)
-        let later = ProvisioningID.generate()
+        let later = ProvisioningID.generate(at: instant(3601))
         #expect(try await claim("k", at: 3601, as: later) == .acquired)
         #expect(try await claim("k", at: 4300) == .abandoned(later), "the claim that took the expired key over names its own")
 

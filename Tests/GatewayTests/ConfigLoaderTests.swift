@@ -64,6 +64,12 @@ import WalletCrypto
             #expect(error.problems.map(\.description).first?.contains("at most 4194304 bytes (4 MiB)") == true, "\(error)")
         }
         #expect(problems(Self.minimal + "\n" + String(repeating: "# padding\n", count: 1000)) == [], "comments under the limit are fine")
+        // Measured before reading, through a symbolic link too (a ConfigMap's files are links).
+        let link = path + ".link.yaml"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        #expect(throws: ConfigError.self) { try ConfigLoader.checkSize(path: link) }
+        #expect(throws: ConfigError.self) { try ConfigLoader.checkSize(path: path) }
     }
 
     /// A card number pasted into a name (a client, a program, an issuer a rule names) or any value
