@@ -155,6 +155,21 @@ import Testing
         }
     }
 
+    /// A trail whose card was deleted stays readable by the client that made it: the card is no
+    /// other program's (a card moved away is, and its trail is 404; above).
+    @Test func aTrailOfADeletedCardStaysItsClients() async throws {
+        try await GatewayHarness.run { client, _ in
+            let first = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: nil)
+            let id = try #require(first.json["provisioning_id"] as? String)
+            let deleted = try await CardRegistryAPITests.send(client, .delete, "/v1/cards/card_bridge_demo", key: GatewayHarness.opsKey)
+            #expect(deleted.status.code < 300, "\(deleted.json)")
+            let trail = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)")
+            #expect(trail.status == .ok && (trail.json["events"] as? [[String: Any]])?.count == 1, "\(trail.json)")
+            let other = try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(id)", key: GatewayHarness.otherKey)
+            #expect(other.status == .notFound)
+        }
+    }
+
     @Test func theSameKeyWithAnotherBodyIsRefused() async throws {
         try await GatewayHarness.run { client, sandbox in
             _ = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
