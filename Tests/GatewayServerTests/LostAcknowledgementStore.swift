@@ -69,16 +69,19 @@ final class LostAcknowledgementStore: GatewayStore {
     private func droppedUnanswered(_ write: String) throws {
         guard dropped.withLock({ count in defer { count = max(0, count - 1) }; return count > 0 }) else { return }
         stalledWrites.withLock { $0.append(write) }
-        throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true)
+        throw Self.noAnswer
     }
 
     private func unanswered(_ write: String) throws {
         guard stalled.withLock({ $0 }) else { return }
         stalledWrites.withLock { $0.append(write) }
-        throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true)
+        throw Self.noAnswer
     }
 
     init(_ inner: SQLiteGatewayStore) { self.inner = inner }
+
+    /// What PostgreSQL's store throws when its operation timeout passes.
+    static let noAnswer = StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true)
 
     private let claimArmed = Mutex(false)
 
@@ -118,7 +121,7 @@ final class LostAcknowledgementStore: GatewayStore {
         try droppedUnanswered("audit")
         let throwNow = await auditGate()
         try await inner.appendAudit(event)
-        if throwNow { throw StoreError(store: "test", reason: "no answer within 5 seconds", unanswered: true) }
+        if throwNow { throw Self.noAnswer }
         try unanswered("audit")
     }
     func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }

@@ -16,6 +16,15 @@ import Testing
         return store
     }
 
+    /// The problems of an import expected to be refused; none (and an issue) when it was not.
+    static func problems(_ result: CardImport.Result, _ otherwise: Comment) -> [CardImport.Problem] {
+        guard case .rejected(let problems) = result else {
+            Issue.record(otherwise)
+            return []
+        }
+        return problems
+    }
+
     static let good = """
         card_id,program,issuer,customer_id,card_account_id,issuer_card_id
         card_a,demo,bridge,cust_a,ca_a,
@@ -171,10 +180,7 @@ import Testing
             + "imp_1,4111111111111111,bridge,cust_1,ca_1,\n"
             + "imp_2,demo,4111111111111111,,,tmp_2\n"
             + "imp_3,demo,tmp,,,tmp_3\n"
-        guard case .rejected(let problems) = try await importer.run(file, into: store) else {
-            Issue.record("card numbers were imported")
-            return
-        }
+        let problems = try await Self.problems(importer.run(file, into: store), "card numbers were imported")
         #expect(Set(problems.map(\.line)) == [2, 3], "\(problems)")
         #expect(!problems.contains { $0.description.contains("4111") }, "\(problems)")
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
@@ -191,11 +197,7 @@ import Testing
             + "imp_3,demo,tmp,tmp_3\n"
             + "4111111111111111 cvv 123\u{1B}[2J,demo,tmp,tmp_4\n"
             + "4111111111111111 cvv 123\u{1B}[2J,demo,tmp,tmp_5\n"
-        let result = try await importer.run(file, into: store)
-        guard case .rejected(let problems) = result else {
-            Issue.record("a misshapen file was imported")
-            return
-        }
+        let problems = try await Self.problems(importer.run(file, into: store), "a misshapen file was imported")
         #expect(problems.first { $0.line == 2 }?.reason == "6 cells where the header names 4 columns", "\(problems)")
         #expect(problems.first { $0.line == 3 }?.reason == "3 cells where the header names 4 columns", "\(problems)")
         #expect(!problems.contains { $0.line == 4 }, "a good row is not a problem")

@@ -25,6 +25,9 @@ public final class UpstreamHealth: Sendable {
         var recentFailures: [Failure] = []
         var calls = 0
         var failures = 0
+
+        /// Whether a caller that names `url` (nil: any) means this endpoint.
+        func isAt(_ url: String?) -> Bool { url.map { $0 == self.url } ?? true }
     }
 
     /// How many failures per endpoint the admin view keeps.
@@ -110,7 +113,7 @@ public final class UpstreamHealth: Sendable {
     public func acquire(issuer: IssuerID, index: Int, url expected: String? = nil) -> CircuitBreaker.Permission {
         let now = clock.now
         let (permission, transition, url) = endpoints.withLock { all -> (CircuitBreaker.Permission, CircuitBreaker.Transition?, String) in
-            guard var endpoint = all[EndpointKey(issuer: issuer, index: index)], expected.map({ $0 == endpoint.url }) ?? true else {
+            guard var endpoint = all[EndpointKey(issuer: issuer, index: index)], endpoint.isAt(expected) else {
                 return (.allowed, nil, "")
             }
             let (permission, transition) = endpoint.breaker.acquire(at: now)
@@ -128,7 +131,7 @@ public final class UpstreamHealth: Sendable {
         let wall = wallClock()
         let (transition, url) = endpoints.withLock { all -> (CircuitBreaker.Transition?, String) in
             let key = EndpointKey(issuer: issuer, index: index)
-            guard var endpoint = all[key], expected.map({ $0 == endpoint.url }) ?? true else { return (nil, "") }
+            guard var endpoint = all[key], endpoint.isAt(expected) else { return (nil, "") }
             var transition: CircuitBreaker.Transition?
             if let error {
                 endpoint.failures += 1
@@ -152,7 +155,7 @@ public final class UpstreamHealth: Sendable {
     public func release(issuer: IssuerID, index: Int, url expected: String? = nil) {
         endpoints.withLock { all in
             let key = EndpointKey(issuer: issuer, index: index)
-            guard let endpoint = all[key], expected.map({ $0 == endpoint.url }) ?? true else { return }
+            guard let endpoint = all[key], endpoint.isAt(expected) else { return }
             all[key]?.breaker.release()
         }
     }
