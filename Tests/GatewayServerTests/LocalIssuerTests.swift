@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayTestSupport
 import Gateway
 import GatewayServer
 import Hummingbird
@@ -14,7 +15,7 @@ import X509
     /// The sandbox config, also trusting `device`'s root.
     static func config(trusting device: SandboxDevice) throws -> GatewayConfig {
         var config = try GatewayHarness.sandboxConfig()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID().uuidString).pem")
+        let root = TestDirectories.root.appendingPathComponent("root-\(UUID().uuidString).pem")
         try device.root.serializeAsPEM().pemString.write(to: root, atomically: true, encoding: .utf8)
         config.trust.anchors.append(root.path)
         return config

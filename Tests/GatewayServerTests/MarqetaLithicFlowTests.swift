@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Gateway
 import GatewayServer
 import HummingbirdTesting
@@ -118,7 +119,7 @@ import WalletCrypto
         let original = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
         let line = try #require(original.split(separator: "\n", omittingEmptySubsequences: false)
             .first { $0.contains("provisioning_app_version:") })
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-mq-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("gateway-mq-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("gateway.yaml")

@@ -13,7 +13,7 @@ import Testing
 
 @Suite struct PersistenceTests {
     @Test func whatTheAPIWroteSurvivesARestart() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("restart-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("restart-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("gateway.sqlite").path
         let provisioningID = ProvisioningIDBox()

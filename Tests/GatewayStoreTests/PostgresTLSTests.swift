@@ -53,7 +53,7 @@ import Testing
     }
 
     @Test func anUnreadableCAFileIsAClearErrorNamingTheKey() throws {
-        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-\(UUID().uuidString)/ca.pem")
+        let missing = TestDirectories.root.appendingPathComponent("no-such-\(UUID().uuidString)/ca.pem")
         let error = #expect(throws: StoreError.self) {
             try PostgresGatewayStore(url: "postgres://gw@db.example.com/gateway", caFile: missing, logger: Self.logger)
         }
@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func aCAFileWithoutAPEMCertificateIsRefused() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-ca-\(UUID().uuidString).pem")
+        let file = TestDirectories.root.appendingPathComponent("not-a-ca-\(UUID().uuidString).pem")
         try "not a certificate\n".write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         let error = #expect(throws: StoreError.self) {
@@ -88,7 +88,7 @@ import Testing
         let opened = try StoreBootstrap.open(config, baseDirectory: pki.directory, environment: [:], logger: Self.logger)
         #expect(opened.name == "postgres db.example.com:5432/gateway")
 
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("no-config-\(UUID().uuidString)")
+        let elsewhere = TestDirectories.root.appendingPathComponent("no-config-\(UUID().uuidString)")
         let error = #expect(throws: StoreError.self) {
             try StoreBootstrap.open(config, baseDirectory: elsewhere, environment: [:], logger: Self.logger)
         }

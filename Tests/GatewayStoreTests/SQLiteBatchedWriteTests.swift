@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 @testable import GatewayStore
 import GRDB
 import Synchronization
@@ -11,7 +12,7 @@ import Testing
 
     /// A migrated store with a `scratch (name)` table, in a directory of its own.
     static func withScratchStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
         try await store.migrate()

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import GatewayStore
 import ProvisioningCore
 import Testing
@@ -14,7 +15,7 @@ import Testing
     }
 
     @Test func theDirectoryIs0700AndTheDatabaseWALAndSHMFilesAre0600() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-perm-\(UUID().uuidString)")
+        let root = TestDirectories.root.appendingPathComponent("sqlite-perm-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = root.appendingPathComponent("state")
         let path = directory.appendingPathComponent("gateway.sqlite").path
@@ -33,7 +34,7 @@ import Testing
     }
 
     @Test func anExistingLooseDatabaseIsTightenedAndAnExistingDirectoryLeftAlone() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-perm-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sqlite-perm-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 @testable import GatewayStore
 import GRDB
 import ProvisioningCore
@@ -6,7 +7,7 @@ import Testing
 
 @Suite struct SQLiteGatewayStoreTests {
     func withStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try await body(try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path))
     }
@@ -15,7 +16,7 @@ import Testing
     func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
     @Test func theFileIsInWALModeAndSurvivesReopening() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("nested/gateway.sqlite").path
         do {
@@ -34,7 +35,7 @@ import Testing
     /// file and on a reopened one. GRDB's WAL set-up sets NORMAL on the writer after the
     /// configuration's own preparation ran, so this fails if FULL is set only there.
     @Test func everyCommitOnTheWriterIsSyncedNewFileAndReopened() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("gateway.sqlite").path
         do {

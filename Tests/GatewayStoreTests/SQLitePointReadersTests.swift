@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 @testable import GatewayStore
 import GRDB
 import Testing
@@ -6,7 +7,7 @@ import Testing
 @Suite struct SQLitePointReadersTests {
     /// A WAL database with one table `t (id, value)` and its writer, as the store opens them.
     func withDatabase(_ body: (String, DatabasePool) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("point-readers-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("point-readers-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("db.sqlite").path

@@ -15,7 +15,7 @@ public struct TestPKI: Sendable {
     public var caFile: URL { directory.appendingPathComponent("ca.pem") }
 
     public init(name: String = "Gateway Test CA") throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("pki-\(UUID().uuidString)")
+        directory = TestDirectories.root.appendingPathComponent("pki-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         caKey = P256.Signing.PrivateKey()
         let subject = try DistinguishedName { CommonName(name) }

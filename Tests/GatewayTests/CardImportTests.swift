@@ -10,7 +10,7 @@ import Testing
         path: ConfigLoaderTests.packageRoot.appendingPathComponent("Config/gateway.yaml").path).issuers))
 
     func store() async throws -> SQLiteGatewayStore {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         try await store.migrate()
         return store
@@ -52,7 +52,7 @@ import Testing
     /// serving gateway's, writes without waiting. One transaction for 200,000 rows had held it for
     /// 40 s, and provisionings failed with their audit events unwritten.
     @Test func aLargeImportIsWrittenInBatchesAndAnotherWriterGetsInBetween() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
         let importing = try SQLiteGatewayStore(path: path)
         try await importing.migrate()
         let serving = try SQLiteGatewayStore(path: path)

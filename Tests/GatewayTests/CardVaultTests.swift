@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayTestSupport
 import Gateway
 import GatewayStore
 import GRDB
@@ -8,7 +9,7 @@ import Testing
 
 @Suite struct CardVaultTests {
     func store() async throws -> SQLiteGatewayStore {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("vault-\(UUID().uuidString)/g.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("vault-\(UUID().uuidString)/g.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         try await store.migrate()
         return store

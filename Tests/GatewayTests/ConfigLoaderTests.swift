@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import Gateway
 import Issuers
 import Logging
@@ -55,7 +56,7 @@ import WalletCrypto
 
     /// A file past 4 MiB is refused before it is read (18 MB of unknown keys took 16 s and 725 MB).
     @Test func aFilePastFourMebibytesIsRefusedUnread() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("large-\(UUID().uuidString).yaml").path
+        let path = TestDirectories.root.appendingPathComponent("large-\(UUID().uuidString).yaml").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let padding = String(repeating: "# padding\n", count: ConfigLoader.maxFileBytes / 10 + 1)
         try (Self.minimal + "\n" + padding).write(toFile: path, atomically: true, encoding: .utf8)

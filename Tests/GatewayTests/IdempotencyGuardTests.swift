@@ -14,7 +14,7 @@ struct IdempotencyGuardTests {
     static let key = "key-1"
 
     static func store() async throws -> SQLiteGatewayStore {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("idempotency-\(UUID().uuidString)/gateway.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("idempotency-\(UUID().uuidString)/gateway.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         try await store.migrate()
         return store

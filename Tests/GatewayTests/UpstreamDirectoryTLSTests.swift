@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func anUnreadableCAFileIsAProblemNamingItsKeyPath() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("no-pki-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("no-pki-\(UUID().uuidString)")
         let config = try config(tls: ["ca_file": "private-ca.pem"], baseDirectory: directory)
         do throws(ConfigError) {
             let upstreams = try await UpstreamDirectory.build(config: config, environment: ["BRIDGE_API_KEY": "k"], logger: Logger(label: "test"))

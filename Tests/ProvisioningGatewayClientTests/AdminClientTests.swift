@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayTestSupport
 import Gateway
 import GatewayServer
 import OpenAPIAsyncHTTPClient
@@ -118,7 +119,7 @@ extension ClientSuites {
         }
 
         @Test func aConfigReloadAppliesTheFile() async throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("client-reload-\(UUID().uuidString)")
+            let directory = TestDirectories.root.appendingPathComponent("client-reload-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let file = directory.appendingPathComponent("gateway.yaml")

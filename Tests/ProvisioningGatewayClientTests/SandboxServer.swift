@@ -71,7 +71,7 @@ enum SandboxServer {
         _ body: @escaping @Sendable (Gateways, SandboxUpstreams) async throws -> Void
     ) async throws {
         let config = try config ?? sandboxConfig()
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("client-test-\(UUID().uuidString)/gateway.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("client-test-\(UUID().uuidString)/gateway.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let (ports, announce) = AsyncStream.makeStream(of: Int.self)

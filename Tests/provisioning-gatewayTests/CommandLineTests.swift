@@ -22,7 +22,7 @@ import Testing
     }
 
     static func writeConfig(_ yaml: String) throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString).yaml")
+        let url = TestDirectories.root.appendingPathComponent("gateway-\(UUID().uuidString).yaml")
         try yaml.write(to: url, atomically: true, encoding: .utf8)
         return url
     }
@@ -63,7 +63,7 @@ import Testing
     }
 
     @Test func theSandboxPrintsWhereItListensFirstAndServes() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("banner-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("banner-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         // The sandbox config as shipped, but its SQLite file out of the working tree.
         var yaml = try String(contentsOf: Self.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)

@@ -25,7 +25,7 @@ import Testing
     static func withSandbox<T: Sendable>(
         _ arguments: [String], _ body: @escaping @Sendable (Command.Running) async throws -> T
     ) async throws -> (value: T, status: Int32) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("executor-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("executor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try ListenerCommandLineTests.sandboxConfig(directory: directory)

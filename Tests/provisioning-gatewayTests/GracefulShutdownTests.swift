@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("drain-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("drain-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: ["shutdown_delay_ms: 1500"])

@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func allowPlaintextLetsANonLoopbackHostStart() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plaintext-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("plaintext-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         // Not the sandbox (its demo keys are public, so it listens on loopback only): a minimal
         // production file whose one secret comes from the environment the executable inherits.
@@ -69,7 +69,7 @@ import Testing
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             return (UInt64(fields[3]) ?? .max, UInt64(fields[4]))
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("nofile-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("nofile-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try Self.sandboxConfig(directory: directory, serverLines: ["max_connections: 3000"])
         defer { try? FileManager.default.removeItem(at: config) }
@@ -86,7 +86,7 @@ import Testing
     @Test func withTLSTheBannerSaysHTTPSAndTheGatewayServesIt() async throws {
         let pki = try TestPKI()
         let issued = try pki.issue("server")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("https-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("https-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try Self.sandboxConfig(directory: directory, serverLines: [
             "tls: { certificate: \(issued.certificateFile.path), private_key: \(issued.keyFile.path) }",
@@ -122,7 +122,7 @@ import Testing
     @Test func anUnusableTLSKeyStopsStartUpNamingTheKey() async throws {
         let pki = try TestPKI()
         let issued = try pki.issue("server")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("badkey-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("badkey-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         // The certificate where the key should be.
         let config = try Self.sandboxConfig(directory: directory, serverLines: [

@@ -19,7 +19,7 @@ import Testing
     /// Serves with `arguments`, sends one Apple Pay provisioning with `requestID`, stops the
     /// process with SIGTERM and returns what it wrote on standard error, line by line.
     static func logLines(_ arguments: [String], extraYAML: String = "", requestID: String) async throws -> [String] {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logformat-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("logformat-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try sandboxConfig(in: directory, extra: extraYAML)

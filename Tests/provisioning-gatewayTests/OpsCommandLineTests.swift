@@ -10,7 +10,7 @@ import Testing
     /// `sandbox device` writes the leaf's private key for its owner alone (it was 0644): it opens
     /// every pass the gateway encrypts for that device.
     @Test func theSandboxDevicesKeyIsItsOwnersAlone() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("device-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let made = try await CommandLineTests.run(["sandbox", "device", "--out", directory.path])
         #expect(made.status == 0, "\(made.stderr)")

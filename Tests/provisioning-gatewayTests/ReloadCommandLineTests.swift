@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func sighupAppliesANewClientAndABrokenFileKeepsTheRunningOne() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sighup-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("sighup-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try LogFormatCommandLineTests.sandboxConfig(in: directory)

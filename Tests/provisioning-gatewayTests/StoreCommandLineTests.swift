@@ -12,7 +12,7 @@ import Testing
 @Suite struct StoreCommandLineTests {
     /// The sandbox config with its SQLite file in a fresh temporary directory.
     static func sandboxConfig() throws -> (config: URL, database: String) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-store-\(UUID().uuidString)")
+        let directory = TestDirectories.root.appendingPathComponent("cli-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let database = directory.appendingPathComponent("gateway.sqlite").path
         var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)

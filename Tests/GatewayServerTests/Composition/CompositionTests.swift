@@ -66,7 +66,7 @@ import Testing
 
     @Test func migrationsRunBeforeTheServerListens() async throws {
         // A store that was never migrated: the first request already finds the schema.
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("unmigrated-\(UUID().uuidString)/gateway.sqlite").path
+        let path = TestDirectories.root.appendingPathComponent("unmigrated-\(UUID().uuidString)/gateway.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         let config = try Self.productionConfig()
         let migratedWhenListening = ProvisioningIDBox()
@@ -140,7 +140,7 @@ import Testing
         config.server.deadlineMS = 4_000
         config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 9_000)]
         config.server.shutdownDelayMS = 2_000
-        let store = try SQLiteGatewayStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
+        let store = try SQLiteGatewayStore(path: TestDirectories.root.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
         let defaulted = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
         #expect(defaulted.shutdownTimeout == .milliseconds(2_000 + 9_000) + GatewayConfig.shutdownMargin)
         #expect(GatewayConfig.shutdownMargin >= .seconds(1), "no room for a last request's writes and answer")

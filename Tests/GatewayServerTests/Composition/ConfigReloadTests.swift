@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatewayTestSupport
 import Gateway
 import GatewayServer
 import Hummingbird
@@ -19,7 +20,7 @@ import Testing
             .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(GatewayHarness.packageRoot.path)/Config/sandbox/")
 
         init(_ edit: (String) throws -> String = { $0 }) throws {
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent("reload-\(UUID().uuidString)")
+            directory = TestDirectories.root.appendingPathComponent("reload-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try write(edit)
         }
