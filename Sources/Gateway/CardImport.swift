@@ -42,6 +42,21 @@ public struct CardImport: Sendable {
     let registration: CardRegistration
     public init(registration: CardRegistration) { self.registration = registration }
 
+    /// The line breaks inside a cell (a quoted cell may span lines): `\r\n`, `\n` and `\r`, each one.
+    static func lineBreaks(in cell: String) -> Int {
+        var count = 0
+        var afterCR = false
+        for scalar in cell.unicodeScalars {
+            if scalar == "\r" {
+                count += 1
+            } else if scalar == "\n" && !afterCR {
+                count += 1
+            }
+            afterCR = scalar == "\r"
+        }
+        return count
+    }
+
     /// Parses and checks the file; the cards to write, or every problem found.
     public func parse(_ file: String) -> Swift.Result<[CardRecord], CardImportError> {
         // SwiftCSV drops an empty last cell on a last line without its newline (`...,ca_1002,`
@@ -75,8 +90,11 @@ public struct CardImport: Sendable {
         var cards: [CardRecord] = []
         var seen: [String: Int] = [:]
         var references: [String: Int] = [:]
-        for (index, cells) in rows.enumerated() {
-            let line = index + 2
+        // A quoted cell may hold line breaks, so a row's line in the file is counted, not its index.
+        var nextLine = 2 + csv.header.reduce(0) { $0 + Self.lineBreaks(in: $1) }
+        for cells in rows {
+            let line = nextLine
+            nextLine += 1 + cells.reduce(0) { $0 + Self.lineBreaks(in: $1) }
             // A blank line (an editor's last newline, or a CRLF file's) holds no card.
             if cells.allSatisfy({ $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }) && cells.count <= 1 { continue }
             // A row with more or fewer cells than the header names is shifted or cut: its cells would

@@ -171,6 +171,25 @@ import Testing
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
     }
 
+    /// A quoted cell may span lines: a problem names the row's line in the file, as an editor
+    /// shows it, not its place among the rows (CLI audit: every line after such a cell was off).
+    @Test(arguments: ["\n", "\r\n", "\r"])
+    func aProblemAfterAQuotedLineBreakNamesTheFilesLine(_ newline: String) async throws {
+        let file = [
+            "card_id,program,issuer,issuer_card_id",
+            "card_a,demo,tmp,\"tmp a\(newline)spans\(newline)three lines\"",
+            "card_b,demo,stripe,tmp_b",
+            "card_c,demo,tmp,\"tmp\(newline)c\"",
+            "card_d,demo,stripe,tmp_d",
+        ].joined(separator: newline) + newline
+        let problems = Self.problems(try await importer.run(file, into: try await store()), "a file with an unknown issuer was imported")
+        // No column holds a line break (the quoted rows are refused too); the rows after them are
+        // placed by the file's lines.
+        #expect(problems.map(\.line) == [2, 5, 6, 8])
+        #expect(problems.map { $0.reason.hasPrefix("issuer: unknown issuer 'stripe'") } == [false, true, false, true])
+        #expect(problems[0].reason.hasPrefix("issuer_reference.issuer_card_id"), "\(problems[0].reason)")
+    }
+
     /// A card number as a program or an issuer (columns shifted by one) is refused by line and
     /// never repeated; it was imported and printed by `route explain` (CLI audit H2). A reference
     /// is the issuer's id, taken as given.
