@@ -75,6 +75,14 @@ public struct CardRegistration: Sendable {
         for field in expected where reference[field] == nil {
             problems.refusal.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind)") card")
         }
+        if let kind = issuers[issuer]?.kind, let profile = IssuerCatalog.profiles[kind] {
+            for field in expected {
+                if let value = reference[field], InputRules.referenceValueProblem(value) == nil,
+                   let problem = profile.referenceProblem(field: field, value: value) {
+                    problems.refusal.append("issuer_reference.\(field): \(problem)")
+                }
+            }
+        }
         for field in reference.keys.sorted() where Self.referenceFields.contains(field) && !expected.contains(field) {
             problems.refusal.append(expected.isEmpty
                 ? "issuer_reference: a local card takes no reference fields (got \(field))"

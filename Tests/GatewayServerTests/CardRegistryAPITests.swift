@@ -43,6 +43,9 @@ import Testing
         (#"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.card_account_id"),
         (#"{"issuer":"stripe","program":"demo","issuer_reference":{}}"#, "issuer: no issuer 'stripe' serves program demo"),
         (#"{"issuer":"tmp","program":"demo","issuer_reference":{"customer_id":"c"}}"#, "issuer_reference.customer_id: not a field of this issuer"),
+        // Marqeta's swagger: every provision request's `card_token` has `maxLength: 36`.
+        (#"{"issuer":"marqeta","program":"demo","issuer_reference":{"issuer_card_id":"mq_card_01234567890123456789012345678"}}"#,
+         "issuer_reference.issuer_card_id: at most 36 characters for a marqeta card"),
     ])
     func registrationsTheConfigCannotTakeAreRefused(body: String, mentions: String) async throws {
         try await GatewayHarness.run { client, _ in

@@ -34,8 +34,10 @@ public struct LithicConnector: IssuerConnector {
         return try SamsungPayPayload(provisionPayload: answer.provisioningPayload)
     }
 
-    /// The card's digital-wallet tokenizations (merchant tokens are listed as `other`), every page
-    /// up to `maxTokenizationPages`.
+    /// The card's digital-wallet tokenizations, every page up to `maxTokenizationPages`. No
+    /// `tokenization_channel` is sent, and Lithic then lists only `DIGITAL_WALLET` ones (its SDKs:
+    /// "If this is not specified, only DIGITAL_WALLET tokenizations will be returned"); a requestor
+    /// that is no known wallet is shown as `other`.
     public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
         let cardToken = try IssuerCardReference(card, kind: .lithic).issuerCardID
         var tokens: [WalletToken] = []

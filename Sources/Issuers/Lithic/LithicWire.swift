@@ -35,14 +35,16 @@ enum LithicWire {
     }
 
     /// A tokenization's `status` (`ACTIVE`, `DEACTIVATED`, `INACTIVE`, `PAUSED`, `PENDING_2FA`,
-    /// `PENDING_ACTIVATION`, `UNKNOWN`) in the unified vocabulary. UNCERTAIN: `INACTIVE` is read as
-    /// deactivated (a token that no longer works), as Lithic's SDK docs describe it.
+    /// `PENDING_ACTIVATION`, `UNKNOWN`) in the unified vocabulary. `INACTIVE` is not yet active,
+    /// not ended: Lithic's API reference lets "Activate tokenization" (and resending the activation
+    /// code) act only on `INACTIVE`, `PENDING_ACTIVATION` and `PENDING_2FA` tokenizations, and puts
+    /// them in `ACTIVE`. Only `DEACTIVATED` is final.
     static func status(_ status: String?) -> WalletToken.Status {
         switch status {
         case "ACTIVE": .active
         case "PAUSED": .suspended
-        case "DEACTIVATED", "INACTIVE": .deactivated
-        case "PENDING_2FA", "PENDING_ACTIVATION": .pending
+        case "DEACTIVATED": .deactivated
+        case "INACTIVE", "PENDING_2FA", "PENDING_ACTIVATION": .pending
         default: .unknown
         }
     }

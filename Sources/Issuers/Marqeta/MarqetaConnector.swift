@@ -85,7 +85,9 @@ public struct MarqetaConnector: IssuerConnector {
         case asked:
             return WalletTokenTransition(outcome: .applied, status: MarqetaWire.status(answer.state))
         case "REQUESTED":
-            return WalletTokenTransition(outcome: .requested, status: MarqetaWire.status(answer.state))
+            // The transition's state, not the token's: the token is still in the state it was in
+            // (`WalletTokenTransition.Outcome.requested`), as for Lithic.
+            return WalletTokenTransition(outcome: .requested, status: token.status)
         case "REQUEST_DECLINED":
             // A refusal said in a 201: the outcome is known (nothing changed), so it is read as
             // Marqeta's own refusal of a transition, its 409, and an Idempotency-Key is released.

@@ -29,6 +29,16 @@ public struct MarqetaIssuer: IssuerDefinition {
 
     public init() {}
 
+    /// Marqeta's `card_token` is at most 36 characters in every provision request of its Core API
+    /// (`maxLength: 36`): a longer one is refused when the card is registered, not by Marqeta's
+    /// 400 on every provisioning after.
+    public static let maxCardTokenLength = 36
+
+    public func referenceProblem(field: String, value: String) -> String? {
+        guard field == "issuer_card_id", value.count > Self.maxCardTokenLength else { return nil }
+        return "at most \(Self.maxCardTokenLength) characters for a marqeta card (Marqeta's card_token)"
+    }
+
     public func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem] {
         var problems = refuseWireOptions(wire, path: path, except: ["provisioning_app_version"])
         let key = "\(path).provisioning_app_version"

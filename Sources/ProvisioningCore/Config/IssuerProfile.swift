@@ -33,10 +33,14 @@ public protocol IssuerProfile: Sendable {
     var defaultWallets: Set<Wallet> { get }
     /// Problems with `issuers.<name>.wire` for this kind, each path starting with `path`.
     func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem]
+    /// Why a card of this kind cannot carry `value` as its reference `field` (a bound the issuer's
+    /// contract sets, beyond the registry's own rules), or nil. The value is never repeated.
+    func referenceProblem(field: String, value: String) -> String?
 }
 
 extension IssuerProfile {
     public var defaultWallets: Set<Wallet> { wallets }
+    public func referenceProblem(field: String, value: String) -> String? { nil }
 }
 
 /// The issuer kinds a gateway build knows, by name.

@@ -121,6 +121,28 @@ import Testing
         }
     }
 
+    /// Every tokenization `status` UPSTREAMS.md lists, in the unified vocabulary. `INACTIVE` is
+    /// not final: Lithic's API reference for `POST /v1/tokenizations/{token}/activate` ("Activate
+    /// tokenization") says it "may only be used on digital wallet tokenizations with status
+    /// `INACTIVE`, `PENDING_ACTIVATION`, or `PENDING_2FA`" and puts the tokenization in an
+    /// `ACTIVE` state, so it is pending, whose transitions the issuer judges. Read as deactivated
+    /// (final), it had made the gateway refuse to deactivate it (`token_state_conflict`, nothing
+    /// sent): support could not end a token of a lost phone that was never activated.
+    @Test func eachListedStatusIsReadInTheUnifiedVocabulary() async throws {
+        let documented = ["ACTIVE": "active", "PAUSED": "suspended", "DEACTIVATED": "deactivated", "INACTIVE": "pending",
+                          "PENDING_2FA": "pending", "PENDING_ACTIVATION": "pending", "UNKNOWN": "unknown"]
+        let page: [String: Any] = ["has_more": false, "data": documented.keys.sorted().map {
+            ["token": "tok-\($0.lowercased())", "card_token": "lithic_card_1", "status": $0]
+        }]
+        let tokens = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: page)) { url, _ in
+            try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+        }
+        let read = Dictionary(uniqueKeysWithValues: tokens.map { ($0.tokenID, $0.status.rawValue) })
+        #expect(read == Dictionary(uniqueKeysWithValues: documented.map { ("tok-\($0.key.lowercased())", $0.value) }))
+    }
+
     /// A tokenization the card's listing returns but that names another card is not the card's.
     @Test func aListedTokenizationOfAnotherCardIsLeftOut() async throws {
         let page: [String: Any] = ["has_more": false, "data": [

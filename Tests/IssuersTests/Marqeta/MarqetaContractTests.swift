@@ -327,16 +327,22 @@ import Testing
     /// applied, REQUESTED is applied later, REQUEST_DECLINED is the issuer's refusal, and another
     /// state is no transition to what was asked, never reported as applied.
     /// A refusal is a known outcome (an Idempotency-Key is released); an unexpected state is not.
-    @Test(arguments: [("SUSPENDED", "applied"), ("REQUESTED", "requested"), ("REQUEST_DECLINED", "upstream_rejected known"),
+    /// REQUESTED is the transition's state, not the token's: the token keeps the state it was in.
+    /// Each answer is first checked against the swagger's response schema for a 201.
+    @Test(arguments: [("SUSPENDED", "applied suspended"), ("REQUESTED", "requested active"), ("REQUEST_DECLINED", "upstream_rejected known"),
                       ("ACTIVE", "upstream_protocol_error unknown"), ("TERMINATED", "upstream_protocol_error unknown")])
     func aTransitionsAnswerIsReadByItsState(state: String, expected: String) async throws {
-        let answer: [String: Any] = ["token": "t1", "state": state, "channel": "API", "digital_wallet_token": ["token": "dwt-1"]]
+        let answer: [String: Any] = ["token": "t1", "state": state, "channel": "API", "type": "state.suspended",
+                                     "fulfillment_status": "PROVISIONED", "digital_wallet_token": ["token": "dwt-1"]]
+        let spec = try PublishedSpec.load(Self.specName)
+        let reference = try #require(spec.responseSchemaReference("post", "/digitalwallettokentransitions", status: "201"))
+        #expect(spec.violations(of: answer, against: try #require(spec.schema(reference))).isEmpty, "\(state)")
         let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
         let outcome = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
             try await withUpstreamHTTP("marqeta") { http -> String in
                 do throws(GatewayError) {
-                    return try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
-                        .outcome.rawValue
+                    let change = try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
+                    return "\(change.outcome.rawValue) \(change.status.rawValue)"
                 } catch {
                     return error.code.rawValue + (error.condition?.leavesOutcomeUnknown == true ? " unknown" : " known")
                 }
