@@ -54,6 +54,65 @@ import Testing
         #expect(payload.displayName == nil)
     }
 
+    @Test func theSamsungPayRequestHasTheDocumentedShapeAndThePayloadPassesUntouched() async throws {
+        // "for Google/Samsung a STRING: base64 of the JSON/opaque payload for the wallet"
+        let answer = #"{"provisioning_payload":"eyJzcGF5Ijoib3BhcXVlIn0="}"#
+        let request = try SamsungPayProvisioningRequest(walletAccountID: "SPAY-7f3a9c", deviceID: "sp-dev-41e2", deviceType: .phone)
+        let (payload, captured) = try await withReplay(status: .ok, body: Data(answer.utf8)) { url, capture in
+            let payload = try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).provisionSamsungPay(request, card: Self.card, context: Fixtures.context())
+            }
+            return (payload, try #require(await capture.requests.first))
+        }
+        #expect(captured.method == "POST" && captured.path == "/v1/cards/lithic_card_1/provision")
+        #expect(captured.header("Authorization") == "lithic_key_1")
+        // "digital_wallet (APPLE_PAY, GOOGLE_PAY, SAMSUNG_PAY)"; "Google/Samsung on Visa: client_device_id, client_wallet_account_id"
+        let sent = try #require(try JSONSerialization.jsonObject(with: captured.body) as? [String: String])
+        #expect(sent == ["digital_wallet": "SAMSUNG_PAY", "client_device_id": "sp-dev-41e2", "client_wallet_account_id": "SPAY-7f3a9c"])
+        #expect(payload.provisionPayload == "eyJzcGF5Ijoib3BhcXVlIn0=")
+    }
+
+    /// "Tokens | GET /v1/tokenizations?card_token=... (cursor paging: page_size, starting_after,
+    /// ending_before)": the listing names the card and pages with those parameters only.
+    @Test func theTokenListingHasTheDocumentedShape() async throws {
+        let page = #"{"has_more":false,"data":[{"token":"tok-1","card_token":"lithic_card_1","status":"ACTIVE","token_requestor_name":"APPLE_PAY"}]}"#
+        let (tokens, captured) = try await withReplay(status: .ok, body: Data(page.utf8)) { url, capture in
+            let tokens = try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+            return (tokens, await capture.requests)
+        }
+        #expect(tokens.map(\.tokenID) == ["tok-1"] && tokens.first?.wallet == "apple_pay")
+        let request = try #require(captured.first)
+        #expect(captured.count == 1, "one page, has_more false")
+        #expect(request.method == "GET" && request.path == "/v1/tokenizations")
+        #expect(request.header("Authorization") == "lithic_key_1")
+        #expect(request.body.isEmpty)
+        let items = URLComponents(string: "?" + (request.query ?? ""))?.queryItems ?? []
+        #expect(items.filter { $0.name == "card_token" }.map(\.value) == ["lithic_card_1"])
+        #expect(Set(items.map(\.name)).isSubset(of: ["card_token", "page_size", "starting_after", "ending_before"]), "\(items)")
+        #expect(items.first { $0.name == "page_size" }.map { Int($0.value ?? "") != nil } ?? true)
+    }
+
+    /// "POST /v1/tokenizations/{tokenization_token}/pause, /unpause, /deactivate": "take no body
+    /// and answer with no body: they are ASYNCHRONOUS (a success means the request reached the
+    /// card network; the status changes later)": each is `requested`, the token still in the state
+    /// it was in.
+    @Test(arguments: [(WalletTokenAction.suspend, "pause"), (.resume, "unpause"), (.deactivate, "deactivate")])
+    func aTransitionHasTheDocumentedShape(action: WalletTokenAction, verb: String) async throws {
+        let token = WalletToken(tokenID: "tok-1", status: action == .resume ? .suspended : .active, wallet: "apple_pay")
+        let (change, captured) = try await withReplay(status: .ok, body: Data()) { url, capture in
+            let change = try await withUpstreamHTTP("lithic") { http in
+                try await Self.connector()(url, http).transitionWalletToken(token, action, card: Self.card, context: Fixtures.context())
+            }
+            return (change, try #require(await capture.requests.first))
+        }
+        #expect(captured.method == "POST" && captured.path == "/v1/tokenizations/tok-1/\(verb)")
+        #expect(captured.header("Authorization") == "lithic_key_1")
+        #expect(captured.body.isEmpty)
+        #expect(change == WalletTokenTransition(outcome: .requested, status: token.status))
+    }
+
     /// "for Apple Pay it is an object {"activationData","encryptedData","ephemeralPublicKey"} (camelCase, base64)".
     @Test func theDocumentedResponseDecodesToTheExpectedBytes() async throws {
         try await ConnectorScenarios.documentedResponseDecodes(fixture: "lithic-apple-pay-response.json", card: Self.card, make: Self.connector())

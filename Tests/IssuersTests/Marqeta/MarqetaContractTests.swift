@@ -173,6 +173,43 @@ import Testing
         }
     }
 
+    /// The card's token listing against the swagger's `GET /digitalwallettokens/card/{card_token}`:
+    /// the card in the path, only the operation's declared query parameters (integers where it
+    /// says so, the first page at `start_index` 0), Basic auth, no body; a page shaped by its 200
+    /// schema (`DigitalWalletTokenListResponse`, checked against it) is read.
+    @Test func theTokenListingConformsToThePublishedOperation() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let template = "/digitalwallettokens/card/{card_token}"
+        let declared = spec.parameters("get", template)
+        let answer: [String: Any] = ["count": 1, "start_index": 0, "end_index": 0, "is_more": false, "data": [
+            ["token": "dwt-1", "card_token": "mq_card_1", "state": "ACTIVE", "created_time": "2026-11-22T10:00:00Z",
+             "token_service_provider": ["token_requestor_name": "APPLE_PAY", "token_reference_id": "DNITHE000000000000000001",
+                                        "pan_reference_id": "V-PANREF-0001"]],
+        ]]
+        let responseReference = try #require(spec.responseSchemaReference("get", template, status: "200"))
+        let violations = spec.violations(of: answer, against: try #require(spec.schema(responseReference)))
+        #expect(violations.isEmpty, "\(violations)")
+        let (tokens, captured) = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: answer)) { url, capture in
+            let tokens = try await withUpstreamHTTP("marqeta") { http in
+                try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+            }
+            return (tokens, await capture.requests)
+        }
+        #expect(tokens.map(\.tokenID) == ["dwt-1"] && tokens.first?.status == .active && tokens.first?.wallet == "apple_pay")
+        #expect(captured.count == 1, "one page, is_more false")
+        let request = try #require(captured.first)
+        #expect(request.method == "GET" && request.path == spec.basePath + "/digitalwallettokens/card/mq_card_1")
+        try Self.expectBasicAuth(request)
+        #expect(request.body.isEmpty)
+        let items = URLComponents(string: "?" + (request.query ?? ""))?.queryItems ?? []
+        for item in items {
+            let parameter = declared.first { $0["name"] as? String == item.name && $0["in"] as? String == "query" }
+            #expect(parameter != nil, "\(item.name) is not a query parameter of the operation")
+            if parameter?["type"] as? String == "integer" { #expect(Int(item.value ?? "") != nil, "\(item)") }
+        }
+        #expect(items.first { $0.name == "start_index" }?.value.flatMap { Int($0) } ?? 0 == 0)
+    }
+
     /// The fixtures stand in for examples the swagger does not publish: they must conform to the
     /// operations' 201 schemas themselves.
     @Test(arguments: [("/digitalwalletprovisionrequests/applepay", "marqeta-apple-pay-response.json"),
