@@ -2,9 +2,10 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// TMP's `signed-cards` endpoint, read from TMP's integration notes: camelCase `cardId`,
-/// `certificate` (leaf), `nonce`, `nonceSignature`, all base64; answers `activationData`,
-/// `ephemeralPublicKey`, `encryptedData`.
+/// TMP's `signed-cards` endpoint as the seeds show it: camelCase `cardId`, `certificate` (leaf),
+/// `nonce`, `nonceSignature`; answers `activationData`, `ephemeralPublicKey`, `encryptedData`
+/// (base64, which the seeds decode). The request's fields are read as base64 too: the working
+/// assumption (UPSTREAMS.md, TMP: UNCERTAIN), not a fact of TMP's.
 public struct TMPSimulator: Sendable {
     /// The notes do not say how TMP authenticates; the sandbox accepts what the config chooses.
     public enum Auth: Sendable {

@@ -27,10 +27,8 @@ public struct TMPConnector: IssuerConnector {
     {
         let cardID = try IssuerCardReference(card, kind: .tmp).issuerCardID
         let body = TMPWire.SignCardRequest(
-            cardId: cardID,
-            certificate: request.leafCertificate.value.base64EncodedString(),
-            nonce: request.nonce.value.base64EncodedString(),
-            nonceSignature: request.nonceSignature.value.base64EncodedString())
+            cardId: cardID, leafCertificate: request.leafCertificate.value, nonce: request.nonce.value,
+            nonceSignature: request.nonceSignature.value)
         let response = try await post(body, to: TMPWire.signedCardsPath, context: context)
         let answer = try WireJSON.decode(TMPWire.SignCardResponse.self, from: response.body, issuer: issuer)
         return try ApplePayPayload(

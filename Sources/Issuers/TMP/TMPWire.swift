@@ -19,13 +19,26 @@ enum TMPWire {
     }
 
     /// UNCERTAIN: the card field's name (`cardId`), and whether `certificate` is the leaf only
-    /// (taken as the leaf, certificates[0]). All binary fields are base64, as the seed's Swift
-    /// code base64-encodes `Data`.
+    /// (taken as the leaf, certificates[0]).
     struct SignCardRequest: Encodable {
         let cardId: String
         let certificate: String
         let nonce: String
         let nonceSignature: String
+
+        init(cardId: String, leafCertificate: Data, nonce: Data, nonceSignature: Data) {
+            self.cardId = cardId
+            self.certificate = TMPWire.requestBinary(leafCertificate)
+            self.nonce = TMPWire.requestBinary(nonce)
+            self.nonceSignature = TMPWire.requestBinary(nonceSignature)
+        }
+    }
+
+    /// UNCERTAIN: how the request's binary fields are encoded. The seeds only base64-DECODE TMP's
+    /// answer and never show the request's encoding (UPSTREAMS.md, TMP); base64 is the working
+    /// assumption. This is the one place to change it (`BinaryEncoding.hex` would be the other reading).
+    static func requestBinary(_ bytes: Data) -> String {
+        bytes.base64EncodedString()
     }
 
     /// Note `encryptedData`, not `encryptedPassData`.
