@@ -91,6 +91,9 @@ public struct BridgeSimulator: Sendable {
             }
             decoded[key] = bytes
         }
+        // Not documented: the OpenAPI lists 200, 400, 401 and 500 only. An unknown account and a
+        // reused Idempotency-Key (below) are the simulator's own answers, so the gateway's mapping
+        // of statuses Bridge never promised is exercised (as `upstream_rejected`).
         guard accounts.contains(Account(customerID: customerID, cardAccountID: cardAccountID)) else {
             return error(.notFound, "not_found", "Card account not found", location: "path", key: "cardAccountID")
         }
@@ -136,7 +139,8 @@ public struct BridgeSimulator: Sendable {
         return SimulatorHTTP.json(.ok, ["wallet_provider": "google_pay", "google_pay": answer])
     }
 
-    /// Google's ids are short; the simulator refuses longer ones as Bridge's validation would.
+    /// Google's ids are short; the simulator refuses longer ones. The bound is the gateway's own
+    /// (`BridgeWire`, UNCERTAIN): Bridge's OpenAPI declares no `maxLength` for them.
     static let maxGoogleIDLength = 64
 
     private func payloadFields(leaf: Data, nonce: Data, nonceSignature: Data, card: DemoCard) -> [String: String]? {
