@@ -30,7 +30,7 @@ public struct MarqetaConnector: IssuerConnector {
     public func provisionSamsungPay(_ request: SamsungPayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> SamsungPayPayload
     {
-        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        let cardToken = try cardToken(card)
         try checkIDs(walletAccountID: request.walletAccountID, deviceID: request.deviceID)
         let body = MarqetaWire.SamsungPayRequest(
             cardToken: cardToken, deviceType: MarqetaWire.deviceType(request.deviceType), provisioningAppVersion: try configuredAppVersion(),
@@ -44,7 +44,7 @@ public struct MarqetaConnector: IssuerConnector {
 
     /// Every page of the card's tokens (at most `maxTokenPages` of `tokensPageSize`).
     public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
-        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        let cardToken = try cardToken(card)
         var tokens: [WalletToken] = []
         for page in 0..<MarqetaWire.maxTokenPages {
             let response = try await http.send(
@@ -103,7 +103,7 @@ public struct MarqetaConnector: IssuerConnector {
     public func provisionApplePay(_ request: ApplePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> ApplePayPayload
     {
-        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        let cardToken = try cardToken(card)
         // The request's own app version wins over the configured one.
         let version: String
         if let requested = request.device.appVersion { version = requested } else { version = try configuredAppVersion() }
@@ -125,7 +125,7 @@ public struct MarqetaConnector: IssuerConnector {
     public func provisionGooglePay(_ request: GooglePayProvisioningRequest, card: CardRecord, context: ProvisioningContext)
         async throws(GatewayError) -> GooglePayPayload
     {
-        let cardToken = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        let cardToken = try cardToken(card)
         try checkIDs(walletAccountID: request.walletAccountID, deviceID: request.deviceID)
         let body = MarqetaWire.GooglePayRequest(
             cardToken: cardToken, deviceType: MarqetaWire.googlePayDeviceType, provisioningAppVersion: try configuredAppVersion(),
@@ -140,6 +140,17 @@ public struct MarqetaConnector: IssuerConnector {
             opaquePaymentCard: PayloadText.require(PayloadText.lenientBase64(data.opaquePaymentCard), field: "opaque_payment_card", issuer: issuer),
             displayName: data.displayName, lastDigits: data.lastDigits, network: data.network,
             tokenServiceProvider: data.tokenServiceProvider, userAddress: address)
+    }
+
+    /// The card's `card_token`, at most `MarqetaIssuer.maxCardTokenLength` characters. Registration
+    /// refuses a longer one; a card registered before it did is refused here, before any call.
+    private func cardToken(_ card: CardRecord) throws(GatewayError) -> String {
+        let token = try IssuerCardReference(card, kind: .marqeta).issuerCardID
+        guard token.count <= MarqetaIssuer.maxCardTokenLength else {
+            throw GatewayError(.issuerLimitExceeded,
+                               "card_token: \(issuer) accepts at most \(MarqetaIssuer.maxCardTokenLength) characters (the card's has \(token.count)); register the card again")
+        }
+        return token
     }
 
     /// `wallet_account_id`/`wallet_user_id` (max 50) and `device_id` (max 24), refused before any call.

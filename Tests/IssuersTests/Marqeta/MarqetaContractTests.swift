@@ -306,6 +306,32 @@ import Testing
         #expect(calls == 0)
     }
 
+    /// Every provision request's `card_token` has `maxLength: 36` in the swagger (read here): a
+    /// card registered with a longer one before registration refused it is refused before any
+    /// call, for every wallet and for the token listing, not sent for Marqeta's 400.
+    @Test func aCardTokenLongerThanTheSwaggersBoundIsRefusedBeforeCalling() async throws {
+        let spec = try PublishedSpec.load(Self.specName)
+        let schema = try #require(spec.schema("#/definitions/digital_wallet_apple_pay_provision_request"))
+        let bound = try #require(((schema["properties"] as? [String: Any])?["card_token"] as? [String: Any])?["maxLength"] as? Int)
+        let card = CardRecord(id: "card_1", program: "demo", issuer: "marqeta",
+                              issuerReference: .init(["issuer_card_id": String(repeating: "t", count: bound + 1)]))
+        let google = try GooglePayProvisioningRequest(walletAccountID: "w1", deviceID: "d1")
+        let (errors, calls) = try await withReplay(status: .created, body: try Fixtures.data("marqeta-apple-pay-response.json")) { url, capture in
+            let errors = try await withUpstreamHTTP("marqeta") { http -> [GatewayError?] in
+                let connector = Self.connector()(url, http)
+                return [
+                    await gatewayError { try await connector.provisionApplePay(try Fixtures.deviceRequest(), card: card, context: Fixtures.context()) },
+                    await gatewayError { try await connector.provisionGooglePay(google, card: card, context: Fixtures.context()) },
+                    await gatewayError { try await connector.listWalletTokens(card: card, context: Fixtures.context()) },
+                ]
+            }
+            return (errors, await capture.requests.count)
+        }
+        #expect(errors.map { $0?.code } == [.issuerLimitExceeded, .issuerLimitExceeded, .issuerLimitExceeded])
+        #expect(errors.allSatisfy { $0?.detail.contains("card_token") == true && $0?.detail.contains("tttt") == false })
+        #expect(calls == 0)
+    }
+
     /// The request's `device.app_version` is sent instead of the configured version.
     @Test func theRequestsAppVersionWinsOverTheConfiguredOne() async throws {
         let device = try Fixtures.deviceRequest()
