@@ -277,6 +277,26 @@ import Testing
         }
     }
 
+    /// Two `Idempotency-Key` fields are not one key: they had been read joined (`a, b`) and
+    /// refused for a character of the join, a message that named no cause; a proxy that joins
+    /// them without the space made a new key of the two. Refused by name, nothing sent.
+    @Test func twoIdempotencyKeysAreRefusedAsSuch() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)"]
+            headers.append(HTTPField(name: HTTPField.Name("Idempotency-Key")!, value: "key-one"))
+            headers.append(HTTPField(name: HTTPField.Name("Idempotency-Key")!, value: "key-two"))
+            let response = try await client.execute(
+                uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers,
+                body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
+            #expect(response.json["detail"] as? String == "Idempotency-Key: given more than once")
+            #expect(await sandbox.bridge.log.count == 0)
+            // Each key alone is a key.
+            let one = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "key-one")
+            #expect(one.status == .ok)
+        }
+    }
+
     /// Synced commits per provisioning: one without a key (its audit event); two with one (the
     /// claim, before the issuer is called; then the answer together with its success event).
     @Test func aKeyedProvisioningCommitsTwiceAndItsSuccessEventIsKeptWithItsAnswer() async throws {

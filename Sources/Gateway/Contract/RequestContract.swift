@@ -104,11 +104,11 @@ public struct RequestContract: Sendable {
     /// What is wrong with a request to `operationID`, each `field: rule`; empty when it holds.
     /// `query` is the decoded query items in order, and `queryProblem` what makes the query no
     /// form-style query (refused only by an operation that takes one: no other parses it);
-    /// `header` reads a header by name; `body` is the JSON body's bytes (nil or empty when there
+    /// `header` reads a header's fields by name (none, one, or each of several); `body` is the JSON body's bytes (nil or empty when there
     /// is none).
     public func problems(
         operationID: String, pathParameters: [String: String], query: [(name: String, value: String)], queryProblem: String? = nil,
-        header: (String) -> String?, body: Data?
+        header: (String) -> [String], body: Data?
     ) -> [String] {
         guard let operation = operations[operationID] else { return [] }
         var problems: [String] = []
@@ -148,7 +148,16 @@ public struct RequestContract: Sendable {
             }
             check(parameter, values.first?.value)
         }
-        for parameter in operation.headerParameters { check(parameter, header(parameter.name)) }
+        for parameter in operation.headerParameters {
+            let values = header(parameter.name)
+            // Two fields of one header parameter (two `Idempotency-Key`s) are not one value joined
+            // by ", ": which one the caller meant cannot be told, as for a query parameter.
+            guard values.count <= 1 else {
+                problems.append("\(parameter.name): given more than once")
+                continue
+            }
+            check(parameter, values.first)
+        }
         if let schema = operation.body {
             if let body, !body.isEmpty {
                 if Self.isUTF16Or32OrMarked(body) {

@@ -55,7 +55,7 @@ struct RequestContractMiddleware: ServerMiddleware {
         let query = request.path.map(Self.query) ?? (items: [], problem: nil)
         let problems = contract.problems(
             operationID: operationID, pathParameters: pathParameters, query: query.items, queryProblem: query.problem,
-            header: { name in HTTPField.Name(name).flatMap { request.headerFields[$0] } }, body: bytes)
+            header: { name in HTTPField.Name(name).map { request.headerFields[values: $0] } ?? [] }, body: bytes)
         if !problems.isEmpty {
             let listed = problems.prefix(Self.listedProblems).joined(separator: "; ")
             let more = problems.count > Self.listedProblems ? "; and \(problems.count - Self.listedProblems) more" : ""

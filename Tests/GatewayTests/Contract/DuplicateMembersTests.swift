@@ -67,7 +67,7 @@ import Testing
     @Test func theContractRefusesItNamingTheMember() throws {
         let body = #"{"wallet_account_id":"WLT-1","device_id":"dev-1","wallet_account_id":"WLT-2"}"#
         let problems = try Self.contract().problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [],
-                                                    header: { _ in nil }, body: Data(body.utf8))
+                                                    header: { _ in [] }, body: Data(body.utf8))
         #expect(problems == ["wallet_account_id: a member name is given more than once"])
     }
 
@@ -90,7 +90,7 @@ import Testing
         func problems(depth: Int, copies: Int = 1) -> [String] {
             let one = String(repeating: "[", count: depth - 2) + String(repeating: "]", count: depth - 2)
             let body = #"{"token_unique_reference":"DNITHE1","x":["# + Array(repeating: one, count: copies).joined(separator: ",") + "]}"
-            return contract.problems(operationID: "activateToken", pathParameters: [:], query: [], header: { _ in nil }, body: Data(body.utf8))
+            return contract.problems(operationID: "activateToken", pathParameters: [:], query: [], header: { _ in [] }, body: Data(body.utf8))
         }
         let limit = RequestContract.maxBodyDepth
         #expect(problems(depth: limit + 1) == ["the body nests arrays and objects more than \(limit) levels deep"])
@@ -108,7 +108,7 @@ import Testing
         .appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"))) }
 
     static func problems(_ body: Data) throws -> [String] {
-        try contract.get().problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [], header: { _ in nil },
+        try contract.get().problems(operationID: "provisionGooglePay", pathParameters: ["card_id": "c1"], query: [], header: { _ in [] },
                                     body: body)
     }
 
