@@ -24,26 +24,28 @@ public enum InputRules {
     }
 
     /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
-    /// run (alone or as one group among others) or in the groups cards are printed in (fours, the
-    /// last of one to four; Amex's 4-6-5 and Diners' 4-6-4), the groups joined by one space, `-`,
-    /// `.`, `:` or `_`; not starting with 0; with no letter right before or after it; and whose
-    /// Luhn check digit holds (ISO/IEC 7812). Ids and headers a caller chooses are refused or
-    /// replaced when they hold one. A UUID's groups (8-4-4-4-12) are no card's, and a run touching
-    /// a letter is part of a word. Other numbers of that length pass the check about one time in
-    /// ten, so an id that is a bare long number may be refused (the message says why); a letter
-    /// right before it (`c1234...`) makes it an id.
+    /// run (alone or as one group among others) or in groups: the groups cards are printed in
+    /// (fours, the last of one to four; Amex's 4-6-5 and Diners' 4-6-4) and any other split whose
+    /// groups, but the last, hold four digits or more (4-12, 8-8, 12-4, 4-4-8), joined by one or
+    /// two of ` - . : _ / , +`; not starting with 0; with no letter right before or after it; and
+    /// whose Luhn check digit holds (ISO/IEC 7812). Ids and headers a caller chooses are refused
+    /// or replaced when they hold one. A UUID (8-4-4-4-12 hex digits, anywhere in the text) is no
+    /// card's, and a run touching a letter is part of a word. Groups shorter than four before the
+    /// last are a date's or a time's (`2024-11-26`), not a card's. Other numbers of that length
+    /// pass the check about one time in ten, so an id that is a bare long number may be refused
+    /// (the message says why); a letter right before it (`c1234...`) makes it an id.
     public static func holdsCardNumber(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
+        let bytes = withoutUUIDs(Array(text.utf8))
         func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
         func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) }
-        func isSeparator(_ byte: UInt8) -> Bool { " -.:_".utf8.contains(byte) }
+        func isSeparator(_ byte: UInt8) -> Bool { " -.:_/,+".utf8.contains(byte) }
         var index = 0
         while index < bytes.count {
             guard isDigit(bytes[index]), index == 0 || !(isLetter(bytes[index - 1]) || isDigit(bytes[index - 1])) else {
                 index += 1
                 continue
             }
-            // One run: digit groups joined by single separators.
+            // One run: digit groups joined by one or two separators.
             var digits: [UInt8] = []
             var groups: [Int] = []
             var end = index
@@ -54,8 +56,13 @@ public enum InputRules {
                     end += 1
                 }
                 groups.append(end - groupStart)
-                guard end + 1 < bytes.count, isSeparator(bytes[end]), isDigit(bytes[end + 1]) else { break }
-                end += 1
+                if end + 1 < bytes.count, isSeparator(bytes[end]), isDigit(bytes[end + 1]) {
+                    end += 1
+                } else if end + 2 < bytes.count, isSeparator(bytes[end]), isSeparator(bytes[end + 1]), isDigit(bytes[end + 2]) {
+                    end += 2
+                } else {
+                    break
+                }
             }
             let touchesAfter = end < bytes.count && isLetter(bytes[end])
             func isCard(_ number: ArraySlice<UInt8>) -> Bool {
@@ -74,11 +81,43 @@ public enum InputRules {
         return false
     }
 
-    /// One run of digits, or the groups cards are printed in.
+    /// One run of digits, the groups cards are printed in, or groups of four or more but the last.
     private static func isCardGrouping(_ groups: [Int]) -> Bool {
         if groups.count == 1 { return true }
         if groups == [4, 6, 5] || groups == [4, 6, 4] { return true }
-        return groups.dropLast().allSatisfy { $0 == 4 } && (1...4).contains(groups.last!)
+        return groups.dropLast().allSatisfy { $0 >= 4 } && groups.last! >= 1
+    }
+
+    /// `bytes` with every UUID (8-4-4-4-12 hex digits) turned into letters: a UUID's digits are
+    /// no card number, whatever its first groups hold.
+    static func withoutUUIDs(_ bytes: [UInt8]) -> [UInt8] {
+        let shape = [8, 4, 4, 4, 12]
+        let length = 36
+        guard bytes.count >= length else { return bytes }
+        func isHex(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+        }
+        var result = bytes
+        var start = 0
+        while start + length <= bytes.count {
+            var at = start
+            var matches = true
+            for (position, count) in shape.enumerated() {
+                for offset in 0..<count where !isHex(bytes[at + offset]) { matches = false }
+                at += count
+                if position < shape.count - 1 {
+                    if !matches || bytes[at] != UInt8(ascii: "-") { matches = false; break }
+                    at += 1
+                }
+            }
+            if matches {
+                for offset in start..<start + length { result[offset] = UInt8(ascii: "x") }
+                start += length
+            } else {
+                start += 1
+            }
+        }
+        return result
     }
 
     /// The Luhn check over digit values, the last being the check digit.
@@ -111,11 +150,11 @@ public enum InputRules {
     }
 
     /// Whether `text` is a card number and nothing else: digits and the separators cards are
-    /// printed with (` - . : _`), holding one (`holdsCardNumber`). For values whose false
+    /// written with (` - . : _ / , +`), holding one (`holdsCardNumber`). For values whose false
     /// positives would cost more than a leak is likely (names, command-line arguments): a card
     /// number pasted there is pasted alone.
     public static func isCardNumber(_ text: String) -> Bool {
-        text.utf8.allSatisfy { (0x30...0x39).contains($0) || " -.:_".utf8.contains($0) } && holdsCardNumber(text)
+        text.utf8.allSatisfy { (0x30...0x39).contains($0) || " -.:_/,+".utf8.contains($0) } && holdsCardNumber(text)
     }
 
     /// `field: 1 to 64 characters of ...`, the problem for a name that is not one.
@@ -146,6 +185,9 @@ public enum InputRules {
     /// shown as one `?`: it may be a card number, and a name or an id the caller sent is echoed
     /// only to say which one was wrong.
     public static func short(_ text: String) -> String {
+        // UUIDs aside: card ids and names are often made of them, and a value shown here is one
+        // the caller sent to name a wrong field.
+        if looksLikeCredential(text, uuids: false) { return "(not shown)" }
         var shown = ""
         shown.reserveCapacity(min(text.utf8.count, 64) + 3)
         var count = 0
@@ -159,6 +201,66 @@ public enum InputRules {
             }
         }
         return withoutLongDigitRuns(shown)
+    }
+
+    /// Whether `text` holds what may be a credential: an API key's or a webhook secret's marker
+    /// (`sk_live`, `sk_test`, `sk-live`, `pk_live`, `rk_live`, `rk_test`, `whsec_`), a key-value
+    /// pair naming one (`api_key=`, `token=`, `secret=`, `password=`), a PEM block, a JWT
+    /// (`eyJ...`), a UUID (many issuers' tokens are UUIDs), or a run of 16 or more letters and
+    /// digits in both cases with at least 4 digits (a random token; our own hex ids are lower
+    /// case). Names,
+    /// codes and ids are none of these: text that is one is not repeated in problems, logs or
+    /// the CLI's output, wherever it came from (a config value, a CSV cell, an issuer's error code
+    /// that echoed the gateway's own key).
+    public static func looksLikeCredential(_ text: String, uuids: Bool = true) -> Bool {
+        let lowered = text.lowercased()
+        for marker in ["sk_live", "sk_test", "sk-live", "sk-test", "pk_live", "rk_live", "rk_test", "whsec_", "api_key=", "apikey=",
+                       "token=", "secret=", "password=", "-----begin"] where lowered.contains(marker) {
+            return true
+        }
+        if let range = text.range(of: "eyJ"), text[range.upperBound...].prefix(10).count == 10,
+           text[range.upperBound...].prefix(10).allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+            return true
+        }
+        let bytes = Array(text.utf8)
+        if uuids, withoutUUIDs(bytes) != bytes { return true }
+        var upper = 0, lower = 0, digits = 0, run = 0
+        for byte in bytes + [0] {
+            if (0x30...0x39).contains(byte) {
+                digits += 1; run += 1
+            } else if (0x41...0x5A).contains(byte) {
+                upper += 1; run += 1
+            } else if (0x61...0x7A).contains(byte) {
+                lower += 1; run += 1
+            } else {
+                if run >= 16 && upper > 0 && lower > 0 && upper + lower >= 4 && digits >= 4 { return true }
+                upper = 0; lower = 0; digits = 0; run = 0
+            }
+        }
+        return false
+    }
+
+    /// `text` with each space- or quote-delimited word that `looksLikeCredential` replaced by
+    /// `(not shown)`, the rest as it is: for messages that quote a value of a file.
+    public static func withoutCredentials(_ text: String, uuids: Bool = true) -> String {
+        guard looksLikeCredential(text, uuids: uuids) else { return text }
+        var shown = ""
+        var word = ""
+        func flush() {
+            shown += looksLikeCredential(word, uuids: uuids) ? "(not shown)" : word
+            word = ""
+        }
+        for character in text {
+            if character == " " || character == "'" || character == "\"" || character == "`" || character == "(" || character == ")" {
+                flush()
+                shown.append(character)
+            } else {
+                word.append(character)
+            }
+        }
+        flush()
+        // A marker that spans words (`Bearer sk...`, "basic ") is masked whole.
+        return looksLikeCredential(shown, uuids: uuids) ? "(a value that may be a credential, not shown)" : shown
     }
 
     /// The one rule for text that may hold a card number: 8 digits or more with no letter between

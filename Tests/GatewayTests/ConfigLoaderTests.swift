@@ -89,6 +89,22 @@ import WalletCrypto
         }
     }
 
+    /// A secret pasted where a name or a code goes (a rule's issuer, a retry decision's code,
+    /// the listener's host) is a problem that does not repeat it (leak audit: the reload's 422,
+    /// `config check` and the log had printed `sk_live_...` back); the rest of the reason stays.
+    @Test func aSecretInAValueIsAProblemThatDoesNotRepeatIt() {
+        let secret = "sk_live_51HxQaBcDeFgHiJkLmN0pQ"
+        for yaml in [Self.minimal + "\nrouting:\n  rules:\n    - { match: { program: acme }, issuer: \"\(secret)\" }\n",
+                     Self.minimal + "\nretry:\n  decisions:\n    - { code: \"\(secret)\", retry: true }\n",
+                     Self.minimal + "\nserver:\n  host: \"\(secret)\"\n"] {
+            let found = problems(yaml)
+            #expect(!found.isEmpty, "\(yaml)")
+            #expect(!found.joined().contains("sk_live") && !found.joined().contains("51HxQ"), "\(found)")
+        }
+        #expect(problems(Self.minimal + "\nrouting:\n  rules:\n    - { match: { program: acme }, issuer: \"\(secret)\" }\n")
+            .contains { $0.contains("(not shown)") })
+    }
+
     /// `programs:` with its list commented out is YAML's null, which decoded as no key at all:
     /// every program, the widest an issuer account can be. It is a problem; left out, it is not.
     @Test func anIssuersProgramsWithNoValueIsAProblem() {

@@ -61,6 +61,10 @@ enum ConnectorScenarios {
         ("ref 12.34.56.78", false),
         ("error_1234567 at step 12", true),
         ("bad key sk_live_0123456789abcdef", false),
+        // Credentials in a code's shape (the leak audit's): a key's marker, a UUID token, a random token.
+        ("sk_live_UPCRED_BRIDGE_0001xyz", false),
+        ("3f6c2a1e-9b1d-4c2e-8f00-1a2b3c4d5e6f", false),
+        ("aB3dE5fG7hJ9kL1mN2pQ", false),
         ("x\u{1B}[31mred", false),
         (String(repeating: "a", count: 101), false),
         ("code\nInjected: header", false),

@@ -18,10 +18,30 @@ struct InputRulesTests {
     /// and echoed.
     @Test(arguments: ["4111111111111111", "5555-5555-5555-4444", "acme:4111-1111-1111-1111", "card_378282246310005",
                       "3782-822463-10005", "6011111111111117", "2223003122003222", "4111111111111111_2", "4111.1111.1111.1111",
-                      "x:4111_1111_1111_1111", "8171999927660000"])
+                      "x:4111_1111_1111_1111", "8171999927660000",
+                      // Other splits (the leak audit's, each had been taken as an id): 4-12, 8-8, 12-4, 4-4-8, doubled separators.
+                      "4929-200100000005", "49292007-00000009", "492920350000-0005", "4929-2017-00000007", "4929--2007--0000--0009",
+                      "4111::1111::1111::1111", "card_4111-111111111111"])
     func aCardNumberIsNoCardID(id: String) {
         #expect(InputRules.holdsCardNumber(id))
         #expect(!InputRules.isCardID(id) && InputRules.hasCardIDShape(id))
+    }
+
+    /// Separators no card id can hold, in values that are no ids (a token reference, a request
+    /// id, `tracestate`), and a card number beside a UUID: each still reads as a card number.
+    @Test(arguments: ["4929/2035/0000/0005", "4111,1111,1111,1111", "4111+1111+1111+1111", "vnd=4929-201700000007",
+                      "4523b2b3-fc10-4c3f-aba2-865903204869 4111111111111111"])
+    func cardNumbersWrittenOtherwiseAreFound(text: String) {
+        #expect(InputRules.holdsCardNumber(text))
+    }
+
+    /// A UUID whose first groups are all decimal digits (a 16-digit run across two `-` that may
+    /// pass the Luhn check) is a UUID, anywhere in the text.
+    @Test func aUUIDsDigitsAreNoCardNumber() {
+        // 12345678-1234-1232 is 16 digits passing the Luhn check: found alone, not in a UUID.
+        #expect(InputRules.holdsCardNumber("12345678-1234-1232"))
+        #expect(!InputRules.holdsCardNumber("12345678-1234-1232-abcd-0123456789ab"))
+        #expect(!InputRules.holdsCardNumber("key:12345678-1234-1232-abcd-0123456789ab:2"))
     }
 
     /// A number that fails the Luhn check, one in a word (a letter right before or after it), a
@@ -62,6 +82,26 @@ struct InputRulesTests {
         #expect(InputRules.isCardNumber("4111 1111 1111 1111") && !InputRules.isCardNumber("cards-4111111111111111.csv"))
         #expect(InputRules.referenceValueProblem("4111111111111111") == nil && InputRules.referenceValueProblem("ca_1234") == nil)
         #expect(InputRules.nameRule("program").hasSuffix("never a card number"))
+    }
+
+    /// What may be a credential, wherever it would be repeated: markers of API keys, key-value
+    /// pairs naming one, PEM, JWT, UUIDs (issuers' tokens), mixed-case random runs. Codes, names
+    /// and our own lower-case hex ids are none.
+    @Test func credentialsAreToldFromCodesAndNames() {
+        for secret in ["sk_live_UPCRED_BRIDGE_0001xyz", "Bearersk_test_abc", "sk-live-0123", "whsec_abc", "api_key=abc", "x token=1",
+                       "-----BEGIN PRIVATE KEY-----", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0", "3f6c2a1e-9b1d-4c2e-8f00-1a2b3c4d5e6f",
+                       "aB3dE5fG7hJ9kL1mN2pQ"] {
+            #expect(InputRules.looksLikeCredential(secret), "\(secret)")
+        }
+        for code in ["invalid_nonce", "card.not-found.v2", "INVALID_FIELD", "error_1234567 at step 12", "bearer", "header:X-Api-Key",
+                     "prv_01a2187f60baa2cd21f14929eba47e7b", "req_1f7bf5c99888e50db2f4c52a9b52ca10", "acme-20240115093000002",
+                     "idempotency_ttl_seconds", "digital_wallet_token_transition_response"] {
+            #expect(!InputRules.looksLikeCredential(code), "\(code)")
+        }
+        #expect(!InputRules.looksLikeCredential("3f6c2a1e-9b1d-4c2e-8f00-1a2b3c4d5e6f", uuids: false))
+        #expect(InputRules.withoutCredentials("unknown issuer 'sk_live_abc' (configured: bridge)") == "unknown issuer '(not shown)' (configured: bridge)")
+        #expect(InputRules.withoutCredentials("unknown issuer 'bridge'") == "unknown issuer 'bridge'")
+        #expect(InputRules.short("sk_live_abc") == "(not shown)" && InputRules.short("card_bridge_demo") == "card_bridge_demo")
     }
 
     @Test func theRuleTextSaysSo() {

@@ -15,6 +15,32 @@ public final class UpstreamHTTP: Sendable {
         public let status: Int
         public let headers: HTTPHeaders
         public let body: Data
+        /// The values of the headers the request carried (the issuer's credentials among them,
+        /// and a scheme's token alone: `Bearer <token>`, Basic's user and password): an error
+        /// code that repeats one is never shown (`UpstreamStatus.shownCode`).
+        public var withheld: [String] = []
+
+        public init(status: Int, headers: HTTPHeaders, body: Data, withheld: [String] = []) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            self.withheld = withheld
+        }
+    }
+
+    /// What of `headers` an answer must never repeat: each value, and the token of a scheme.
+    static func withheld(_ headers: [(String, String)]) -> [String] {
+        var values: [String] = []
+        for (_, value) in headers {
+            values.append(value)
+            let parts = value.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            values.append(String(parts[1]))
+            if parts[0].lowercased() == "basic", let decoded = Data(base64Encoded: String(parts[1])).map({ String(decoding: $0, as: UTF8.self) }) {
+                values += decoded.split(separator: ":", maxSplits: 1).map(String.init)
+            }
+        }
+        return values.filter { $0.utf8.count >= 6 }
     }
 
     /// Larger answers are not payloads a phone could use.
@@ -118,8 +144,10 @@ public final class UpstreamHTTP: Sendable {
             }
             head.headers.add(name: "Accept", value: "application/json")
 
-            let response = try await pool.execute(target, head: head, body: buffer,
+            var response = try await pool.execute(target, head: head, body: buffer,
                                                   timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
+            // Only a refusal's code is ever shown, so only a refusal needs what it must not repeat.
+            if !(200..<300).contains(response.status) { response.withheld = Self.withheld(headers) }
             context.attemptTrace?.answered(status: response.status)
             logger.info("upstream answered", metadata: Self.metadata(context, [
                 "issuer": "\(issuer)", "status": "\(response.status)",

@@ -6,7 +6,7 @@ import ProvisioningCore
 /// are wrong, which is not the caller's fault, so it is kept apart from a rejected request.
 enum UpstreamStatus {
     static func error(issuer: IssuerID, response: UpstreamHTTP.Response, upstreamCode: String?) -> GatewayError {
-        let error = error(issuer: issuer, status: response.status, upstreamCode: upstreamCode)
+        let error = error(issuer: issuer, status: response.status, upstreamCode: upstreamCode, withheld: response.withheld)
         guard let retryAfter = retryAfter(response.headers.first(name: "Retry-After"), answeredAt: response.headers.first(name: "Date"))
         else { return error }
         return GatewayError(error.code, error.detail, upstreamStatus: error.upstreamStatus, retryAfter: retryAfter)
@@ -54,12 +54,18 @@ enum UpstreamStatus {
     /// `4111 1111 1111 1111` included). Anything else is left out whole, never trimmed into
     /// something that reads well: an issuer may put a card number, a credential it was sent, or
     /// terminal escapes in it.
-    static func shownCode(_ code: String?) -> String? {
-        code.flatMap { InputRules.readsAsCode($0, punctuation: " -.,_") ? $0 : nil }
+    /// Nor is a code that may be a credential (`InputRules.looksLikeCredential`), or that repeats
+    /// any of `withheld`, the values the request's headers carried: an issuer that echoes the
+    /// gateway's own key in its error would otherwise hand it to the tenant and the log.
+    static func shownCode(_ code: String?, withheld: [String] = []) -> String? {
+        code.flatMap {
+            InputRules.readsAsCode($0, punctuation: " -.,_") && !InputRules.looksLikeCredential($0)
+                && !withheld.contains(where: $0.contains) ? $0 : nil
+        }
     }
 
-    static func error(issuer: IssuerID, status: Int, upstreamCode: String?) -> GatewayError {
-        let said = shownCode(upstreamCode).map { " (\($0))" } ?? ""
+    static func error(issuer: IssuerID, status: Int, upstreamCode: String?, withheld: [String] = []) -> GatewayError {
+        let said = shownCode(upstreamCode, withheld: withheld).map { " (\($0))" } ?? ""
         switch status {
         case 401, 403:
             return GatewayError(.upstreamAuthFailed, "\(issuer) refused the gateway's credentials: HTTP \(status)\(said)",

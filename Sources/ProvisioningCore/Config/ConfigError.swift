@@ -4,10 +4,13 @@ public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible
     public let reason: String
     /// A reason that repeats a value of the file holding a card number (`unknown issuer
     /// '4111...'`, a host, a file name) has its long digit runs masked: a card number pasted into
-    /// the wrong field is never printed back (the CLI audit saw several).
+    /// the wrong field is never printed back (the CLI audit saw several), and so is a word that
+    /// may be a credential (`InputRules.looksLikeCredential`: `routing.rules[].issuer: sk_live_...`).
     public init(_ path: String, _ reason: String) {
         self.path = Self.shown(path)
-        self.reason = InputRules.holdsCardNumber(reason) ? InputRules.withoutLongDigitRuns(reason) : reason
+        let masked = InputRules.holdsCardNumber(reason) ? InputRules.withoutLongDigitRuns(reason) : reason
+        // UUIDs aside: file paths hold them (a mounted secret's directory, a temporary one).
+        self.reason = InputRules.withoutCredentials(masked, uuids: false)
     }
 
     /// A key path as problems show it: a key of the file that is no setting's name (letters,

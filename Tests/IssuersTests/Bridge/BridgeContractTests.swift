@@ -174,6 +174,27 @@ import Testing
         #expect(error.detail.hasSuffix("(field nonce)"), "\(error.detail)")
     }
 
+    /// An issuer that echoes the gateway's own credential in its error code (however plain it
+    /// reads: `bridge_key_plain`) does not get it repeated to the tenant or the log: the code is
+    /// left out when it repeats a value the request's headers carried.
+    @Test func anErrorCodeThatEchoesTheGatewaysKeyIsNotRepeated() async throws {
+        let key = "bridge_key_plain"
+        for echoed in [key, "bad \(key)", "field Bearer\(key)"] {
+            let body = try JSONSerialization.data(withJSONObject: ["code": echoed])
+            for status in [400, 401] {
+                let (result, _) = try await ConnectorScenarios.replay(status: .init(code: status), body: body, card: Self.card,
+                                                                      make: Self.connector(apiKey: key))
+                guard case .failure(let error) = result else { Issue.record("HTTP \(status) was taken as a success"); continue }
+                #expect(!error.detail.contains(key), "\(error.detail)")
+            }
+        }
+        // A code that repeats nothing the request carried is still shown.
+        let (plain, _) = try await ConnectorScenarios.replay(status: .badRequest, body: Data(#"{"code":"invalid_parameter"}"#.utf8),
+                                                             card: Self.card, make: Self.connector(apiKey: key))
+        guard case .failure(let error) = plain else { Issue.record("HTTP 400 was taken as a success"); return }
+        #expect(error.detail.contains("(invalid_parameter)"), "\(error.detail)")
+    }
+
     @Test func anErrorCodeIsRepeatedOnlyWhenItReadsAsOne() async throws {
         try await ConnectorScenarios.anIssuersErrorCodeIsRepeatedOnlyWhenItReadsAsOne(
             body: { try JSONSerialization.data(withJSONObject: ["code": $0, "message": "refused"]) }, card: Self.card, make: Self.connector())
