@@ -90,6 +90,10 @@ public struct IdempotencyGuard: Sendable {
               key.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "%") }) else {
             throw GatewayError(.invalidRequest, "Idempotency-Key: 1 to \(Self.maxKeyLength) visible ASCII characters other than %")
         }
+        // A key is stored as it is sent, for its lifetime: never a card number (a UUID never reads as one).
+        guard !InputRules.holdsCardNumber(key) else {
+            throw GatewayError(.invalidRequest, "Idempotency-Key: never a card number (a UUID is the usual key)")
+        }
         let requestHash = makeRequestHash()
         let giveUp = clock.now.advanced(by: waitLimit)
         var interval = pollInterval

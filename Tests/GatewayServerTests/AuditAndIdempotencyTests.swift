@@ -277,6 +277,18 @@ import Testing
         }
     }
 
+    /// A key is stored as sent for its lifetime: one holding a card number (a client that made
+    /// its keys of the card, leak audit) is refused before it is claimed, and not repeated.
+    @Test(arguments: ["4111111111111111", "4929-0068-0000-0009", "pay-4111-1111-1111-1111"])
+    func aKeyHoldingACardNumberIsRefused(key: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let response = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: key)
+            #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request")
+            #expect(response.json["detail"] as? String == "Idempotency-Key: never a card number (a UUID is the usual key)")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
     /// Two `Idempotency-Key` fields are not one key: they had been read joined (`a, b`) and
     /// refused for a character of the join, a message that named no cause; a proxy that joins
     /// them without the space made a new key of the two. Refused by name, nothing sent.

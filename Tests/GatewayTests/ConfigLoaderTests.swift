@@ -306,6 +306,16 @@ import WalletCrypto
                 == ["sandbox.cards[0].issuer_reference.card_account_id: required for a bridge card"])
     }
 
+    /// A sandbox card's id follows the registry's rule: a card number there had started the
+    /// gateway, which printed it in its banner and listed it (leak audit).
+    @Test func aSandboxCardsIDIsACardID() {
+        let reference = "issuer_reference: { customer_id: cust_1, card_account_id: ca_1 }"
+        let refused = problems(Self.sandboxCard(reference).replacingOccurrences(of: "card_id: c1", with: "card_id: \"4111111111111111\""))
+        #expect(refused == ["sandbox.cards[0].card_id: 1 to 128 characters of A-Z, a-z, 0-9, _ - . :, not dots alone, and never a card number"])
+        #expect(problems(Self.sandboxCard(reference).replacingOccurrences(of: "card_id: c1", with: "card_id: \"a/b\"")).count == 1)
+        #expect(problems(Self.sandboxCard(reference)) == [])
+    }
+
     /// A sandbox card's data is checked by the vault's own rule, Luhn included, so `config check`
     /// says what start-up would otherwise stop on.
     @Test func aSandboxCardsNumberIsCheckedAsTheVaultChecksIt() {

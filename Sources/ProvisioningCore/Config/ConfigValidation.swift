@@ -335,7 +335,11 @@ extension GatewayConfig {
         var seenCards = Set<String>()
         for (index, card) in sandbox.cards.enumerated() {
             let path = "sandbox.cards[\(index)]"
-            if card.cardID.isEmpty { problems.append(.init("\(path).card_id", "must not be empty")) }
+            // The registry's own rule for card ids (1 to 128 id characters, never a card number):
+            // a sandbox card is registered at start-up, printed in the banner and listed.
+            if !InputRules.isCardID(card.cardID) {
+                problems.append(.init("\(path).card_id", String(InputRules.cardIDRule.dropFirst("card_id: ".count))))
+            }
             if let data = card.card {
                 // The vault's own rule (digits, the Luhn check digit, MM/YY, the name), which start-up
                 // applies when it seals the card.

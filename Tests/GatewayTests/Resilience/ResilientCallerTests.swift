@@ -243,14 +243,15 @@ struct ResilientCallerTests {
         }
     }
 
-    /// The same with upstream timeouts (a real 400 ms per-try timeout): the answer is the last
-    /// try's own timeout.
+    /// The same with upstream timeouts (a real 1 s per-try timeout): the answer is the last
+    /// try's own timeout. (With 400 ms, a connect slowed past it by a loaded machine made the
+    /// first attempt a connection failure, and the answer `deadline_exceeded` after it.)
     @Test func theDeadlineAfterTimeoutsAnswersTheTimeout() async throws {
-        try await Self.withBridge(requestMS: 400) { rig in
-            await rig.simulator.faults.add(Fault(mode: .timeout, count: 5, delay: .seconds(2)))
+        try await Self.withBridge(requestMS: 1_000) { rig in
+            await rig.simulator.faults.add(Fault(mode: .timeout, count: 5, delay: .seconds(3)))
             let attempts = Mutex(0)
             let call = Task {
-                await Self.call(rig, deadlineIn: .milliseconds(1_200), attemptTakes: .milliseconds(600),
+                await Self.call(rig, deadlineIn: .milliseconds(3_000), attemptTakes: .milliseconds(1_500),
                                 attempted: { attempts.withLock { $0 += 1 } })
             }
             #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
@@ -259,7 +260,7 @@ struct ResilientCallerTests {
             #expect(error.code == .upstreamTimeout)
             #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
             // Exactly two attempts: the deadline left room for a second, not a third. (Whether the
-            // second reached the simulator within its real 400 ms depends on the machine's load:
+            // second reached the simulator within its real 1 s depends on the machine's load:
             // on a busy CI machine the connect alone can take that long, so only "at most two" is
             // asserted there.)
             #expect(attempts.withLock { $0 } == 2)
