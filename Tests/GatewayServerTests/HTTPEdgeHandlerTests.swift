@@ -26,6 +26,13 @@ import Testing
         ("GET /healthz HTTP/1.1\r\nHost: x:abc\r\n\r\n", "its Host header is not a host and port"),
         ("GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", "its Host header is not a host and port"),
         ("GET /healthz HTTP/1.1\r\nHost: x:123456\r\n\r\n", "its Host header is not a host and port"),
+        // RFC 9112, 6.1 (`HostHeaderCheck`): only chunked, alone, and never on HTTP/1.0 (the input
+        // audit's smuggling shapes: a coding before chunked was ignored, the body read as chunked).
+        ("PUT /v1/cards/c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "its Transfer-Encoding is not chunked alone"),
+        ("PUT /v1/cards/c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: foo, chunked\r\n\r\n0\r\n\r\n", "its Transfer-Encoding is not chunked alone"),
+        ("PUT /v1/cards/c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         "its Transfer-Encoding is not chunked alone"),
+        ("PUT /v1/cards/c1 HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "an HTTP/1.0 request must not have a Transfer-Encoding"),
     ]
 
     @Test(arguments: heads.indices)
@@ -107,6 +114,53 @@ import Testing
             #expect(answers[0].hasPrefix("HTTP/1.1 200 "))
             #expect(answers[1].hasPrefix("HTTP/1.1 400 "))
             #expect(answers[1].contains("it has more than one Host header"))
+        }
+    }
+
+    /// RFC 9112, 9.3: an HTTP/1.0 request keeps its connection only when it asks to. Without
+    /// `Connection: keep-alive` its answer says `Connection: close` and the connection closes
+    /// once the answer is written (it had stayed open until the idle timeout, 30 s, holding a
+    /// slot, for health checkers that read until the close). Chunked HTTP/1.1 still works, and an
+    /// HTTP/1.0 keep-alive request keeps its connection.
+    @Test func anHTTP10RequestClosesItsConnectionUnlessItAsksToKeepIt() async throws {
+        try await LiveListener.run(try LiveListener.config { $0.idleTimeoutMS = 60_000 }) { port in
+            let closing = try await RawConnection.open(port: port)
+            defer { closing.close() }
+            try await closing.send("GET /healthz HTTP/1.0\r\n\r\n")
+            #expect(await closing.eventually { !$0.isOpen }, "the connection stays open")
+            let answers = Self.answers(closing.text)
+            #expect(answers.count == 1 && answers.first?.hasPrefix("HTTP/1.1 200 ") == true, "\(closing.text.prefix(300))")
+            #expect(try Self.parse(closing.text).1["connection"] == "close")
+
+            let kept = try await RawConnection.open(port: port)
+            defer { kept.close() }
+            try await kept.send("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(await kept.eventually { $0.text.contains("\r\n\r\n") })
+            try await kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await kept.eventually { Self.answers($0.text).count == 2 }, "\(kept.text.prefix(400))")
+            #expect(kept.isOpen)
+
+            let chunked = try await RawConnection.open(port: port)
+            defer { chunked.close() }
+            try await chunked.send("PUT /v1/cards/c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+            #expect(await chunked.eventually { $0.text.contains("\r\n\r\n") })
+            // No key: the route's own 401, not a framing refusal.
+            #expect(chunked.text.hasPrefix("HTTP/1.1 401 "), "\(chunked.text.prefix(300))")
+        }
+    }
+
+    /// A Content-Length past Int's range (2^63 to 2^64 - 1, which the parser takes) is too large,
+    /// said at once: it had been waited for until the read timeout, and the connection then closed
+    /// with no answer.
+    @Test func aContentLengthPastIntsRangeIsTooLargeAtOnce() async throws {
+        try await LiveListener.run(try LiveListener.config { $0.readTimeoutMS = 60_000 }) { port in
+            let connection = try await RawConnection.open(port: port)
+            defer { connection.close() }
+            try await connection.send("PUT /v1/cards/c1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n"
+                                      + "Content-Type: application/json\r\nContent-Length: 9223372036854775808\r\n\r\n{}")
+            #expect(await connection.eventually { $0.text.contains("\r\n\r\n") }, "no answer")
+            #expect(connection.text.hasPrefix("HTTP/1.1 413 "), "\(connection.text.prefix(300))")
+            #expect(connection.text.contains(#""code":"request_too_large""#))
         }
     }
 

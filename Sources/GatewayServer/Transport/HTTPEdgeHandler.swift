@@ -50,13 +50,17 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The number of the `CONNECT` request (1 for the connection's first), once one came: the
     /// decoder reads no request after it.
     private var connectRequest: Int?
+    /// The number of a request whose answer ends the connection (an HTTP/1.0 request that did not
+    /// ask to keep it): its answer says `Connection: close`, and the connection is closed once
+    /// the answer is written.
+    private var closingRequest: Int?
     /// Whether the latest request's body is still arriving (its head read, its end not yet).
     private var requestOpen = false
     /// Whether a final answer's head is written and its end not yet.
     private var answerInProgress = false
     /// How the connection ends once the answer being written is: at once (the answer to that
     /// `CONNECT`), or after a linger (a refusal while the body is still arriving).
-    private enum Ending { case now, lingering }
+    private enum Ending { case now, afterAnswer, lingering }
     private var endingAfterAnswer: Ending?
     /// From a refusal's head on, what arrives is dropped until the connection closes.
     private var lingering = false
@@ -111,6 +115,12 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             endingAfterAnswer = .now
             head.headerFields[.connection] = "close"
             context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .head(var head) where head.status.kind != .informational && closingRequest == answers + 1:
+            answers += 1
+            closingRequest = nil
+            endingAfterAnswer = .afterAnswer
+            head.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .body where endingAfterAnswer == .now:
             // The codec frames an answer to CONNECT without a body; it is not written at all.
             promise?.succeed()
@@ -122,7 +132,7 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let channel = context.channel
             written.futureResult.whenComplete { _ in
                 switch ending {
-                case .now:
+                case .now, .afterAnswer:
                     channel.close(promise: nil)
                 case .lingering:
                     // Closed in full after the linger, whether or not the output could be closed first.
@@ -163,6 +173,12 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         default:
             context.write(data, promise: promise)
         }
+    }
+
+    /// `HostHeaderCheck` read a request that does not keep the connection (HTTP/1.0 without
+    /// `Connection: keep-alive`): the answer to it, the next request this handler reads, closes it.
+    func closeAfterAnswerToNextRequest() {
+        closingRequest = requests + 1
     }
 
     /// `HostHeaderCheck` refused a request's head (it passes an `HTTPParserError` on next): the

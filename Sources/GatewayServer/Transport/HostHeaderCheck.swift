@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -38,17 +39,31 @@ final class HostHeaderCheck: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refused else { return }
-        if case .head(let head) = unwrapInboundIn(data), let broken = Self.brokenRule(head) {
-            refused = true
-            edge.refuseHead(because: broken)
-            context.fireErrorCaught(HTTPParserError.invalidHeaderToken)
-            return
+        if case .head(let head) = unwrapInboundIn(data) {
+            if let broken = Self.brokenRule(head) {
+                refused = true
+                edge.refuseHead(because: broken)
+                context.fireErrorCaught(HTTPParserError.invalidHeaderToken)
+                return
+            }
+            // RFC 9112, 9.3: an HTTP/1.0 connection persists only when the request asks for it.
+            if !head.isKeepAlive { edge.closeAfterAnswerToNextRequest() }
         }
         context.fireChannelRead(data)
     }
 
-    /// The rule of RFC 9112, 3.2 that `head` breaks, in fixed words, or nil.
+    /// The rule of RFC 9112 that `head` breaks, in fixed words, or nil: its Host (3.2), and its
+    /// Transfer-Encoding (6.1). Only `chunked`, alone, is a coding the gateway reads: any other
+    /// (`gzip, chunked`) would be taken for chunked with the coding before it ignored, a body read
+    /// as another reader in front would not read it (the way requests are smuggled past a proxy).
+    /// An HTTP/1.0 request with Transfer-Encoding "MUST" be treated as faulty framing (6.1).
     static func brokenRule(_ head: HTTPRequestHead) -> String? {
+        let codings = head.headers["Transfer-Encoding"]
+        if !codings.isEmpty {
+            if (head.version.major, head.version.minor) < (1, 1) { return "an HTTP/1.0 request must not have a Transfer-Encoding header" }
+            let named = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if named != ["chunked"] { return "its Transfer-Encoding is not chunked alone (no other coding is accepted)" }
+        }
         let hosts = head.headers["Host"]
         if hosts.count > 1 { return "it has more than one Host header" }
         guard let host = hosts.first else {
