@@ -48,7 +48,9 @@ public struct CardVault: CardDataSource {
     /// Seals `data` for `card`, which must be in the registry (an entry never exists without its
     /// card); `event` (the CLI's) is written in the same transaction.
     public func put(_ card: CardRecord, _ data: CardData, event: SecurityEvent? = nil) async throws {
-        try await store.putVaultEntry(card.id, sealed: try seal(data, for: card), event: event)
+        guard try await store.putVaultEntry(for: card, sealed: try seal(data, for: card), event: event) else {
+            throw GatewayError(.cardNotFound, "card \(InputRules.short(card.id.rawValue)) was deleted or moved while its data was being sealed; nothing was written")
+        }
     }
 
     /// `data` sealed under the active key, bound to `card`.

@@ -322,10 +322,11 @@ public final class PostgresGatewayStore: GatewayStore {
         }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
         if let moved = StoreRows.importMove(importedBy, card: card, before: before) { moves.append(moved) }
-        if let before, before.program != card.program.rawValue {
+        let reference = StoreRows.referenceJSON(card.issuerReference)
+        let keepsItsReferenceNow = referenceBefore.map { StoreRows.sameReference((before?.issuer, $0), (card.issuer?.rawValue, reference)) } ?? false
+        if StoreRows.dropsVaultEntry(before: before?.program, program: card.program.rawValue, keepsItsReference: keepsItsReferenceNow) {
             try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
         }
-        let reference = StoreRows.referenceJSON(card.issuerReference)
         let now = StoreRows.milliseconds(Date())
         let allowed = owners.map { $0.map(\.rawValue) }
         var result = CardWrite.notOwned
@@ -431,6 +432,28 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     // MARK: Vault
+
+    public func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool {
+        try await bounded { [self] in
+            try await client.withTransaction(logger: logger) { connection in
+                // The card's row is locked for share: a delete or a move waits for this transaction
+                // (and then drops the entry with the card), or went first and the entry is refused.
+                var found = false
+                for try await _ in try await connection.query("""
+                    SELECT 1 FROM cards WHERE card_id = \(card.id.rawValue) AND program = \(card.program.rawValue)
+                        AND issuer IS NOT DISTINCT FROM \(card.issuer?.rawValue) FOR SHARE
+                    """, logger: self.logger).decode(Int.self) { found = true }
+                guard found else { return false }
+                try await connection.query("""
+                    INSERT INTO vault_entries (card_id, sealed, updated_at)
+                    VALUES (\(card.id.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
+                    ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
+                    """, logger: self.logger)
+                if let event { try await self.insert(event, on: connection) }
+                return true
+            }
+        }
+    }
 
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
         try await bounded { [self] in

@@ -357,13 +357,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         let before = row.map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
         if let moved = StoreRows.importMove(importedBy, card: card, before: before) { moves.append(moved) }
         if let before, let owners, !owners.contains(ProgramID(before.program)) { return .notOwned }
-        if let before, before.program != card.program.rawValue {
-            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
-        }
         let reference = StoreRows.referenceJSON(card.issuerReference)
         // A card that keeps the reference it holds (letter case aside) takes nothing from anyone.
         let keepsItsReference = row.map { StoreRows.sameReference((before?.issuer, $0["issuer_reference"] as String), (card.issuer?.rawValue, reference)) }
             ?? false
+        if StoreRows.dropsVaultEntry(before: before?.program, program: card.program.rawValue, keepsItsReference: keepsItsReference) {
+            try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
+        }
         try db.execute(
             sql: """
                 INSERT INTO cards (card_id, program, issuer, issuer_reference, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -442,6 +442,22 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     // MARK: Vault
+
+    public func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool {
+        try await writeAlone { db in
+            // SQLite serializes writers: no delete or move can come between this check and the write.
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM cards WHERE card_id = ? AND program = ? AND issuer IS ?",
+                                    arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue]) != nil else { return false }
+            try db.execute(
+                sql: """
+                    INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
+                    """,
+                arguments: [card.id.rawValue, sealed, StoreRows.milliseconds(Date())])
+            if let event { try Self.insert(event, db) }
+            return true
+        }
+    }
 
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
         try await writeAlone { db in

@@ -59,6 +59,17 @@ enum StoreRows {
     /// Whether two (issuer, reference column) pairs name one card at the issuer: the same issuer
     /// and the same fields, letter case aside (schema 009). A card re-put with only the case of its
     /// reference changed still holds it, and lets nothing go.
+    /// Whether a card write drops the card's vault entry: the data sealed for one card of one
+    /// program at one issuer is never another's. A new card (a card id registered again after a
+    /// delete, or over an entry a version without this rule left), a card moved to another program,
+    /// or one that now names another issuer or another card at its issuer (letter case aside)
+    /// loses it; the vault audit found a tenant could re-point a card whose issuer had refused it
+    /// at a paused issuer, and have the gateway encrypt the old card's number locally.
+    static func dropsVaultEntry(before program: String?, program now: String, keepsItsReference: Bool) -> Bool {
+        guard let program else { return true }
+        return program != now || !keepsItsReference
+    }
+
     static func sameReference(_ a: (issuer: String?, json: String), _ b: (issuer: String?, json: String)) -> Bool {
         a.issuer == b.issuer && a.json.utf8.elementsEqual(b.json.utf8, by: { asciiLower($0) == asciiLower($1) })
     }

@@ -70,8 +70,9 @@ public protocol GatewayStore: CardRegistry {
     /// the same transaction: the check, the change and its security event stand or fall together,
     /// so two tenants racing for one id cannot take each other's card and no change goes
     /// unaudited. The store sets the event's kind (`card_registered` or `card_updated`) and its
-    /// `before_issuer`/`before_program`. A card that moves to another program loses its vault entry
-    /// in the same transaction (the entry was sealed to the old one). Throws
+    /// `before_issuer`/`before_program`. A card that moves to another program or issuer, or names
+    /// another card at its issuer, loses its vault entry in the same transaction (the entry was
+    /// sealed for the old one), and so does a card id registered anew. Throws
     /// `CardRegistryError.issuerReferenceInUse` when another card has the same issuer and reference.
     func putCard(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?) async throws -> CardWrite
     /// Deletes the card and its vault entry when its program is one of `owners` (any when nil),
@@ -86,6 +87,11 @@ public protocol GatewayStore: CardRegistry {
     /// Vault entries are opaque sealed bytes here: sealing and opening happen above the store.
     /// With `event` written in the same transaction when given: an entry never changes unaudited.
     func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws
+    /// Writes `card`'s entry only while the registry holds the card as read (the same program and
+    /// issuer), in one transaction with the check; false, with nothing written, when it was
+    /// deleted or moved meanwhile (a `vault put` racing a delete had left an entry that a card
+    /// registered later under the id took over).
+    func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool
     func vaultEntry(_ cardID: CardID) async throws -> Data?
     /// `event` is written, in the same transaction, only when there was an entry to delete.
     @discardableResult func deleteVaultEntry(_ cardID: CardID, event: SecurityEvent?) async throws -> Bool

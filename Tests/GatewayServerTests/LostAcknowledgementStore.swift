@@ -109,6 +109,9 @@ final class LostAcknowledgementStore: GatewayStore {
     }
     func cards(_ query: CardPageQuery) async throws -> [CardRecord] { try await inner.cards(query) }
     func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws { try await inner.importCards(cards, event: event) }
+    func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool {
+        try await inner.putVaultEntry(for: card, sealed: sealed, event: event)
+    }
     func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
         try await inner.putVaultEntry(cardID, sealed: sealed, event: event)
     }

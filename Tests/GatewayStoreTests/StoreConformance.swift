@@ -29,6 +29,7 @@ enum StoreConformance {
         .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
         .init(name: "a reference is one card's whatever its letter case", run: aReferenceIsOneCardsWhateverItsLetterCase),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
+        .init(name: "an entry is written only for the card as read", run: anEntryIsWrittenOnlyForTheCardAsRead),
         .init(name: "a re-seal never undoes a change made meanwhile", run: aReSealNeverUndoesAChangeMadeMeanwhile),
         .init(name: "security events round trip and filter", run: securityEventsRoundTripAndFilter),
         .init(name: "owner-checked writes never take another program's card", run: ownerCheckedWrites),
@@ -404,12 +405,47 @@ enum StoreConformance {
 
         try await store.deleteCard("gone")
         #expect(try await store.vaultEntry("gone") == nil)
-        // A card moved to another program loses the entry sealed for the old one; an update in place keeps it.
+        // A card moved to another program loses the entry sealed for the old one; a write that keeps
+        // the program, the issuer and the issuer's card (letter case aside) keeps it.
         try await store.putCard(card("moves", program: "evil"))
         #expect(try await store.vaultEntry("moves") == nil)
-        try await store.putCard(card("keep", program: "acme", issuer: "tmp"))
+        try await store.putCard(card("keep", program: "acme"))
+        try await store.putCard(card("keep", program: "acme", ref: "KEEP"))
         #expect(try await store.vaultEntry("keep") == Data([1, 2, 3]))
         #expect(try await store.vaultCardIDs(after: nil, limit: 10) == ["keep"])
+        // A card that names another issuer, or another card at its issuer, loses it too (vault
+        // audit: a card re-pointed at a paused issuer was encrypted locally from the old card's data).
+        try await store.putVaultEntry("keep", sealed: Data([1, 2, 3]))
+        try await store.putCard(card("keep", program: "acme", issuer: "tmp"))
+        #expect(try await store.vaultEntry("keep") == nil, "a card moved to another issuer kept its data")
+        try await store.importCards([card("again", program: "acme")])
+        try await store.putVaultEntry("again", sealed: Data([1, 2, 3]))
+        try await store.importCards([card("again", program: "acme", ref: "replacement")])
+        #expect(try await store.vaultEntry("again") == nil, "a card that names another issuer's card kept its data")
+        // A card id registered anew never takes over an entry left under it.
+        try await store.putVaultEntry("fresh", sealed: Data([4]))
+        try await store.putCard(card("fresh", program: "acme"))
+        #expect(try await store.vaultEntry("fresh") == nil, "a new card took over an entry left under its id")
+    }
+
+    /// An entry is written for the card as it was read, in one transaction with the check: a
+    /// card deleted or moved meanwhile gets none (vault audit: `vault put` racing a delete left an
+    /// entry that a card registered later under the id took over).
+    static func anEntryIsWrittenOnlyForTheCardAsRead(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let read = card("v", program: "acme")
+        try await store.importCards([read])
+        #expect(try await store.putVaultEntry(for: read, sealed: Data([1]), event: nil) == true)
+        #expect(try await store.vaultEntry("v") == Data([1]))
+        try await store.putCard(card("v", program: "evil"))
+        #expect(try await store.putVaultEntry(for: read, sealed: Data([2]), event: nil) == false)
+        #expect(try await store.vaultEntry("v") == nil)
+        try await store.putCard(card("v", program: "acme", issuer: "tmp"))
+        #expect(try await store.putVaultEntry(for: read, sealed: Data([3]), event: nil) == false, "written for a card at another issuer")
+        try await store.deleteCard("v")
+        #expect(try await store.putVaultEntry(for: read, sealed: Data([4]), event: nil) == false, "written for a deleted card")
+        #expect(try await store.vaultEntry("v") == nil)
+        #expect(try await store.putVaultEntry(for: card("never", program: "acme"), sealed: Data([5]), event: nil) == false)
     }
 
     /// A re-seal replaces an entry only over the bytes it read: one changed meanwhile (a new number

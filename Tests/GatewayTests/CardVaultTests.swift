@@ -8,10 +8,13 @@ import ProvisioningCore
 import Testing
 
 @Suite struct CardVaultTests {
+    /// A fresh store holding the cards `c1`, `c2` (program acme, local): the vault seals data only
+    /// for registered cards.
     func store() async throws -> SQLiteGatewayStore {
         let path = TestDirectories.root.appendingPathComponent("vault-\(UUID().uuidString)/g.sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         try await store.migrate()
+        try await store.importCards([Self.card("c1"), Self.card("c2")])
         return store
     }
 
@@ -31,6 +34,23 @@ import Testing
         #expect(!String(decoding: sealed, as: UTF8.self).contains("Jane"))
         #expect(try await vault.cardData(Self.card("c1")) == data)
         #expect(try await vault.cardData(Self.card("nothing")) == nil)
+    }
+
+    /// A card that is not in the registry as it was read (never registered, deleted, moved) gets
+    /// no entry, and the error says so without writing anything.
+    @Test func anEntryIsSealedOnlyForARegisteredCard() async throws {
+        let store = try await store()
+        let vault = CardVault(store: store, key: SymmetricKey(size: .bits256))
+        let data = try CardData(number: Self.number, name: "J", expiry: "01/30")
+        do {
+            try await vault.put(Self.card("unregistered"), data)
+            Issue.record("sealed for a card the registry does not hold")
+        } catch let error as GatewayError {
+            #expect(error.code == .cardNotFound && !error.detail.contains(Self.number))
+        }
+        #expect(try await store.vaultEntry("unregistered") == nil)
+        await #expect(throws: GatewayError.self) { try await vault.put(Self.card("c1", program: "evil"), data) }
+        #expect(try await store.vaultEntry("c1") == nil)
     }
 
     @Test func anEntryIsBoundToItsProgramAndCard() async throws {
