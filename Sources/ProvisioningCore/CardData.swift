@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the local encryptor needs of a card: held sealed in the vault, never logged.
 public struct CardData: Sendable, Equatable, Codable {
     public let number: String
@@ -19,11 +21,45 @@ public struct CardData: Sendable, Equatable, Codable {
         guard (1...12).contains(expiryMonth), (2000...2099).contains(expiryYear) else {
             throw GatewayError(.invalidRequest, "expiry: must be MM/YY")
         }
-        guard !name.isEmpty, name.count <= 26 else { throw GatewayError(.invalidRequest, "name: 1 to 26 characters") }
+        guard Self.isCardholderName(name) else { throw GatewayError(.invalidRequest, Self.nameRule) }
         self.number = number
         self.name = name
         self.expiryMonth = expiryMonth
         self.expiryYear = expiryYear
+    }
+
+    /// What a cardholder name may be: what a card prints, with room for names in other scripts.
+    public static let nameRule = "name: 1 to 26 letters, spaces and . ' - , / (no control characters, not spaces alone)"
+
+    /// 1 to 26 Unicode scalars (so 3,000 combining marks on one letter are not one character),
+    /// each a letter, a combining mark after a letter, a space or `. ' - , /`; not spaces alone,
+    /// no space first or last. It goes into the pass's plaintext as it is (vault audit: a name
+    /// with a newline, an escape or a bell had been sealed and sent).
+    static func isCardholderName(_ name: String) -> Bool {
+        let scalars = Array(name.unicodeScalars)
+        guard (1...26).contains(scalars.count), scalars.first != " ", scalars.last != " " else { return false }
+        var sawLetter = false
+        for (index, scalar) in scalars.enumerated() {
+            let properties = scalar.properties
+            if properties.isAlphabetic && properties.generalCategory != .nonspacingMark {
+                sawLetter = true
+            } else if properties.generalCategory == .nonspacingMark || properties.generalCategory == .spacingMark {
+                guard index > 0, scalars[index - 1] != " " else { return false }
+            } else if !" .'-,/".unicodeScalars.contains(scalar) {
+                return false
+            }
+        }
+        return sawLetter
+    }
+
+    /// Why a card whose expiry is `self`'s is no card to seal at `now`: it expired at the end of
+    /// its month (UTC), or nil.
+    public func expiredProblem(at now: Date) -> String? {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month], from: now)
+        guard let year = parts.year, let month = parts.month else { return nil }
+        return (expiryYear, expiryMonth) < (year, month) ? "expiry: the card expired at the end of \(String(format: "%02d/%02d", expiryMonth, expiryYear % 100))" : nil
     }
 
     /// The Luhn check over a string of ASCII digits.
@@ -33,8 +69,10 @@ public struct CardData: Sendable, Equatable, Codable {
 
     /// `MM/YY` as in the config and the CLI.
     public init(number: String, name: String, expiry: String) throws(GatewayError) {
-        let parts = expiry.split(separator: "/")
-        guard parts.count == 2, let month = Int(parts[0]), let year = Int(parts[1]), parts[1].count == 2 else {
+        let parts = expiry.split(separator: "/", omittingEmptySubsequences: false)
+        // Two digits each, as printed: `Int` alone took `09/+3` (2003) and `0009/30`.
+        guard parts.count == 2, parts.allSatisfy({ $0.utf8.count == 2 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }),
+              let month = Int(parts[0]), let year = Int(parts[1]) else {
             throw GatewayError(.invalidRequest, "expiry: must be MM/YY")
         }
         try self.init(number: number, name: name, expiryMonth: month, expiryYear: 2000 + year)

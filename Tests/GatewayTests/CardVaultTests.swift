@@ -84,20 +84,22 @@ import Testing
         let new = SymmetricKey(size: .bits256)
         let before = CardVault(store: store, keyring: VaultKeyring(old, id: "k1"))
         let cards = (0..<5).map { Self.card(CardID("card_\($0)")) }
+        // Names are letters: one per card, so each entry is told apart after the rotation.
+        func name(_ card: CardRecord) -> String { "N" + String(repeating: "x", count: Int(card.id.rawValue.dropFirst(5))! + 1) }
         try await store.importCards(cards)
-        for card in cards { try await before.put(card, try CardData(number: Self.number, name: "N\(card.id)", expiry: "01/30")) }
+        for card in cards { try await before.put(card, try CardData(number: Self.number, name: name(card), expiry: "01/30")) }
         // An entry of a card that is gone (left by an old version) is removed by rotation.
         try await store.putVaultEntry("orphan", sealed: Data([1, 2, 3]))
 
         let ring = VaultKeyring(activeID: "k2", keys: ["k1": old, "k2": new])
         let after = CardVault(store: store, keyring: ring)
         // Before rotation the old key still opens everything.
-        #expect(try await after.cardData(cards[0])?.name == "Ncard_0")
+        #expect(try await after.cardData(cards[0])?.name == name(cards[0]))
         let report = await after.rotate(pageSize: 2)
         #expect(report.resealed == 5 && report.current == 0 && report.unreadable.isEmpty && report.orphansDeleted == ["orphan"])
         // Now the new key alone opens every entry; a second run has nothing to do.
         let newOnly = CardVault(store: store, keyring: VaultKeyring(new, id: "k2"))
-        for card in cards { #expect(try await newOnly.cardData(card)?.name == "N\(card.id)") }
+        for card in cards { #expect(try await newOnly.cardData(card)?.name == name(card)) }
         let again = await after.rotate()
         #expect(again.resealed == 0 && again.current == 5)
         // And the old key alone opens none.

@@ -134,6 +134,16 @@ import Testing
         let sealed = try #require(try await store.vaultEntry("card_v"))
         #expect(!String(decoding: sealed, as: UTF8.self).contains("4000000000000002"))
 
+        // A card past its expiry month is refused, and so is a name with a control character.
+        let expired = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                      "--number", "4000000000000002", "--expiry", "01/20", "--name", "Vault Test"])
+        #expect(expired.status == 2 && expired.stderr.contains("expiry: the card expired at the end of 01/20"), "\(expired.stderr)")
+        #expect(!expired.stderr.contains("4000000000000002"))
+        let badName = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
+                                                      "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault\u{1B}[2JTest"])
+        #expect(badName.status == 2 && badName.stderr.contains("name: 1 to 26 letters"), "\(badName.stderr)")
+        #expect(try await store.vaultEntry("card_v") == sealed, "a refused put changed the entry")
+
         let badNumber = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
                                                         "--number", "12ab", "--expiry", "11/29", "--name", "X"])
         #expect(badNumber.status != 0 && badNumber.stderr.contains("number: 12 to 19 digits"))

@@ -211,7 +211,7 @@ public enum OperatorTools {
     /// `vault put`: seals a registered card's data under the active key.
     public static func putVaultEntry(
         config path: String, cardID id: String, number: String, expiry: String, name: String, actor: String,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment, now: Date = Date()
     ) async -> ToolOutcome {
         let data: CardData
         do {
@@ -219,6 +219,8 @@ public enum OperatorTools {
         } catch {
             return .failed(error.detail)
         }
+        // A card past its expiry would be sealed and provisioned, and refused by the network later.
+        if let expired = data.expiredProblem(at: now) { return .failed(expired) }
         return await withVault(config: path, environment: environment, sealing: true) { vault, store in
             let card = try await registeredCard(id, in: store)
             try await vault.put(card, data, event: SecurityEvent(
