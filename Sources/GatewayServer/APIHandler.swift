@@ -474,6 +474,10 @@ extension APIHandler {
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
         metrics.upstreamConnections(upstreams.connections())
         metrics.storeCommits(store.commitCounts)
+        // A breaker's state moves from open to half open with time, not with a call: read at the
+        // scrape, so a quiet issuer's (or a standby endpoint's) breaker does not show open, and
+        // page, until traffic comes back.
+        for endpoint in health.snapshot() { metrics.breakerState(issuer: endpoint.issuer, endpoint: endpoint.url, endpoint.state) }
         return .ok(.init(body: .plainText(.init(metrics.exposition()))))
     }
 

@@ -97,8 +97,12 @@ struct RequestMetricsTests {
         }
     }
 
+    /// And once its open time has passed, the scrape reads it as half open (1) with no request in
+    /// between: the gauge had changed only on a call, so a quiet issuer's breaker showed open,
+    /// and paged, until traffic came back (ops audit).
     @Test func anOpenBreakerIsTwoOnTheGaugeAndTheOtherEndpointStaysZero() async throws {
-        try await GatewayHarness.run(config: try FailoverTests.twoEndpoints(first: "sandbox://bridge/primary")) { client, _ in
+        let clock = TestClock()
+        try await ResilienceTests.runSkippingWaits(config: try FailoverTests.twoEndpoints(first: "sandbox://bridge/primary"), clock: clock) { client, _ in
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","endpoint":0,"mode":"unavailable","count":100}"#)
             // Two 503s open the primary's breaker; the second endpoint serves the request.
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
@@ -107,6 +111,13 @@ struct RequestMetricsTests {
             #expect(states.count == 2, "\(states)")
             #expect(states.compactMap { Double($0.split(separator: " ").last ?? "") }.sorted() == [0, 2], "\(states)")
             #expect(text.contains(#"gateway_circuit_breaker_transitions_total{issuer="bridge","#), "\(text)")
+
+            clock.advance(by: .seconds(3_600))
+            let later = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let now = later.split(separator: "\n").filter { $0.hasPrefix(#"gateway_circuit_breaker_state{issuer="bridge","#) }
+            #expect(now.compactMap { Double($0.split(separator: " ").last ?? "") }.sorted() == [0, 1], "\(now)")
+            // The latency histograms bound the default deadline's 80 % and 100 %.
+            #expect(later.contains(#"le="12.0""#) && later.contains(#"le="15.0""#), "\(later.prefix(2000))")
         }
     }
 }

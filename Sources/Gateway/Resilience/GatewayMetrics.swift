@@ -45,10 +45,13 @@ public final class GatewayMetrics: Sendable {
     public init() {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        // Upstream latency buckets from 10 ms to the 60 s ceiling of a deadline.
+        // Latency buckets from 10 ms to the 60 s ceiling of a deadline, with 12 s and 15 s (80 % and
+        // all of the default deadline) so that a p99 near the deadline is read from buckets that
+        // bound it, not interpolated between 10 s and 20 s (the ops audit: 2 % of requests at
+        // 10.5 s read as a p99 of 15 s and paged).
         factory.defaultDurationHistogramBuckets = [
             .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
-            .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10), .seconds(20), .seconds(60),
+            .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10), .seconds(12), .seconds(15), .seconds(20), .seconds(60),
         ]
         self.factory = factory
     }
@@ -136,7 +139,15 @@ public final class GatewayMetrics: Sendable {
     public func configReload(succeeded: Bool, generation: Int) {
         Counter(label: "gateway_config_reloads_total", dimensions: [("result", succeeded ? "success" : "failure")], factory: factory)
             .increment()
+        configReloadFailing(!succeeded)
         configGeneration(generation)
+    }
+
+    /// 1 from a refused reload until one is applied, 0 otherwise: the file on disk is one the next
+    /// start-up would refuse, for as long as it stays so (an alert on the failure counter's
+    /// increase cleared itself after its window while the file was still broken).
+    public func configReloadFailing(_ failing: Bool) {
+        Gauge(label: "gateway_config_reload_failing", factory: factory).record(failing ? 1 : 0)
     }
 
     /// Both reload series at zero from start-up, so a dashboard and an alert see them before the
@@ -145,6 +156,7 @@ public final class GatewayMetrics: Sendable {
         for result in ["success", "failure"] {
             _ = Counter(label: "gateway_config_reloads_total", dimensions: [("result", result)], factory: factory)
         }
+        configReloadFailing(false)
     }
 
     /// The config generation serving requests: 1 at start-up, one more per applied reload.

@@ -103,6 +103,7 @@ import Testing
             #expect(detail["generation"] == "2")
             #expect(try await Self.metric(client, #"gateway_config_reloads_total{result="success"}"#) == 1)
             #expect(try await Self.metric(client, "gateway_config_generation") == 2)
+            #expect(try await Self.metric(client, "gateway_config_reload_failing") == 0)
         }
     }
 
@@ -136,6 +137,8 @@ import Testing
 
             #expect(try await Self.metric(client, #"gateway_config_reloads_total{result="failure"}"#) == 2)
             #expect(try await Self.metric(client, "gateway_config_generation") == 1)
+            // Until a reload is applied, the file on disk is one the next start-up would refuse.
+            #expect(try await Self.metric(client, "gateway_config_reload_failing") == 1)
             let events = try await Self.auditEvents(client, kind: "config_reload_failed")
             #expect(events.count == 2)
             #expect((events.last?["detail"] as? [String: String])?["file_sha256"] == file.sha256)
