@@ -464,6 +464,11 @@ struct APIHandler: APIProtocol {
         } catch {
             throw GatewayError(.upstreamUnavailable, "the store is not reachable")
         }
+        if let problem = await store.writeProblem() {
+            // The probe is unauthenticated: the file's path goes to the log, not to the answer.
+            RequestScope.logger?.error("the store cannot take writes: not ready", metadata: ["problem": "\(problem)"])
+            throw GatewayError(.upstreamUnavailable, "the store cannot take writes (the log says why)")
+        }
         return .ok(.init(body: .json(.init(status: .ready))))
     }
 }

@@ -14,6 +14,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// The store's other writes in progress (`writeAlone`).
     private let writesAlone: WritesInProgress
 
+    /// The database file's device and inode when it was opened: the file `path` names later may
+    /// be another (a restore copied over it, the directory removed and made again).
+    private let openedFile: (device: UInt64, inode: UInt64)?
+
     public init(path: String) throws {
         self.path = path
         let pool: DatabasePool
@@ -43,6 +47,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             throw StoreError(store: "sqlite \(path)", reason: "cannot open the database (\(error))")
         }
         self.pool = pool
+        openedFile = Self.identity(of: path)
         do {
             pointReaders = try SQLitePointReaders(path: path)
         } catch {
@@ -439,6 +444,25 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private static func card(_ row: Row) throws -> CardRecord {
         try StoreRows.card(id: row[0], program: row[1], issuer: row[2], referenceJSON: row[3])
+    }
+
+    // MARK: Readiness
+
+    static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
+    /// The file the store opened is still at its path and can be written (its WAL too): `access`
+    /// sees a read-only mount and an immutable file even for root, whose writes would fail.
+    public func writeProblem() async -> String? {
+        guard let now = Self.identity(of: path) else { return "its database file is gone (\(path))" }
+        if let openedFile, openedFile != now { return "its database file was replaced since the gateway opened it (\(path))" }
+        for file in [path, path + "-wal"] where FileManager.default.fileExists(atPath: file) {
+            if access(file, W_OK) != 0 { return "its database file cannot be written (\(file): \(String(cString: strerror(errno))))" }
+        }
+        return nil
     }
 
     // MARK: Vault

@@ -58,6 +58,10 @@ public protocol GatewayStore: CardRegistry {
     func migrate() async throws
     /// The applied schema versions, oldest first.
     func schemaVersions() async throws -> [String]
+    /// Why the store cannot take the request path's writes although it answers reads, or nil:
+    /// what `/readyz` adds to its read (a SQLite file deleted, replaced or made unwritable under a
+    /// running gateway had kept it ready while every audit write failed or went to a deleted file).
+    func writeProblem() async -> String?
     /// `store check`: reads the whole store for damage a request would otherwise find only when
     /// it reached it (a torn page, an index out of step with its table), without migrating or
     /// changing anything. The problems found, in the store's own words (which name pages, tables
@@ -161,6 +165,9 @@ public struct StoreCommitCounts: Sendable, Equatable {
 }
 
 extension GatewayStore {
+    /// A store whose writes fail only when tried (PostgreSQL: its server says so at once).
+    public func writeProblem() async -> String? { nil }
+
     public var commitCounts: StoreCommitCounts? { nil }
 
     /// Keeps the answer alone.

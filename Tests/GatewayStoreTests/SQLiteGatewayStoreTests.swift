@@ -15,6 +15,26 @@ import Testing
     @Test(arguments: StoreConformance.all)
     func conforms(_ scenario: StoreScenario) async throws { try await withStore(scenario.run) }
 
+    /// What `/readyz` adds to its read: the file the store opened is still at its path and can be
+    /// written. A file deleted (its directory removed: writes went on into the deleted file, and
+    /// were lost at the next start) or replaced under the running store is a problem.
+    @Test func aDeletedOrReplacedFileIsAWriteProblem() async throws {
+        let directory = TestDirectories.unique("sqlite-ready")
+        let path = directory.appendingPathComponent("gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        #expect(await store.writeProblem() == nil)
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".moved")
+        #expect(await store.writeProblem()?.hasPrefix("its database file is gone") == true)
+        try Data("not the same file".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(await store.writeProblem()?.hasPrefix("its database file was replaced") == true)
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.moveItem(atPath: path + ".moved", toPath: path)
+        #expect(await store.writeProblem() == nil, "the file it opened, back in its place")
+        try FileManager.default.removeItem(at: directory)
+        #expect(await store.writeProblem() != nil)
+    }
+
     @Test func theFileIsInWALModeAndSurvivesReopening() async throws {
         let directory = TestDirectories.root.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -83,6 +83,29 @@ import Testing
         }
     }
 
+    /// A store whose file is removed under the running gateway is not ready (the ops audit had
+    /// `rm -rf` the store's directory: `/readyz` stayed 200 while audit events went to a deleted
+    /// file); the answer does not name the file (the probe is unauthenticated), the log does.
+    @Test func aStoreWhoseFileIsGoneIsNotReady() async throws {
+        let directory = TestDirectories.unique("ready")
+        let path = directory.appendingPathComponent("gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        let config = try Self.productionConfig()
+        try await GatewayHarness.serve({ onServerRunning in
+            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+        }) { port in
+            try await GatewayClient.with(port: port) { client in
+                #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+                try FileManager.default.removeItem(at: directory)
+                let gone = try await client.execute(uri: "/readyz", method: .get)
+                #expect(gone.status == .serviceUnavailable)
+                #expect(gone.json["detail"] as? String == "the store cannot take writes (the log says why)")
+                #expect(!String(buffer: gone.body).contains(directory.lastPathComponent))
+                #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            }
+        }
+    }
+
     @Test func readinessTurns503AtOnceWhileRequestsAreStillServedForTheDelay() async throws {
         var config = try Self.productionConfig()
         // Long enough that the listener is certainly still open while the test looks; the drain
