@@ -43,9 +43,16 @@ struct APIHandler: APIProtocol {
         return client
     }
 
-    static func adminClient(_ what: String) throws(GatewayError) -> Client {
-        let client = try client()
-        guard client.admin else { throw GatewayError(.forbidden, "only admin clients may \(what)") }
+    /// The caller, when it is an admin client. Any other client is refused (403) and the attempt
+    /// is a security event (`auth_failed`, the client as its actor, `reason: not_admin`, the
+    /// operation): PCI DSS 10.2.1.4's invalid access attempts, which a 403 had left unrecorded.
+    func adminClient(_ what: String) async throws(GatewayError) -> Client {
+        let client = try Self.client()
+        guard client.admin else {
+            // Best effort: a store that cannot take the event does not turn the 403 into a 500.
+            try? await audit.record(event(.authFailed, client, detail: ["reason": "not_admin", "operation": what]))
+            throw GatewayError(.forbidden, "only admin clients may \(what)")
+        }
         return client
     }
 
@@ -487,7 +494,7 @@ extension APIHandler {
     }
 
     func listIssuerHealth(_ input: Operations.ListIssuerHealth.Input) async throws -> Operations.ListIssuerHealth.Output {
-        let client = try Self.adminClient("read upstream health")
+        let client = try await adminClient("read upstream health")
         try await audit.record(event(.adminRead, client, detail: ["path": "/v1/admin/issuers"]))
         let snapshot = health.snapshot()
         let issuers = upstreams.issuers.values.sorted { $0.issuer.rawValue < $1.issuer.rawValue }.map { issuerHealth($0, snapshot) }
@@ -527,7 +534,7 @@ extension APIHandler {
     /// An admin's pause or resume: recorded as a security event before it takes effect, so a
     /// change nobody could audit is never made.
     private func setPaused(_ name: String, _ paused: Bool) async throws(GatewayError) -> Components.Schemas.IssuerHealth {
-        let client = try Self.adminClient(paused ? "pause issuers" : "resume issuers")
+        let client = try await adminClient(paused ? "pause issuers" : "resume issuers")
         let issuer = IssuerID(name)
         guard let upstream = upstreams.issuer(issuer), let before = health.pauseState(issuer) else {
             guard issuer != LocalIssuer.issuerID else {
@@ -544,7 +551,7 @@ extension APIHandler {
     }
 
     func reloadConfig(_ input: Operations.ReloadConfig.Input) async throws -> Operations.ReloadConfig.Output {
-        let client = try Self.adminClient("reload the configuration")
+        let client = try await adminClient("reload the configuration")
         let outcome = await reloader.reload(.admin(client, source: SourceAddress(RequestScope.remoteAddress).description))
         guard outcome.applied else {
             let listed = outcome.problems.prefix(20).map(\.description).joined(separator: "; ")
@@ -557,7 +564,7 @@ extension APIHandler {
     }
 
     func explainRoute(_ input: Operations.ExplainRoute.Input) async throws -> Operations.ExplainRoute.Output {
-        let client = try Self.adminClient("explain routes")
+        let client = try await adminClient("explain routes")
         let id = try Self.cardID(input.query.cardId)
         guard let wallet = Wallet(rawValue: input.query.wallet.rawValue) else {
             throw GatewayError(.invalidRequest, "wallet: must be apple_pay, google_pay or samsung_pay")
@@ -568,7 +575,7 @@ extension APIHandler {
     }
 
     func listSecurityEvents(_ input: Operations.ListSecurityEvents.Input) async throws -> Operations.ListSecurityEvents.Output {
-        let client = try Self.adminClient("read the security audit")
+        let client = try await adminClient("read the security audit")
         let query = input.query
         let limit = query.limit ?? 100
         guard (1...500).contains(limit) else { throw GatewayError(.invalidRequest, "limit: must be 1 to 500") }

@@ -391,7 +391,9 @@ import Testing
             let audit = try await Self.send(client, .get, "/v1/admin/audit?actor=other", nil, Self.ops)
             #expect(audit.status == .ok)
             let events = audit.json["events"] as? [[String: Any]] ?? []
-            #expect(events.map { $0["kind"] as? String } == ["card_registered", "card_updated", "card_change_refused", "card_deleted"])
+            // The refused admin read is one too (PCI DSS 10.2.1.4: invalid access attempts), by the client, naming what it tried.
+            #expect(events.map { $0["kind"] as? String } == ["card_registered", "card_updated", "card_change_refused", "card_deleted", "auth_failed"])
+            #expect(events.last?["detail"] as? [String: String] == ["reason": "not_admin", "operation": "read the security audit"])
             let update = events[1]["detail"] as? [String: String]
             #expect(update == ["before_issuer": "crossmint", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
             #expect(events[2]["card_id"] as? String == "card_bridge_demo")
