@@ -363,7 +363,10 @@ public struct ProvisioningService: Sendable {
                 metrics?.fallback(issuer: issuer, to: fallback)
                 do throws(GatewayError) {
                     let value = try await serve(fallback, card: card, context: context, trail: &trail, prepare: prepare, call: call)
-                    reportSuccess(operation, started: started, logger: logger)
+                    // The request's `issuer` is the routed one; the line says who answered.
+                    var answered = logger
+                    answered[metadataKey: "answered_by"] = "\(fallback)"
+                    reportSuccess(operation, started: started, logger: answered)
                     return (fallback, value)
                 } catch let fallbackError where fallbackError.code == .cardNotFound {
                     // The vault holds nothing for this card: its own attempt is on record, and the

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import GatewayTestSupport
 import Gateway
 import GatewayServer
@@ -112,7 +113,10 @@ import X509
     }
 
     @Test func aDownIssuerFallsBackToLocalWhenTheRouteSaysSo() async throws {
-        try await GatewayHarness.run(config: try Self.configWithBridgeDown(fallback: true), environment: ["TEST_BRIDGE_KEY": "k"]) { client, _ in
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        try await GatewayHarness.run(config: try Self.configWithBridgeDown(fallback: true), environment: ["TEST_BRIDGE_KEY": "k"],
+                                     logger: logger) { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
             #expect(response.status == .ok)
             #expect(response.json["issuer"] as? String == "local")
@@ -124,6 +128,9 @@ import X509
             #expect(events.map { $0["attempt"] as? Int } == [1, 2, 3, 4])
             #expect(events.map { $0["outcome"] as? String } == ["failed", "failed", "failed", "succeeded"])
             #expect(events.first?["error_code"] as? String == "upstream_unavailable")
+            // The success line names who answered, beside the routed issuer.
+            let success = captured.lines.filter { $0.contains("apple_pay succeeded") }
+            #expect(success.count == 1 && success.allSatisfy { $0.contains("answered_by=local") }, "\(success)")
         }
     }
 
