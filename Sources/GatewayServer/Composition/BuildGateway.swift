@@ -158,6 +158,12 @@ public func buildGateway(
         } catch {
             throw StoreError(store: storeService.name, reason: "migration failed (\(error))")
         }
+        // A vault key that opens none of the entries sealed under its id (another key put in the
+        // variable) stops start-up, before anything is sealed with it (the sandbox's demo cards):
+        // it had started, and every local provisioning then answered 500 (vault audit).
+        if let problem = try await local.vault.keyProblem() {
+            throw ConfigError(source: "vault", problems: [ConfigProblem("vault", problem)])
+        }
         if let prepare = extensions.prepareStore { try await prepare(store) }
         let endpoints = try await extensions.sandboxEndpoints?() ?? SandboxEndpoints()
         try await reloader.start(config: config, sandbox: endpoints)

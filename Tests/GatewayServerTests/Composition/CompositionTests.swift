@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Gateway
 import GatewayServer
@@ -62,6 +63,28 @@ import Testing
         #expect(outcome.value == "Broken: the disk caught fire")
         #expect(captured.text.contains("a gateway service failed; shutting down cause=the disk caught fire service=failing-test-service"),
                 "\(captured.text)")
+    }
+
+    /// A vault key that opens none of the entries sealed under its id (another key put in the
+    /// variable) stops start-up before the listener opens and before anything is sealed with it;
+    /// it had started, and every local provisioning then answered 500 (vault audit).
+    @Test func aWrongVaultKeyStopsStartUp() async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        let card = CardRecord(id: "card_sealed", program: "demo", issuer: "local", issuerReference: IssuerReference([:]))
+        try await store.importCards([card])
+        try await CardVault(store: store, keyring: VaultKeyring(SymmetricKey(size: .bits256)))
+            .put(card, try CardData(number: "4111111111111111", name: "Jane Doe", expiry: "01/30"))
+        let config = try Self.productionConfig()
+        var failure = ""
+        do {
+            try await GatewayHarness.serve({ onServerRunning in
+                try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+            }) { _ in Issue.record("the gateway listened with a vault key that opens none of its entries") }
+        } catch {
+            failure = "\(error)"
+        }
+        #expect(failure.contains("vault key 'default' opens none of the entries sealed under that id"), "\(failure)")
+        #expect(!failure.contains("4111111111111111"))
     }
 
     @Test func migrationsRunBeforeTheServerListens() async throws {
