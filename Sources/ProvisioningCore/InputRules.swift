@@ -25,9 +25,8 @@ public enum InputRules {
 
     /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
     /// run (alone or as one group among others) or in groups: the groups cards are printed in
-    /// (fours, the last of one to four; Amex's 4-6-5 and Diners' 4-6-4) and any other split whose
-    /// groups, but the last, hold four digits or more (4-12, 8-8, 12-4, 4-4-8), joined by one or
-    /// two of ` - . : _ / , +`; not starting with 0; with no letter right before or after it; and
+    /// (fours, the last of one to four; Amex's 4-6-5 and Diners' 4-6-4) and fours run together
+    /// (4-12, 8-8, 12-4, 4-4-8: `isCardGrouping`), joined by one or two of ` - . : _ / , +`; not starting with 0; with no letter right before or after it; and
     /// whose Luhn check digit holds (ISO/IEC 7812). Ids and headers a caller chooses are refused
     /// or replaced when they hold one. A UUID (8-4-4-4-12 hex digits, anywhere in the text) is no
     /// card's, and a run touching a letter is part of a word. Groups shorter than four before the
@@ -81,11 +80,14 @@ public enum InputRules {
         return false
     }
 
-    /// One run of digits, the groups cards are printed in, or groups of four or more but the last.
+    /// One run of digits, the groups cards are printed in, or fours run together: every group but
+    /// the last of 4, 8 or 12 digits, the last of 1 to 4, 8 or 12 (4-12, 8-8, 12-4, 4-4-8). Not
+    /// any split: a Unix time and a counter (`1732662000-12345`, 10-5) or a date and a time
+    /// (`20241126-093000`, 8-6) are ids' and keys' numbers, and one in ten would pass the Luhn check.
     private static func isCardGrouping(_ groups: [Int]) -> Bool {
         if groups.count == 1 { return true }
         if groups == [4, 6, 5] || groups == [4, 6, 4] { return true }
-        return groups.dropLast().allSatisfy { $0 >= 4 } && groups.last! >= 1
+        return groups.dropLast().allSatisfy { [4, 8, 12].contains($0) } && [1, 2, 3, 4, 8, 12].contains(groups.last!)
     }
 
     /// `bytes` with every UUID (8-4-4-4-12 hex digits) turned into letters: a UUID's digits are
