@@ -582,7 +582,11 @@ extension APIHandler {
         if let cardID = query.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
         if let actor = query.actor, actor.isEmpty || actor.count > 64 { throw GatewayError(.invalidRequest, "actor: 1 to 64 characters") }
         if let after = query.after, after < 0 { throw GatewayError(.invalidRequest, "after: must not be negative") }
-        try await audit.record(event(.adminRead, client, detail: ["path": "/v1/admin/audit", "kind": query.kind?.rawValue ?? ""]))
+        // What was looked for, not only where: the kind, the actor (as `short` shows a caller's
+        // text) and the card (the event's own card id).
+        var looked = ["path": "/v1/admin/audit", "kind": query.kind?.rawValue ?? ""]
+        if let actor = query.actor { looked["actor"] = InputRules.short(actor) }
+        try await audit.record(event(.adminRead, client, card: query.cardId.map { CardID($0) }, detail: looked))
         let events = try await store.securityEvents(SecurityEventQuery(
             kind: query.kind.flatMap { SecurityEvent.Kind(rawValue: $0.rawValue) }, actor: query.actor,
             cardID: query.cardId.map { CardID($0) }, after: query.after, limit: limit))

@@ -394,6 +394,11 @@ import Testing
             // The refused admin read is one too (PCI DSS 10.2.1.4: invalid access attempts), by the client, naming what it tried.
             #expect(events.map { $0["kind"] as? String } == ["card_registered", "card_updated", "card_change_refused", "card_deleted", "auth_failed"])
             #expect(events.last?["detail"] as? [String: String] == ["reason": "not_admin", "operation": "read the security audit"])
+            // The admin's read is recorded with what it looked for (the ops audit: only the kind had been).
+            _ = try await Self.send(client, .get, "/v1/admin/audit?card_id=card_bridge_demo", nil, Self.ops)
+            let reads = (try await Self.send(client, .get, "/v1/admin/audit?kind=admin_read", nil, Self.ops)).json["events"] as? [[String: Any]] ?? []
+            #expect(reads.contains { ($0["detail"] as? [String: String])?["actor"] == "other" }, "\(reads)")
+            #expect(reads.contains { $0["card_id"] as? String == "card_bridge_demo" }, "\(reads)")
             let update = events[1]["detail"] as? [String: String]
             #expect(update == ["before_issuer": "crossmint", "before_program": "other", "after_issuer": "bridge", "after_program": "other"])
             #expect(events[2]["card_id"] as? String == "card_bridge_demo")
