@@ -52,10 +52,12 @@ public struct CardRegistration: Sendable {
             }
         }
         let expected: [String]
+        var profile: (any IssuerProfile)?
         if issuer == "local" && localEnabled {
             expected = []
         } else if let config = issuers[issuer] {
-            expected = IssuerCatalog.profiles[config.kind]?.referenceFields ?? []
+            profile = IssuerCatalog.profiles[config.kind]
+            expected = profile?.referenceFields ?? []
             if InputRules.isName(program), !config.serves(program: program) {
                 guard namingIssuers else {
                     problems.refusal.append(Self.noIssuerForTenant(issuer, program: program))
@@ -75,12 +77,10 @@ public struct CardRegistration: Sendable {
         for field in expected where reference[field] == nil {
             problems.refusal.append("issuer_reference.\(field): required for \(issuer == "local" ? "a local" : "a \(issuers[issuer]!.kind)") card")
         }
-        if let kind = issuers[issuer]?.kind, let profile = IssuerCatalog.profiles[kind] {
-            for field in expected {
-                if let value = reference[field], InputRules.referenceValueProblem(value) == nil,
-                   let problem = profile.referenceProblem(field: field, value: value) {
-                    problems.refusal.append("issuer_reference.\(field): \(problem)")
-                }
+        for field in expected {
+            if let value = reference[field], InputRules.referenceValueProblem(value) == nil,
+               let problem = profile?.referenceProblem(field: field, value: value) {
+                problems.refusal.append("issuer_reference.\(field): \(problem)")
             }
         }
         for field in reference.keys.sorted() where Self.referenceFields.contains(field) && !expected.contains(field) {

@@ -444,12 +444,7 @@ public final class PostgresGatewayStore: GatewayStore {
                         AND issuer IS NOT DISTINCT FROM \(card.issuer?.rawValue) FOR SHARE
                     """, logger: self.logger).decode(Int.self) { found = true }
                 guard found else { return false }
-                try await connection.query("""
-                    INSERT INTO vault_entries (card_id, sealed, updated_at)
-                    VALUES (\(card.id.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
-                    ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
-                    """, logger: self.logger)
-                if let event { try await self.insert(event, on: connection) }
+                try await self.upsertVaultEntry(card.id, sealed: sealed, event: event, on: connection)
                 return true
             }
         }
@@ -458,14 +453,19 @@ public final class PostgresGatewayStore: GatewayStore {
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
         try await bounded { [self] in
             try await client.withTransaction(logger: logger) { connection in
-                try await connection.query("""
-                    INSERT INTO vault_entries (card_id, sealed, updated_at)
-                    VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
-                    ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
-                    """, logger: self.logger)
-                if let event { try await self.insert(event, on: connection) }
+                try await self.upsertVaultEntry(cardID, sealed: sealed, event: event, on: connection)
             }
         }
+    }
+
+    /// The one vault write, with its event last in the same transaction.
+    private func upsertVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO vault_entries (card_id, sealed, updated_at)
+            VALUES (\(cardID.rawValue), \(ByteBuffer(bytes: sealed)), \(StoreRows.milliseconds(Date())))
+            ON CONFLICT (card_id) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at
+            """, logger: logger)
+        if let event { try await insert(event, on: connection) }
     }
 
     public func vaultEntry(_ cardID: CardID) async throws -> Data? {

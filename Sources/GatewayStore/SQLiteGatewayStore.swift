@@ -472,27 +472,24 @@ public final class SQLiteGatewayStore: GatewayStore {
             // SQLite serializes writers: no delete or move can come between this check and the write.
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM cards WHERE card_id = ? AND program = ? AND issuer IS ?",
                                     arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue]) != nil else { return false }
-            try db.execute(
-                sql: """
-                    INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
-                    ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
-                    """,
-                arguments: [card.id.rawValue, sealed, StoreRows.milliseconds(Date())])
-            if let event { try Self.insert(event, db) }
+            try Self.upsertVaultEntry(card.id, sealed: sealed, event: event, db)
             return true
         }
     }
 
     public func putVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?) async throws {
-        try await writeAlone { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
-                    ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
-                    """,
-                arguments: [cardID.rawValue, sealed, StoreRows.milliseconds(Date())])
-            if let event { try Self.insert(event, db) }
-        }
+        try await writeAlone { db in try Self.upsertVaultEntry(cardID, sealed: sealed, event: event, db) }
+    }
+
+    /// The one vault write, with its event in the same transaction.
+    private static func upsertVaultEntry(_ cardID: CardID, sealed: Data, event: SecurityEvent?, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO vault_entries (card_id, sealed, updated_at) VALUES (?, ?, ?)
+                ON CONFLICT (card_id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
+                """,
+            arguments: [cardID.rawValue, sealed, StoreRows.milliseconds(Date())])
+        if let event { try insert(event, db) }
     }
 
     public func vaultEntry(_ cardID: CardID) async throws -> Data? {

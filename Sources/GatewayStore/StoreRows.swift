@@ -56,9 +56,6 @@ enum StoreRows {
         )
         """
 
-    /// Whether two (issuer, reference column) pairs name one card at the issuer: the same issuer
-    /// and the same fields, letter case aside (schema 009). A card re-put with only the case of its
-    /// reference changed still holds it, and lets nothing go.
     /// Whether a card write drops the card's vault entry: the data sealed for one card of one
     /// program at one issuer is never another's. A new card (a card id registered again after a
     /// delete, or over an entry a version without this rule left), a card moved to another program,
@@ -70,6 +67,9 @@ enum StoreRows {
         return program != now || !keepsItsReference
     }
 
+    /// Whether two (issuer, reference column) pairs name one card at the issuer: the same issuer
+    /// and the same fields, letter case aside (schema 009). A card re-put with only the case of its
+    /// reference changed still holds it, and lets nothing go.
     static func sameReference(_ a: (issuer: String?, json: String), _ b: (issuer: String?, json: String)) -> Bool {
         a.issuer == b.issuer && a.json.utf8.elementsEqual(b.json.utf8, by: { asciiLower($0) == asciiLower($1) })
     }

@@ -26,8 +26,9 @@ public enum InputRules {
     /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
     /// run (alone or as one group among others) or in groups: the groups cards are printed in
     /// (fours, the last of one to four; Amex's 4-6-5 and Diners' 4-6-4) and fours run together
-    /// (4-12, 8-8, 12-4, 4-4-8: `isCardGrouping`), joined by one or two of ` - . : _ / , +`; not starting with 0; with no letter right before or after it; and
-    /// whose Luhn check digit holds (ISO/IEC 7812). Ids and headers a caller chooses are refused
+    /// (4-12, 8-8, 12-4, 4-4-8: `isCardGrouping`), joined by one or two of ` - . : _ / , +`; not
+    /// starting with 0; with no letter right before or after it; and whose Luhn check digit holds
+    /// (ISO/IEC 7812). Ids and headers a caller chooses are refused
     /// or replaced when they hold one. A UUID (8-4-4-4-12 hex digits, anywhere in the text) is no
     /// card's, and a run touching a letter is part of a word. Groups shorter than four before the
     /// last are a date's or a time's (`2024-11-26`), not a card's. Other numbers of that length
@@ -210,8 +211,7 @@ public enum InputRules {
     /// pair naming one (`api_key=`, `token=`, `secret=`, `password=`), a PEM block, a JWT
     /// (`eyJ...`), a UUID (many issuers' tokens are UUIDs), or a run of 16 or more letters and
     /// digits in both cases with at least 4 digits (a random token; our own hex ids are lower
-    /// case). Names,
-    /// codes and ids are none of these: text that is one is not repeated in problems, logs or
+    /// case). Names, codes and ids are none of these: text that is one is not repeated in problems, logs or
     /// the CLI's output, wherever it came from (a config value, a CSV cell, an issuer's error code
     /// that echoed the gateway's own key).
     public static func looksLikeCredential(_ text: String, uuids: Bool = true) -> Bool {

@@ -104,8 +104,8 @@ public struct RequestContract: Sendable {
     /// What is wrong with a request to `operationID`, each `field: rule`; empty when it holds.
     /// `query` is the decoded query items in order, and `queryProblem` what makes the query no
     /// form-style query (refused only by an operation that takes one: no other parses it);
-    /// `header` reads a header's fields by name (none, one, or each of several); `body` is the JSON body's bytes (nil or empty when there
-    /// is none).
+    /// `header` reads a header's fields by name (none, one, or each of several); `body` is the JSON
+    /// body's bytes (nil or empty when there is none).
     public func problems(
         operationID: String, pathParameters: [String: String], query: [(name: String, value: String)], queryProblem: String? = nil,
         header: (String) -> [String], body: Data?

@@ -14,13 +14,15 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let maxBytes = limit()
         if let declared = request.headers[.contentLength] {
-            if let length = Int(declared), length > maxBytes {
+            switch Int(declared) {
+            case let length? where length > maxBytes:
                 throw GatewayError(.requestTooLarge, "the body is \(length) bytes; the gateway accepts at most \(maxBytes)")
-            }
-            // Digits past Int's range (2^63 and up, which HTTP's parser takes up to 2^64 - 1) are
-            // a length too large, said at once: not a body waited for until the read timeout.
-            if Int(declared) == nil, !declared.isEmpty, declared.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            case nil where !declared.isEmpty && declared.utf8.allSatisfy({ (0x30...0x39).contains($0) }):
+                // Digits past Int's range (2^63 and up, which HTTP's parser takes up to 2^64 - 1)
+                // are a length too large, said at once: not a body waited for until the read timeout.
                 throw GatewayError(.requestTooLarge, "the body's Content-Length is larger than any the gateway accepts (at most \(maxBytes) bytes)")
+            default:
+                break
             }
         }
         var request = request
