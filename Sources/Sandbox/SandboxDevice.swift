@@ -9,7 +9,7 @@ import X509
 /// can decrypt what the gateway returns. `Flaw` makes the broken chains the tests need.
 public struct SandboxDevice: Sendable {
     public enum Flaw: Sendable, CaseIterable {
-        case none, expiredLeaf, missingMarker, leafNotP256, wrongSignature
+        case none, expiredLeaf, missingMarker, leafNotP256, wrongSignature, leafNotForKeyAgreement, leafIsCA
     }
 
     public let root: Certificate
@@ -72,8 +72,16 @@ public struct SandboxDevice: Sendable {
             notValidAfter: flaw == .expiredLeaf ? now - 86_400 : now + 5 * 365 * 86_400,
             issuer: subordinate.subject, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(keyAgreement: true))
+                if flaw == .leafIsCA {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                } else {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                }
+                if flaw == .leafNotForKeyAgreement {
+                    Critical(KeyUsage(digitalSignature: true))
+                } else {
+                    Critical(KeyUsage(keyAgreement: true))
+                }
                 if flaw != .missingMarker {
                     Certificate.Extension(oid: ApplePayChainValidator.markerExtension, critical: false, value: [0x05, 0x00])
                 }

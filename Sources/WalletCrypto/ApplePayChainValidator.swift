@@ -6,7 +6,8 @@ import X509
 /// Checks the certificate chain PassKit hands the app, as Apple's
 /// SecPolicyCreateApplePayIssuerEncryption does: it ends at a trusted root (Apple Root CA - G3 in
 /// production), signatures and validity dates verify, and the leaf carries the Apple Pay marker
-/// extension and a P-256 key. Answers the leaf's key for ECC_V2.
+/// extension and a P-256 key usable for key agreement (a Key Usage extension, when the leaf has
+/// one, must allow it; a leaf that is itself a CA is refused). Answers the leaf's key for ECC_V2.
 public struct ApplePayChainValidator: Sendable {
     /// 1.2.840.113635.100.6.39: the leaf's Apple Pay in-app provisioning marker.
     public static let markerExtension: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 39]
@@ -55,6 +56,26 @@ public struct ApplePayChainValidator: Sendable {
         }
         guard leaf.extensions[oid: Self.markerExtension] != nil else {
             throw Failure(reason: "the leaf certificate lacks the Apple Pay marker extension 1.2.840.113635.100.6.39")
+        }
+        // RFC 5280 4.2.1.3: a key whose Key Usage extension leaves out keyAgreement is not for
+        // ECDH, whatever else the chain says; without the extension the key is not restricted.
+        let keyUsage: KeyUsage?
+        do {
+            keyUsage = try leaf.extensions.keyUsage
+        } catch {
+            throw Failure(reason: "the leaf certificate's Key Usage extension is not valid")
+        }
+        if let keyUsage, !keyUsage.keyAgreement {
+            throw Failure(reason: "the leaf certificate's key is not for key agreement (its Key Usage leaves out keyAgreement)")
+        }
+        let basicConstraints: BasicConstraints?
+        do {
+            basicConstraints = try leaf.extensions.basicConstraints
+        } catch {
+            throw Failure(reason: "the leaf certificate's Basic Constraints extension is not valid")
+        }
+        if case .isCertificateAuthority = basicConstraints {
+            throw Failure(reason: "the leaf certificate is a certificate authority, not a device's key")
         }
         for (index, certificate) in [leaf, subordinate].enumerated() where time < certificate.notValidBefore || time > certificate.notValidAfter {
             throw Failure(reason: "certificates[\(index)] is expired or not yet valid")

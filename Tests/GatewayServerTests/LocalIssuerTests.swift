@@ -69,6 +69,7 @@ import X509
         (.missingMarker, "lacks the Apple Pay marker extension"),
         (.leafNotP256, "not a P-256 key"),
         (.wrongSignature, "certificates[0]'s signature does not verify with the key of certificates[1]"),
+        (.leafNotForKeyAgreement, "not for key agreement"),
     ])
     func aBrokenChainIsRefusedWithItsReason(flaw: SandboxDevice.Flaw, reason: String) async throws {
         let device = try SandboxDevice.make(flaw: flaw)

@@ -22,6 +22,8 @@ import X509
         (.missingMarker, "marker extension"),
         (.leafNotP256, "not a P-256 key"),
         (.wrongSignature, "certificates[0]'s signature does not verify"),
+        (.leafNotForKeyAgreement, "not for key agreement"),
+        (.leafIsCA, "is a certificate authority"),
     ])
     func eachBrokenChainFailsWithItsReason(flaw: SandboxDevice.Flaw, reason: String) async throws {
         let device = try SandboxDevice.make(flaw: flaw)
