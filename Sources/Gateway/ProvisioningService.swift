@@ -96,7 +96,11 @@ public struct ProvisioningService: Sendable {
     /// 0) when no attempt carried it.
     struct Trail {
         var event: AuditEvent
+        /// Calls made to an issuer (upstream or local).
         var attempts = 0
+        /// The trail's numbered events: every attempt, and an issuer passed over for the fallback
+        /// without a call (`auditPassedOver`); an event's `attempt` is its place in this count.
+        var numbered = 0
         /// An attempt ended without saying whether the issuer acted (`GatewayError.issuerOutcomeUnknown`).
         var outcomeUnknown = false
         /// A call to an issuer's upstream began: a request cancelled from then on (a shutdown past
@@ -361,6 +365,11 @@ public struct ProvisioningService: Sendable {
                 else { throw error }
                 logger.notice("falling back", metadata: ["fallback": "\(fallback)", "code": "\(error.code.rawValue)"])
                 metrics?.fallback(issuer: issuer, to: fallback)
+                if trail.attempts == 0 {
+                    // Paused, every breaker open: the routed issuer was not called, and the trail
+                    // says so before the local attempt, rather than showing the local one alone.
+                    try await auditPassedOver(issuer, error: error, trail: &trail)
+                }
                 do throws(GatewayError) {
                     let value = try await serve(fallback, card: card, context: context, trail: &trail, prepare: prepare, call: call)
                     // The request's `issuer` is the routed one; the line says who answered.
@@ -458,6 +467,7 @@ public struct ProvisioningService: Sendable {
 
     private func audit(_ report: AttemptReport, trail: inout Trail) async throws(GatewayError) {
         trail.attempts += 1
+        trail.numbered += 1
         if let error = report.error, !error.actedOnNothing, error.issuerOutcomeUnknown || error.condition?.leavesOutcomeUnknown == true {
             trail.outcomeUnknown = true
         }
@@ -465,7 +475,7 @@ public struct ProvisioningService: Sendable {
         event.at = Date()
         event.issuer = report.issuer
         event.endpoint = report.endpoint
-        event.attempt = trail.attempts
+        event.attempt = trail.numbered
         event.outcome = report.error == nil ? .succeeded : .failed
         event.errorCode = report.error?.code
         if let error = report.error {
@@ -483,8 +493,25 @@ public struct ProvisioningService: Sendable {
         trail.lastRecorded = report.error
     }
 
-    /// A stored answer is replayed only while the card is still one of the client's: not after it
-    /// was deleted, moved to another program, or the client lost the program.
+    /// The routed issuer, not called, passed over for the fallback: a numbered event with its code
+    /// and no endpoint, upstream status or latency (no call was made), written before the local
+    /// attempt so the trail reads in order.
+    private func auditPassedOver(_ issuer: IssuerID, error: GatewayError, trail: inout Trail) async throws(GatewayError) {
+        trail.numbered += 1
+        var event = trail.event
+        event.at = Date()
+        event.issuer = issuer
+        event.endpoint = nil
+        event.attempt = trail.numbered
+        event.outcome = .failed
+        event.errorCode = error.code
+        event.upstreamStatus = nil
+        event.latencyMS = 0
+        try await record(event, logger: trail.logger, unanswered: &trail.storeUnanswered)
+        trail.lastRecorded = error
+    }
+
+    /// An activation without `card_id` is the client's only when its config allows it.
     private static func mayActivateWithoutACard(_ client: Client) throws(GatewayError) {
         guard client.activationsWithoutCard else {
             throw GatewayError(.forbidden, "card_id: required (this client may not activate tokens without a card: clients[].activations_without_card)")
@@ -520,6 +547,8 @@ public struct ProvisioningService: Sendable {
         try await record(event(.replayed, nil), logger: logger)
     }
 
+    /// A stored answer is replayed only while the card is still one of the client's: not after it
+    /// was deleted, moved to another program, or the client lost the program.
     private func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
         guard let cardID else {
             // An activation without a card: replayed only while the client may still make one.

@@ -105,8 +105,48 @@ struct FailoverTests {
             let second = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
             #expect(second.status == .ok && second.json["issuer"] as? String == "local")
             #expect(await sandbox.bridge.log.count == 1)
+            // The trail says Bridge was passed over (no endpoint, no status: no call), then local.
             let events = try await ResilienceTests.events(client, second)
-            #expect(events.map { $0["issuer"] as? String } == ["local"])
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
+            #expect(events.map { $0["attempt"] as? Int } == [1, 2])
+            #expect(events.map { $0["outcome"] as? String } == ["failed", "succeeded"])
+            #expect(events.first?["error_code"] as? String == "upstream_unavailable")
+            #expect(events.first?["endpoint"] == nil && events.first?["upstream_status"] == nil)
+            // A called issuer's trail is unchanged: its failed attempt, then local.
+            let firstEvents = try await ResilienceTests.events(client, first)
+            #expect(firstEvents.map { $0["issuer"] as? String } == ["bridge", "local"])
+            #expect(firstEvents.first?["upstream_status"] as? Int == 503)
+        }
+    }
+
+    /// A paused issuer is passed over for the fallback without a call, and its trail says so: an
+    /// event for the issuer with no endpoint and no upstream status, then local's. Without vault
+    /// data the local attempt fails and the request's answer (attempt 0) is the issuer's code.
+    @Test func aPausedIssuerIsOnTheTrailBeforeTheFallback() async throws {
+        let unvaulted = CardRecord(id: "card_not_vaulted", program: "demo", issuer: "bridge",
+                                   issuerReference: .init(["customer_id": "cust_not_vaulted", "card_account_id": "ca_not_vaulted"]))
+        let config = try ResilienceTests.config { config in
+            config.issuers["bridge"]!.paused = true
+            config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", fallback: "local")]
+        }
+        try await GatewayHarness.run(config: config, extraCards: [unvaulted]) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let served = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body)
+            #expect(served.status == .ok && served.json["issuer"] as? String == "local")
+            let events = try await ResilienceTests.events(client, served)
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
+            #expect(events.map { $0["attempt"] as? Int } == [1, 2])
+            #expect(events.map { $0["error_code"] as? String } == ["upstream_unavailable", nil])
+            #expect(events.first?["endpoint"] == nil && events.first?["upstream_status"] == nil && events.first?["latency_ms"] as? Int == 0)
+            #expect(events.last?["endpoint"] != nil)
+
+            let refused = try await GatewayHarness.provision(client, card: "card_not_vaulted", body: body)
+            #expect(refused.status == .serviceUnavailable && refused.json["code"] as? String == "upstream_unavailable")
+            let refusedEvents = try await ResilienceTests.events(client, refused)
+            #expect(refusedEvents.map { $0["issuer"] as? String } == ["bridge", "local", "bridge"])
+            #expect(refusedEvents.map { $0["attempt"] as? Int } == [1, 2, 0])
+            #expect(refusedEvents.map { $0["error_code"] as? String } == ["upstream_unavailable", "card_not_found", "upstream_unavailable"])
+            #expect(await sandbox.bridge.log.count == 0)
         }
     }
 
