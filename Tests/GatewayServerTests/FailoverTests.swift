@@ -69,6 +69,8 @@ struct FailoverTests {
             #expect(endpoints.first?["last_error_code"] as? String == "upstream_unavailable")
             #expect((endpoints.first?["recent_failures"] as? [[String: Any]])?.count == 2)
             #expect(endpoints.first?["open_until"] is String)
+            // The open breaker still says how many failures in a row opened it (it had said 0).
+            #expect(endpoints.map { $0["consecutive_failures"] as? Int } == [2, 0])
 
             // The open duration passes: one probe goes to the primary, fails, and it opens again.
             time.advance(by: .seconds(31))
@@ -76,6 +78,10 @@ struct FailoverTests {
             #expect(await primary.log.count == 3)
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
             #expect(await primary.log.count == 3)
+            let reopened = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers", key: Self.opsKey)
+            let primaryView = ((reopened.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }?["endpoints"]
+                as? [[String: Any]])?.first
+            #expect(primaryView?["breaker"] as? String == "open" && primaryView?["consecutive_failures"] as? Int == 3)
 
             // Healed: the next probe succeeds and closes the breaker; the primary serves again.
             _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
@@ -87,6 +93,9 @@ struct FailoverTests {
             let states = ((healed.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }?["endpoints"]
                 as? [[String: Any]])?.map { $0["breaker"] as? String }
             #expect(states == ["closed", "closed"])
+            let counts = ((healed.json["issuers"] as? [[String: Any]])?.first { $0["issuer"] as? String == "bridge" }?["endpoints"]
+                as? [[String: Any]])?.map { $0["consecutive_failures"] as? Int }
+            #expect(counts == [0, 0])
         }
     }
 

@@ -25,6 +25,9 @@ public final class UpstreamHealth: Sendable {
         var recentFailures: [Failure] = []
         var calls = 0
         var failures = 0
+        /// Failures that count against the endpoint since its last success, whatever the breaker's
+        /// state (an open breaker's own state keeps no count, and the admin view had said 0).
+        var consecutiveFailures = 0
 
         /// Whether a caller that names `url` (nil: any) means this endpoint.
         func isAt(_ url: String?) -> Bool { url.map { $0 == self.url } ?? true }
@@ -138,11 +141,13 @@ public final class UpstreamHealth: Sendable {
                 endpoint.recentFailures.append(Failure(at: wall, code: error.code, condition: error.condition?.description ?? "other"))
                 if endpoint.recentFailures.count > Self.recentFailureLimit { endpoint.recentFailures.removeFirst() }
                 if error.condition?.countsAgainstEndpoint == true {
+                    endpoint.consecutiveFailures += 1
                     transition = endpoint.breaker.record(success: false, at: now)
                 } else {
                     endpoint.breaker.release()
                 }
             } else {
+                endpoint.consecutiveFailures = 0
                 transition = endpoint.breaker.record(success: true, at: now)
             }
             all[key] = endpoint
@@ -212,7 +217,6 @@ public final class UpstreamHealth: Sendable {
             all.sorted { ($0.key.issuer.rawValue, $0.key.index) < ($1.key.issuer.rawValue, $1.key.index) }.map { key, endpoint in
                 var state = endpoint.breaker.state.name
                 var openUntil: Date?
-                var consecutive = 0
                 switch endpoint.breaker.state {
                 case .open(let until):
                     if until <= now {
@@ -220,13 +224,11 @@ public final class UpstreamHealth: Sendable {
                     } else {
                         openUntil = wall.addingTimeInterval(Double(now.duration(to: until).wholeMilliseconds) / 1000)
                     }
-                case .closed(let failures):
-                    consecutive = failures
-                case .halfOpen:
+                case .closed, .halfOpen:
                     break
                 }
                 return EndpointSnapshot(issuer: key.issuer, index: key.index, url: endpoint.url, state: state, openUntil: openUntil,
-                                        consecutiveFailures: consecutive, calls: endpoint.calls, failures: endpoint.failures,
+                                        consecutiveFailures: endpoint.consecutiveFailures, calls: endpoint.calls, failures: endpoint.failures,
                                         recentFailures: endpoint.recentFailures)
             }
         }
