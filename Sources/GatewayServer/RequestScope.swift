@@ -14,4 +14,6 @@ enum RequestScope {
     @TaskLocal static var remoteAddress: SocketAddress?
     /// The config generation the request runs on, from its arrival to its answer.
     @TaskLocal static var generation: ConfigGeneration?
+    /// The access line's notes (`log.access`), filled in by the middleware below it.
+    @TaskLocal static var access: AccessNote?
 }

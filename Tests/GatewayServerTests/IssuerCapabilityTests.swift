@@ -171,8 +171,13 @@ import Testing
             #expect(response.json["issuer"] as? String == "local")
             #expect(await sandbox.bridge.log.count == 0)
             let events = try await ResilienceTests.events(client, response)
-            #expect(events.map { $0["issuer"] as? String } == ["local"])
-            #expect(events.map { $0["outcome"] as? String } == ["succeeded"])
+            // Bridge, not called, is on the trail first: its code, no endpoint, no status, 0 ms.
+            #expect(events.map { $0["issuer"] as? String } == ["bridge", "local"])
+            #expect(events.map { $0["attempt"] as? Int } == [1, 2])
+            #expect(events.map { $0["outcome"] as? String } == ["failed", "succeeded"])
+            #expect(events.map { $0["error_code"] as? String } == ["upstream_unavailable", nil])
+            #expect(events.first?["endpoint"] == nil && events.first?["upstream_status"] == nil && events.first?["latency_ms"] as? Int == 0)
+            #expect(events.last?["endpoint"] != nil)
         }
     }
 }

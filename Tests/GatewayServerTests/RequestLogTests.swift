@@ -68,4 +68,58 @@ struct RequestLogTests {
         #expect(failure.contains("no such table: cards"), "the log line lacks the cause: \(failure)")
         #expect(failure.contains(" request_id=req_broken_store"), "\(failure)")
     }
+
+    /// The access line (`log.access`, on by default): one per request, whatever its outcome, with
+    /// the route template and never the raw path or the key.
+    @Test func everyRequestHasOneAccessLineWithItsRouteStatusCodeAndClient() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        try await GatewayHarness.run(logger: logger) { client, _ in
+            let served = try await Self.provision(client, card: "card_bridge_demo", requestID: "req_access_ok")
+            #expect(served.status == .ok)
+            let refused = try await client.execute(
+                uri: "/v1/cards/card_bridge_demo", method: .get,
+                headers: [.authorization: "Bearer sk_not_a_known_key", HTTPField.Name("X-Request-Id")!: "req_access_401"])
+            #expect(refused.status == .unauthorized)
+            let unknown = try await client.execute(
+                uri: "/v1/nowhere/4111111111111111", method: .get,
+                headers: [.authorization: "Bearer \(GatewayHarness.demoKey)", HTTPField.Name("X-Request-Id")!: "req_access_404"])
+            #expect(unknown.status == .notFound)
+            let health = try await client.execute(uri: "/healthz", method: .get, headers: [HTTPField.Name("X-Request-Id")!: "req_access_health"])
+            #expect(health.status == .ok)
+        }
+        func accessLines(_ id: String) -> [String] {
+            captured.lines.filter { $0.contains(" gateway-tests: request ") && $0.contains(" request_id=\(id)") }
+        }
+        let ok = accessLines("req_access_ok")
+        #expect(ok.count == 1, "\(ok)")
+        let line = try #require(ok.first)
+        for part in ["method=POST", "route=/v1/cards/{card_id}/wallet-provisioning/apple-pay", "status=200", "client=demo", "latency_ms=", "trace_id="] {
+            #expect(line.contains(part), "\(part) missing: \(line)")
+        }
+        #expect(!line.contains("code=") && !line.contains("card_bridge_demo"), "\(line)")
+
+        let unauthorized = try #require(accessLines("req_access_401").first, "\(captured.text)")
+        #expect(unauthorized.contains("status=401") && unauthorized.contains("code=unauthorized"), "\(unauthorized)")
+        #expect(!unauthorized.contains("client=") && !unauthorized.contains("sk_not_a_known_key"), "\(unauthorized)")
+
+        let notFound = try #require(accessLines("req_access_404").first, "\(captured.text)")
+        #expect(notFound.contains("route=unmatched") && notFound.contains("status=404") && notFound.contains("code=not_found"), "\(notFound)")
+        #expect(!notFound.contains("4111111111111111") && !notFound.contains("nowhere"), "\(notFound)")
+
+        #expect(accessLines("req_access_health").first?.contains("route=/healthz") == true, "\(captured.text)")
+    }
+
+    @Test func theAccessLineCanBeTurnedOff() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        var config = try GatewayHarness.sandboxConfig()
+        config.log.access = false
+        try await GatewayHarness.run(config: config, logger: logger) { client, _ in
+            let served = try await Self.provision(client, card: "card_bridge_demo", requestID: "req_access_off")
+            #expect(served.status == .ok)
+        }
+        #expect(captured.lines.contains { $0.contains("apple_pay succeeded") && $0.contains("req_access_off") })
+        #expect(!captured.lines.contains { $0.contains(" gateway-tests: request ") }, "\(captured.text)")
+    }
 }

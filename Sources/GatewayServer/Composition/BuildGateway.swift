@@ -106,6 +106,7 @@ public func buildGateway(
     router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: RequestTracingMiddleware(tracer: tracing.tracer))
+    if config.log.access { router.add(middleware: AccessLogMiddleware(logger: logger)) }
     router.add(middleware: ProblemMiddleware(logger: logger))
     // From here on a request runs on the config generation serving when it arrived.
     router.add(middleware: ConfigGenerationMiddleware(live: live))

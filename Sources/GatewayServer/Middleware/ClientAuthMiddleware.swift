@@ -60,6 +60,7 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
             throw GatewayError(.invalidRequest, "Authorization is given more than once: send one 'Authorization: Bearer <key>'")
         }
         let client = try await authenticate(request.headers[.authorization], remoteAddress: context.remoteAddress)
+        RequestScope.access?.note(client: client.id)
         if case .refused(let wait) = clientLimits.take(client.id) {
             metrics?.rateLimited(client: client.id.rawValue)
             throw GatewayError(.rateLimited, "this client is over its rate limit; send again after Retry-After", retryAfter: wait)

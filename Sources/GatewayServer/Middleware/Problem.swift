@@ -6,6 +6,7 @@ import ProvisioningCore
 /// Renders a `GatewayError` as RFC 9457 `application/problem+json`, using the spec's own schema.
 enum ProblemResponse {
     static func make(_ error: GatewayError) -> Response {
+        RequestScope.access?.note(code: error.code)
         var headers: HTTPFields = [.contentType: "application/problem+json"]
         // An issuer's Retry-After that did not fit in the deadline is passed on to the caller.
         if error.isRetryableByTheCaller, let retryAfter = error.retryAfter {

@@ -452,16 +452,18 @@ public struct VaultKeyConfig: Sendable, Codable, Equatable {
     }
 }
 
-/// Trust anchors for PassKit certificate chains: `apple` is the bundled Apple Root CA - G3 (the
-/// default); anything else is a PEM or DER file path.
 /// How the executable writes its log: `text` (one readable line per event, the default) or `json`
 /// (one JSON object per line). `serve --log-format` overrides it.
 public struct LogConfig: ConfigSection {
     public enum Defaults {
         public enum Format: ConfigDefault { public static let value = LogFormat.text }
+        public enum Access: ConfigDefault { public static let value = true }
     }
 
     @Default<Defaults.Format> public var format: LogFormat
+    /// One `request` line per request at `info` (method, route template, status, code, client,
+    /// latency). On by default: it is how ops finds a 401 or a 429, which write nothing else.
+    @Default<Defaults.Access> public var access: Bool
     public init() {}
 }
 
@@ -491,6 +493,8 @@ public struct TelemetryConfig: ConfigSection {
     }
 }
 
+/// Trust anchors for PassKit certificate chains: `apple` is the bundled Apple Root CA - G3 (the
+/// default); anything else is a PEM or DER file path.
 public struct TrustConfig: ConfigSection {
     public enum Defaults {
         public enum Anchors: ConfigDefault { public static let value = ["apple"] }
