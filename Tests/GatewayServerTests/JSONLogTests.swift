@@ -39,7 +39,7 @@ struct JSONLogTests {
         #expect(object["request_id"] as? String == "req_1\nforged")
         #expect(object["provisioning_id"] as? String == "prv_1")
         #expect(object["metadata.message"] as? String == "collides")
-        #expect(object["attempt"] as? String == "2")
+        #expect(object["attempt"] as? Int == 2)
         #expect((object["endpoint"] as? [String: Any])?["issuer"] as? String == "bridge")
         let timestamp = try #require(object["timestamp"] as? String)
         #expect(try Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(timestamp) <= Date())
@@ -61,5 +61,25 @@ struct JSONLogTests {
             #expect(object["request_id"] as? String == "req_json_1", "\(line)")
             #expect(!line.contains("4111111111111111"))
         }
+        // Durations and statuses are numbers a pipeline can compare.
+        let access = try Self.object(try #require(captured.first { $0.contains(#""message":"request""#) }, "\(captured)"))
+        #expect(access["status"] as? Int == 200 && access["latency_ms"] is Int, "\(access)")
+        let success = try Self.object(try #require(captured.first { $0.contains("apple_pay succeeded") }))
+        #expect(success["latency_ms"] is Int, "\(success)")
+    }
+
+    /// Number keys are chosen by name: an id of digits stays a string, and a number key whose value
+    /// is not a whole number keeps its text.
+    @Test func numbersAreChosenByKeyNotByLook() throws {
+        let (lines, logger) = Self.capturing()
+        logger.notice("event", metadata: [
+            "request_id": "12345", "card_id": "0042", "wait_ms": "250", "count": .stringConvertible(3),
+            "status": "not-a-number", "upstream_status": "99999999999999999999",
+        ])
+        let object = try Self.object(try #require(lines.withLock { $0.first }))
+        #expect(object["request_id"] as? String == "12345" && object["card_id"] as? String == "0042")
+        #expect(object["wait_ms"] as? Int == 250 && object["count"] as? Int == 3)
+        #expect(object["status"] as? String == "not-a-number")
+        #expect(object["upstream_status"] as? String == "99999999999999999999")
     }
 }

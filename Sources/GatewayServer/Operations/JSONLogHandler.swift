@@ -5,7 +5,8 @@ import Logging
 /// `timestamp` (UTC, ISO 8601 with milliseconds), `level`, `label`, `message`, `source`, the
 /// event's `error` if any, and every metadata entry as a key of its own (`request_id`,
 /// `provisioning_id`, `trace_id`, `span_id`, ...). A metadata key that would replace one of those is written as
-/// `metadata.<key>`.
+/// `metadata.<key>`. Counts, durations and statuses (`latency_ms`, `status`, `attempts`, ...:
+/// `numberKeys`) are JSON numbers.
 ///
 /// `JSONSerialization` does the escaping, so a line break or quote in a message or an id cannot
 /// end the line or the object. The characters some readers also treat as line ends (DEL, C1
@@ -52,7 +53,7 @@ public struct JSONLogHandler: LogHandler {
     ) -> String {
         var object: [String: Any] = [:]
         for (key, value) in metadata {
-            object[reservedKeys.contains(key) ? "metadata.\(key)" : key] = json(value)
+            object[reservedKeys.contains(key) ? "metadata.\(key)" : key] = numberKey(key) ? number(value) : json(value)
         }
         object["timestamp"] = timestamp.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         object["level"] = level.rawValue
@@ -67,6 +68,28 @@ public struct JSONLogHandler: LogHandler {
             return #"{"level":"error","message":"a log event could not be encoded as JSON"}"# + "\n"
         }
         return escapeLineBreakers(text) + "\n"
+    }
+
+    /// Keys whose values are counts, durations and statuses: written as JSON numbers, so a log
+    /// pipeline can sum and compare them (`latency_ms > 1000`). Chosen by name, never by the
+    /// value's look, so a key has one type in every line (a request id of digits stays a string,
+    /// and a pipeline's field mapping never meets a number where it learnt a string).
+    static let numberKeys: Set<String> = ["status", "upstream_status", "attempt", "attempts", "count", "events", "generation", "max_connections"]
+
+    static func numberKey(_ key: String) -> Bool {
+        numberKeys.contains(key) || key.hasSuffix("_ms") || key.hasSuffix("_count") || key.hasSuffix("_bytes")
+    }
+
+    /// A whole number as a JSON number; anything else (which these keys do not carry) as the text.
+    static func number(_ value: Logger.Metadata.Value) -> Any {
+        let text: String
+        switch value {
+        case .string(let string): text = string
+        case .stringConvertible(let convertible): text = convertible.description
+        case .array, .dictionary: return json(value)
+        }
+        guard text.utf8.count <= 18, let number = Int(text) else { return text }
+        return number
     }
 
     static func json(_ value: Logger.Metadata.Value) -> Any {
