@@ -66,6 +66,29 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
+    /// A repeat of the key refused (another request under it, or the first's outcome unknown) is
+    /// on the trail of the provisioning the key ran as, before the refusal is answered: a
+    /// `replayed` event with the refusal's code, its card, operation and issuer copied from the
+    /// trail's first event (the key is the client's own, so the trail is too). Probing a key, or a
+    /// client retrying a lost request with a changed body, shows there. A trail without events
+    /// (its request died before its first) gets none; a write that fails is the caller's answer.
+    private func noteRefusedRepeat(_ provisioningID: ProvisioningID?, code: GatewayError.Code) async throws(GatewayError) {
+        guard let provisioningID else { return }
+        do {
+            guard var event = try await store.auditEvents(provisioningID).first else { return }
+            event.at = wallTime()
+            event.endpoint = nil
+            event.attempt = 0
+            event.outcome = .replayed
+            event.errorCode = code
+            event.upstreamStatus = nil
+            event.latencyMS = 0
+            try await store.appendAudit(event)
+        } catch {
+            throw GatewayError(.internal, "the refused repeat of an Idempotency-Key could not be put on its audit trail", cause: error)
+        }
+    }
+
     /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
     /// ran now, the stored answer when an earlier request with the key ran it.
     public enum Answer<Fresh: Sendable>: Sendable {
@@ -190,9 +213,11 @@ public struct IdempotencyGuard: Sendable {
                 } catch {
                     throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened", cause: error)
                 }
-            case .mismatch:
+            case .mismatch(let provisioningID):
+                try await noteRefusedRepeat(provisioningID, code: .idempotencyKeyReused)
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
             case .abandoned(let provisioningID):
+                try await noteRefusedRepeat(provisioningID, code: .idempotencyOutcomeUnknown)
                 // The retry is pointed at the provisioning whose outcome is unknown: its audit
                 // trail (`GET /v1/provisionings/{id}`) says which issuer was called and how it ended.
                 throw provisioningID.map { Self.outcomeUnknown.with(provisioningID: $0) } ?? Self.outcomeUnknown

@@ -336,7 +336,7 @@ enum StoreRows {
     static func claim(existingHash: String, completedStatus: Int?, body: Data?, createdAt: Int64, abandonAt: Int64?, provisioningID: String?,
                       requestHash: String, now: Int64, askerAbandonAt: Int64) -> IdempotencyClaim
     {
-        guard existingHash == requestHash else { return .mismatch }
+        guard existingHash == requestHash else { return .mismatch(provisioningID.map(ProvisioningID.init)) }
         guard let completedStatus, let body else {
             // An abandon time older than the claim is a previous claim's, left by a binary from
             // before 007 that took the expired key over: this claim is judged as one of its own.

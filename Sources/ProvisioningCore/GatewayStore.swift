@@ -24,8 +24,9 @@ public enum IdempotencyClaim: Sendable, Equatable {
     /// claim ran as, when the claim kept one (schema 010; not for a claim kept before it), so a
     /// retry can be pointed at that provisioning's audit trail.
     case abandoned(ProvisioningID?)
-    /// The key was used with a different request.
-    case mismatch
+    /// The key was used with a different request: the provisioning that request ran as, when its
+    /// claim kept one (as for `abandoned`), on whose trail the refused repeat is recorded.
+    case mismatch(ProvisioningID?)
 }
 
 /// What an owner-checked card write did.

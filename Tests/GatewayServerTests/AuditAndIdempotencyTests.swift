@@ -172,7 +172,8 @@ import Testing
 
     @Test func theSameKeyWithAnotherBodyIsRefused() async throws {
         try await GatewayHarness.run { client, sandbox in
-            _ = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
+            let served = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: "order-43")
+            let before = try await ResilienceTests.events(client, served)
             var other = try GatewayHarness.requestJSON()
             other["nonce"] = Data([1, 2, 3, 4]).base64EncodedString()
             let reused = try await Self.provision(client, body: try JSONSerialization.data(withJSONObject: other), idempotencyKey: "order-43")
@@ -183,6 +184,13 @@ import Testing
             #expect(otherCard.json["code"] as? String == "idempotency_key_reused")
             #expect(await sandbox.bridge.log.count == 1)
             #expect(await sandbox.tmp.log.count == 0)
+            // Each refused repeat is on the trail of the provisioning the key ran as: a `replayed`
+            // event with the refusal's code, after what was there.
+            let after = try await ResilienceTests.events(client, served)
+            #expect(after.count == before.count + 2, "\(after)")
+            let refusals = after.suffix(2)
+            #expect(refusals.allSatisfy { $0["outcome"] as? String == "replayed" && $0["error_code"] as? String == "idempotency_key_reused" })
+            #expect(refusals.allSatisfy { $0["card_id"] as? String == "card_bridge_demo" && $0["endpoint"] == nil && $0["attempt"] as? Int == 0 })
         }
     }
 
@@ -258,7 +266,11 @@ import Testing
                 // trail holds its attempts.
                 let named = try #require(first.json["provisioning_id"] as? String, "\(first.json)")
                 #expect(retry.json["provisioning_id"] as? String == named, "\(retry.json)")
-                #expect(try await ResilienceTests.events(client, first).count >= 1)
+                // The refused retry is on that trail, last: a `replayed` event with the code.
+                let trail = try await ResilienceTests.events(client, first)
+                #expect(trail.count >= 2)
+                #expect(trail.last?["outcome"] as? String == "replayed" && trail.last?["error_code"] as? String == "idempotency_outcome_unknown",
+                        "\(trail)")
                 #expect(await simulator.log.count == calls, "the retry reached \(issuer)")
                 #expect(try await Self.provision(client, card: card, body: body, idempotencyKey: "order-new").status == .ok)
             } else {

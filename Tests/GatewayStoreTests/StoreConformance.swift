@@ -629,14 +629,14 @@ enum StoreConformance {
         }
         #expect(try await claim("k1", "h1", "acme") == .acquired)
         #expect(try await claim("k1", "h1", "acme") == .inProgress)
-        #expect(try await claim("k1", "h2", "acme") == .mismatch)
+        #expect(try await claim("k1", "h2", "acme").isMismatch)
         // Keys belong to a client: another client's same key is another key.
         #expect(try await claim("k1", "h9", "globex") == .acquired)
 
         let answer = StoredResponse(status: 200, body: Data(#"{"provisioning_id":"prv_1"}"#.utf8))
         try await store.completeIdempotencyKey(client: "acme", key: "k1", claimedAt: now, response: answer)
         #expect(try await claim("k1", "h1", "acme") == .replay(answer))
-        #expect(try await claim("k1", "h2", "acme") == .mismatch)
+        #expect(try await claim("k1", "h2", "acme").isMismatch)
         // A completed answer is never released.
         try await store.releaseIdempotencyKey(client: "acme", key: "k1", claimedAt: now)
         #expect(try await claim("k1", "h1", "acme") == .replay(answer))
@@ -693,7 +693,7 @@ enum StoreConformance {
         }
         // Another request under the key is still refused as a reuse.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(50), expiresAt: instant(3600),
-                                                    abandonAt: instant(70)) == .mismatch)
+                                                    abandonAt: instant(70)).isMismatch)
         // Past its expiry the key is free again.
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", now: instant(3600), expiresAt: instant(7200),
                                                     abandonAt: instant(3620)) == .acquired)
@@ -768,7 +768,7 @@ enum StoreConformance {
         try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1))
         #expect(try await claim("k") == .abandoned(first))
         #expect(try await claim("k", at: 700) == .abandoned(first), "abandoned by age, it still names its own provisioning")
-        #expect(try await claim("k", "h2") == .mismatch)
+        #expect(try await claim("k", "h2") == .mismatch(first), "a reuse names the provisioning the key ran as")
         #expect(try await claim("k", "h", client: "globex") == .inProgress)
         let later = ProvisioningID.generate(at: instant(3601))
         #expect(try await claim("k", at: 3601, as: later) == .acquired)

@@ -13,6 +13,11 @@ extension GatewayStore {
 
 extension IdempotencyClaim {
     /// Abandoned, whatever provisioning it names.
+    public var isMismatch: Bool {
+        if case .mismatch = self { return true }
+        return false
+    }
+
     public var isAbandoned: Bool {
         if case .abandoned = self { return true }
         return false
