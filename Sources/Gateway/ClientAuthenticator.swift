@@ -45,6 +45,21 @@ public struct ClientAuthenticator: Sendable {
     public static let maxAuthorizationBytes = 512
 
     public func authenticate(authorization: String?) throws(GatewayError) -> Client {
+        try authenticateKey(authorization: authorization).client
+    }
+
+    /// The client a key's SHA-256 names, when this configuration still has that key.
+    public func client(keyDigest: [UInt8]) -> Client? {
+        var match: Client?
+        for entry in entries where Self.constantTimeEqual(entry.hash, keyDigest) {
+            match = entry.client
+        }
+        return match
+    }
+
+    /// The client and the SHA-256 of the key it presented (kept for the request, never the key:
+    /// a reload while the request is received is checked against it, `client(keyDigest:)`).
+    public func authenticateKey(authorization: String?) throws(GatewayError) -> (client: Client, keyDigest: [UInt8]) {
         guard let authorization, authorization.utf8.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
             throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'")
         }
@@ -55,12 +70,8 @@ public struct ClientAuthenticator: Sendable {
         let key = authorization.dropFirst(7).drop { $0 == " " }
         guard !key.isEmpty else { throw GatewayError(.unauthorized, "send the API key as 'Authorization: Bearer <key>'") }
         let presented = Array(SHA256.hash(data: Data(key.utf8)))
-        var match: Client?
-        for entry in entries where Self.constantTimeEqual(entry.hash, presented) {
-            match = entry.client
-        }
-        guard let match else { throw GatewayError(.unauthorized, "unknown API key") }
-        return match
+        guard let match = client(keyDigest: presented) else { throw GatewayError(.unauthorized, "unknown API key") }
+        return (match, presented)
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {

@@ -38,16 +38,29 @@ struct APIHandler: APIProtocol {
     /// The authenticated client. An admin client reaching a provisioning, token or activation
     /// route is refused by the service (403), which puts the refusal on the audit trail like any
     /// other: admin clients manage and never provision, and an admin key trying to is worth a record.
-    static func client() throws(GatewayError) -> Client {
+    /// The caller, as the configuration serving now says. A request is authenticated when its
+    /// headers arrive, on the generation serving then, and its handler runs once its body is in,
+    /// which a client can hold back for up to `server.read_timeout_ms`: a reload meanwhile that
+    /// revoked the key, removed the client or moved its programs (the incident response to a
+    /// leaked key) must not let the request act as before (the reload audit's slow body got a
+    /// fresh provisioning 8.5 s after its key was removed). The key is checked again against the
+    /// current generation, and the client it names now is the one the request acts as.
+    func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
-        return client
+        guard let arrivedOn = RequestScope.generation, let current = live.current, current.number != arrivedOn.number,
+              let keyDigest = RequestScope.keyDigest
+        else { return client }
+        guard let now = current.authenticator.client(keyDigest: keyDigest), now.id == client.id else {
+            throw GatewayError(.unauthorized, "the API key was revoked while the request was being received")
+        }
+        return now
     }
 
     /// The caller, when it is an admin client. Any other client is refused (403) and the attempt
     /// is a security event (`auth_failed`, the client as its actor, `reason: not_admin`, the
     /// operation): PCI DSS 10.2.1.4's invalid access attempts, which a 403 had left unrecorded.
     func adminClient(_ what: String) async throws(GatewayError) -> Client {
-        let client = try Self.client()
+        let client = try client()
         guard client.admin else {
             // Best effort: a store that cannot take the event does not turn the 403 into a 500.
             try? await audit.record(event(.authFailed, client, detail: ["reason": "not_admin", "operation": what]))
@@ -70,7 +83,7 @@ struct APIHandler: APIProtocol {
     // MARK: Apple Pay
 
     func provisionApplePay(_ input: Operations.ProvisionApplePay.Input) async throws -> Operations.ProvisionApplePay.Output {
-        let client = try Self.client()
+        let client = try client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try Self.decode(body)
@@ -93,7 +106,7 @@ struct APIHandler: APIProtocol {
     // MARK: Google Pay
 
     func provisionGooglePay(_ input: Operations.ProvisionGooglePay.Input) async throws -> Operations.ProvisionGooglePay.Output {
-        let client = try Self.client()
+        let client = try client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try GooglePayProvisioningRequest(walletAccountID: body.walletAccountId, deviceID: body.deviceId)
@@ -127,7 +140,7 @@ struct APIHandler: APIProtocol {
     // MARK: Samsung Pay
 
     func provisionSamsungPay(_ input: Operations.ProvisionSamsungPay.Input) async throws -> Operations.ProvisionSamsungPay.Output {
-        let client = try Self.client()
+        let client = try client()
         let cardID = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try SamsungPayProvisioningRequest(
@@ -157,7 +170,7 @@ struct APIHandler: APIProtocol {
     // MARK: Wallet tokens
 
     func listWalletTokens(_ input: Operations.ListWalletTokens.Input) async throws -> Operations.ListWalletTokens.Output {
-        let client = try Self.client()
+        let client = try client()
         let cardID = try Self.cardID(input.path.cardId)
         let list = try await service.walletTokens(cardID: cardID, client: client, logger: RequestScope.logger)
         return .ok(.init(body: .json(.init(provisioningId: list.provisioningID.rawValue, tokens: list.tokens.map { token in
@@ -188,7 +201,7 @@ struct APIHandler: APIProtocol {
     private func transition(cardID text: String, tokenID: String, _ action: WalletTokenAction, idempotencyKey: String?)
         async throws -> Components.Schemas.WalletTokenTransition
     {
-        let client = try Self.client()
+        let client = try client()
         let cardID = try Self.cardID(text)
         let operation = AuditOperation(action)
         let outcome = try await idempotency.run(
@@ -209,7 +222,7 @@ struct APIHandler: APIProtocol {
     // MARK: Token activation
 
     func activateToken(_ input: Operations.ActivateToken.Input) async throws -> Operations.ActivateToken.Output {
-        let client = try Self.client()
+        let client = try client()
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         let request = try TokenActivationRequest(tokenUniqueReference: body.tokenUniqueReference)
         if let cardID = body.cardId, !InputRules.isCardID(cardID) { throw GatewayError(.invalidRequest, InputRules.cardIDRule) }
@@ -315,7 +328,7 @@ struct APIHandler: APIProtocol {
     // MARK: Card registry
 
     func putCard(_ input: Operations.PutCard.Input) async throws -> Operations.PutCard.Output {
-        let client = try Self.client()
+        let client = try client()
         let id = try Self.cardID(input.path.cardId)
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
         func refuse(_ error: GatewayError, _ reason: String) async -> GatewayError {
@@ -369,7 +382,7 @@ struct APIHandler: APIProtocol {
     }
 
     func deleteCard(_ input: Operations.DeleteCard.Input) async throws -> Operations.DeleteCard.Output {
-        let client = try Self.client()
+        let client = try client()
         let id = try Self.cardID(input.path.cardId)
         // Ownership, deletion (with the vault entry) and the security event in one transaction.
         guard try await store.deleteCard(id, owners: client.admin ? nil : client.programs, event: event(.cardDeleted, client, card: id)) != nil
@@ -378,7 +391,7 @@ struct APIHandler: APIProtocol {
     }
 
     func listCards(_ input: Operations.ListCards.Input) async throws -> Operations.ListCards.Output {
-        let client = try Self.client()
+        let client = try client()
         let limit = input.query.limit ?? 100
         guard (1...500).contains(limit) else { throw GatewayError(.invalidRequest, "limit: must be 1 to 500") }
         if let program = input.query.program, !InputRules.isName(program) {
@@ -412,7 +425,7 @@ struct APIHandler: APIProtocol {
     /// A card the caller may see: its own programs' (or any, for an admin, whose read is audited).
     /// Another program's card is 404, exactly as a card that does not exist.
     private func ownCard(_ text: String) async throws -> CardRecord {
-        let client = try Self.client()
+        let client = try client()
         let id = try Self.cardID(text)
         guard let card = try await store.card(id), client.manages(card) else {
             throw GatewayError.cardNotAmongClients(id)
@@ -431,7 +444,7 @@ struct APIHandler: APIProtocol {
     // MARK: Audit
 
     func getProvisioning(_ input: Operations.GetProvisioning.Input) async throws -> Operations.GetProvisioning.Output {
-        let client = try Self.client()
+        let client = try client()
         guard InputRules.isProvisioningID(input.path.provisioningId) else {
             throw GatewayError(.invalidRequest, "provisioning_id: 1 to 64 characters of A-Z, a-z, 0-9, _")
         }
@@ -486,6 +499,7 @@ extension APIHandler {
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
         metrics.upstreamConnections(upstreams.connections())
         metrics.storeCommits(store.commitCounts)
+        metrics.requestsInFlight(live.requestsInFlight)
         // A breaker's state moves from open to half open with time, not with a call: read at the
         // scrape, so a quiet issuer's (or a standby endpoint's) breaker does not show open, and
         // page, until traffic comes back.
@@ -600,7 +614,7 @@ extension APIHandler {
 
     /// The fault-injection routes, or 404 outside the sandbox (the paths do not exist there).
     private func faultInjection() throws(GatewayError) -> any FaultInjection {
-        _ = try Self.client()
+        _ = try client()
         guard let faults else { throw GatewayError(.notFound, "fault injection exists only in the sandbox") }
         return faults
     }

@@ -6,6 +6,9 @@ import NIOCore
 /// see no Hummingbird context, so these travel as task locals.
 enum RequestScope {
     @TaskLocal static var client: Client?
+    /// The SHA-256 of the API key the client presented (never the key), for `APIHandler.client()`'s
+    /// check against a configuration reloaded while the request was being received.
+    @TaskLocal static var keyDigest: [UInt8]?
     @TaskLocal static var requestID: String = ""
     /// The gateway's logger with this request's `request_id`, `trace_id` and `span_id`: every line a
     /// request logs goes through it.

@@ -87,6 +87,13 @@ public final class GatewayMetrics: Sendable {
             .record(value)
     }
 
+    /// Requests being served, read at each scrape (the scrape itself included): a figure that
+    /// climbs while throughput does not is requests waiting on a slow issuer or store, or
+    /// clients holding their bodies back.
+    public func requestsInFlight(_ count: Int) {
+        CoreMetrics.Gauge(label: "gateway_requests_in_flight", factory: factory).record(Double(count))
+    }
+
     /// An endpoint a config reload removed (or moved): its breaker series leaves the exposition.
     public func forgetBreakerState(issuer: IssuerID, endpoint: String) {
         CoreMetrics.Gauge(label: "gateway_circuit_breaker_state", dimensions: [("issuer", issuer.rawValue), ("endpoint", endpoint)], factory: factory)

@@ -92,6 +92,8 @@ final class LiveConfiguration: Sendable {
     /// The generation serving new requests; nil until the gateway has started.
     var current: ConfigGeneration? { state.withLock { $0.current } }
     var sandbox: SandboxEndpoints { state.withLock { $0.sandbox } }
+    /// Requests being served now, on every generation (`gateway_requests_in_flight`).
+    var requestsInFlight: Int { state.withLock { $0.inFlight.values.reduce(0, +) } }
 
     /// The generation a request runs on, counted until `leave`.
     func enter() -> ConfigGeneration? {

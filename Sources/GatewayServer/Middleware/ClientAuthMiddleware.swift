@@ -59,7 +59,7 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
         if request.headers[values: .authorization].count > 1 {
             throw GatewayError(.invalidRequest, "Authorization is given more than once: send one 'Authorization: Bearer <key>'")
         }
-        let client = try await authenticate(request.headers[.authorization], remoteAddress: context.remoteAddress)
+        let (client, keyDigest) = try await authenticate(request.headers[.authorization], remoteAddress: context.remoteAddress)
         RequestScope.access?.note(client: client.id)
         if case .refused(let wait) = clientLimits.take(client.id) {
             metrics?.rateLimited(client: client.id.rawValue)
@@ -69,7 +69,9 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
             throw GatewayError(.forbidden, "GET /metrics needs an admin client's key")
         }
         return try await RequestScope.$client.withValue(client) {
-            try await RequestScope.$remoteAddress.withValue(context.remoteAddress) { try await next(request, context) }
+            try await RequestScope.$keyDigest.withValue(keyDigest) {
+                try await RequestScope.$remoteAddress.withValue(context.remoteAddress) { try await next(request, context) }
+            }
         }
     }
 
@@ -77,9 +79,9 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     /// NAT or proxy does not lock the others out. A failure takes a token from its source's bucket;
     /// none left answers 429 at once, neither reported nor logged. This bounds the 401s, the audit
     /// writes and the work behind them, not guessing itself, which the keys' entropy makes hopeless.
-    private func authenticate(_ authorization: String?, remoteAddress: SocketAddress?) async throws(GatewayError) -> Client {
+    private func authenticate(_ authorization: String?, remoteAddress: SocketAddress?) async throws(GatewayError) -> (client: Client, keyDigest: [UInt8]) {
         do {
-            return try authenticator().authenticate(authorization: authorization)
+            return try authenticator().authenticateKey(authorization: authorization)
         } catch {
             let source = SourceAddress(remoteAddress)
             if case .refused(let wait) = failureLimits.take(source.key) {

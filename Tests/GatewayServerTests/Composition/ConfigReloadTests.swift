@@ -364,6 +364,46 @@ import Testing
         }
     }
 
+    /// A request is authenticated when its headers arrive, and acts once its body is in: a client
+    /// holding its body back while ops revokes its key, or moves its program away, must not act as
+    /// before when the body comes (the reload audit's slow body provisioned 8.5 s after).
+    @Test(arguments: [
+        ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
+         "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
+        // (`activations_without_card` goes too: the activation account serves program demo.)
+        ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
+         "card_not_found"),
+    ])
+    func aReloadWhileABodyIsOnItsWayDecidesWhoTheRequestIs(old: String, new: String, status: Int, code: String) async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+            let body = Array(try GatewayHarness.requestBody())
+            let connection = try await RawConnection.open(port: client.port)
+            defer { connection.close() }
+            try await connection.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: x\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            try await connection.send(bytes: Array(body.prefix(10)))
+            // Counted in flight (with the scrape that reads it): authenticated on the first file.
+            #expect(await RawConnection.eventually { ((try? await Self.metric(client, "gateway_requests_in_flight")) ?? 0) >= 2 })
+
+            try file.write { text in
+                try Self.replacing(old, new)(new.contains("activations_without_card")
+                    ? try Self.replacing("    activations_without_card: true\n", "")(text) : text)
+            }
+            let reloaded = try await Self.reload(client)
+            #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
+
+            try await connection.send(bytes: Array(body.dropFirst(10)))
+            #expect(await connection.eventually { $0.text.contains("\r\n\r\n{") && $0.text.hasSuffix("}") }, "\(connection.text)")
+            let (statusLine, _, answer) = try HTTPEdgeHandlerTests.parse(connection.text)
+            #expect(statusLine.hasPrefix("HTTP/1.1 \(status) "), "\(connection.text)")
+            let problem = try #require(try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any])
+            #expect(problem["code"] as? String == code, "\(problem)")
+            #expect(await sandbox.bridge.log.count == 0, "the issuer was called")
+        }
+    }
+
     @Test func reloadsUnderConcurrentRequestsFailNone() async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
