@@ -26,7 +26,8 @@ import Testing
     /// A card number given as a stray argument is refused without being repeated (the argument
     /// parser's error printed it back), and so is `--number` twice (the last was sealed).
     @Test func aCardNumberOnTheCommandLineIsRefusedUnrepeated() async throws {
-        let (config, _) = try Self.sandboxConfig()
+        let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
         let number = "4242424242424242"
         for arguments in [["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane", number],
                           ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number", "4000000000000002", "--number", number,
@@ -54,6 +55,22 @@ import Testing
         #expect(first.status == 0 && first.stderr.contains("note: no store was at \(database)"), "\(first.stderr)")
         let again = try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path])
         #expect(again.status == 0 && !again.stderr.contains("note:"), "\(again.stderr)")
+    }
+
+    /// Only `cards import` makes a store. A command that changes rows which must already be there,
+    /// run where the store is not (a relative `store.sqlite.path` from another directory), fails
+    /// saying where it looked and makes nothing: `vault rotate` had reported a clean rotation of a
+    /// new, empty store, after which the runbook removes the old key.
+    @Test func aCommandThatChangesRowsNeverMakesAStore() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        for arguments in [["vault", "rotate"], ["vault", "delete", "--card-id", "card_v"], ["cards", "delete", "--card-id", "card_v"],
+                          ["vault", "put", "--card-id", "card_v", "--number", "4000000000000002", "--expiry", "11/29", "--name", "Jane"]] {
+            let run = try await CommandLineTests.run(Array(arguments.prefix(2)) + ["--config", config.path] + arguments.dropFirst(2))
+            #expect(run.status == 2 && run.stderr.contains("no SQLite store at \(database)") && run.stderr.contains("nothing changed"),
+                    "\(arguments): \(run.stdout)\(run.stderr)")
+            #expect(!run.stdout.contains("re-sealed"), "\(run.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: database), "\(arguments) made a store")
+        }
     }
 
     @Test func cardsImportWritesAGoodFileAndRefusesABadOneWhole() async throws {
@@ -119,6 +136,7 @@ import Testing
 
     @Test func vaultPutSealsAndDeleteRemovesAndAWrongKeyIsAClearError() async throws {
         let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
         // An entry belongs to a registered card.
         let unregistered = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
                                                            "--number", "4000000000000002", "--expiry", "11/29", "--name", "Vault Test"])

@@ -49,8 +49,12 @@ public enum OperatorTools {
     /// migrates a store: a SQLite path that names no file, or a schema other than this version's,
     /// is a failure saying so (a typo'd path had been created and migrated, and a newer binary
     /// run to look would have migrated production).
+    /// `creating: false` (every command but `cards import`: they change rows that must already be
+    /// there) refuses a SQLite path that names no file, rather than making an empty store: `vault
+    /// rotate` run from another directory had reported a clean rotation of an empty store, after
+    /// which the runbook removes the old key (CLI audit).
     static func withStore(
-        config path: String, environment: [String: String], migrating: Bool = true,
+        config path: String, environment: [String: String], migrating: Bool = true, creating mayCreate: Bool = false,
         _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> ToolOutcome
     ) async -> ToolOutcome {
         let config: GatewayConfig
@@ -63,6 +67,12 @@ public enum OperatorTools {
         let creating = sqlitePath.map { !FileManager.default.fileExists(atPath: $0) } ?? false
         if !migrating, creating, let sqlitePath {
             return .failed("no SQLite store at \(sqlitePath) (store.sqlite.path): nothing to read")
+        }
+        if !mayCreate, creating, let sqlitePath {
+            let absolute = URL(fileURLWithPath: sqlitePath).standardizedFileURL.path
+            return .failed("no SQLite store at \(absolute) (store.sqlite.path, read from the current directory "
+                + "\(FileManager.default.currentDirectoryPath)): nothing changed; run this from the directory the gateway runs in, "
+                + "or give store.sqlite.path as an absolute path")
         }
         do {
             var outcome: ToolOutcome = try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
@@ -102,7 +112,7 @@ public enum OperatorTools {
         config path: String, csv text: String, fileName: String, actor: String, batchRows: Int = CardImport.defaultBatchRows,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
-        await withStore(config: path, environment: environment) { config, store in
+        await withStore(config: path, environment: environment, creating: true) { config, store in
             let importer = CardImport(registration: CardRegistration(config: config))
             let name = String(URL(fileURLWithPath: fileName).lastPathComponent.prefix(128))
             let result = try await importer.run(text, into: store, batchRows: batchRows) { count in
