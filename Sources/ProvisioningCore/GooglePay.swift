@@ -44,14 +44,16 @@ public struct UserAddress: Sendable, Equatable, Codable {
 
     public init(name: String? = nil, address1: String? = nil, address2: String? = nil, city: String? = nil, state: String? = nil,
                 postalCode: String? = nil, country: String? = nil, phone: String? = nil) {
-        self.name = name
-        self.address1 = address1
-        self.address2 = address2
-        self.city = city
-        self.state = state
-        self.postalCode = postalCode
-        self.country = country
-        self.phone = phone
+        // Each line as the phone may show it (`InputRules.phoneText`); a phone number is not
+        // screened for card numbers (13 to 15 digits with a country code are common).
+        self.name = InputRules.phoneText(name)
+        self.address1 = InputRules.phoneText(address1)
+        self.address2 = InputRules.phoneText(address2)
+        self.city = InputRules.phoneText(city)
+        self.state = InputRules.phoneText(state)
+        self.postalCode = InputRules.phoneText(postalCode, maxLength: 32)
+        self.country = InputRules.phoneText(country, maxLength: 64)
+        self.phone = InputRules.phoneText(phone, maxLength: 32, screeningCardNumbers: false)
     }
 }
 
@@ -73,14 +75,14 @@ public struct GooglePayPayload: Sendable {
         guard !opaquePaymentCard.isEmpty else {
             throw GatewayError(.upstreamProtocolError, "the opaque payment card is empty", condition: .malformed)
         }
-        if let lastDigits, !(lastDigits.count == 4 && lastDigits.allSatisfy(\.isNumber)) {
+        if let lastDigits, !(lastDigits.utf8.count == 4 && lastDigits.utf8.allSatisfy({ (0x30...0x39).contains($0) })) {
             throw GatewayError(.upstreamProtocolError, "last digits are not 4 digits", condition: .malformed)
         }
         self.opaquePaymentCard = Sensitive(opaquePaymentCard)
-        self.displayName = displayName
+        self.displayName = InputRules.phoneText(displayName)
         self.lastDigits = lastDigits
-        self.network = network
-        self.tokenServiceProvider = tokenServiceProvider
+        self.network = InputRules.phoneText(network, maxLength: 64)
+        self.tokenServiceProvider = InputRules.phoneText(tokenServiceProvider, maxLength: 64)
         self.userAddress = userAddress
     }
 }

@@ -31,10 +31,12 @@ public struct SamsungPayPayload: Sendable, Equatable {
                 tokenServiceProvider: String? = nil, cardType: String? = nil) throws(GatewayError) {
         guard !provisionPayload.isEmpty else { throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is empty") }
         self.provisionPayload = provisionPayload
-        self.displayName = displayName
-        self.lastDigits = lastDigits
-        self.network = network
-        self.tokenServiceProvider = tokenServiceProvider
-        self.cardType = cardType
+        // Display fields as the phone may show them (`InputRules.phoneText`); last digits are
+        // four digits (the spec's `last_digits`) or left out.
+        self.displayName = InputRules.phoneText(displayName)
+        self.lastDigits = lastDigits.flatMap { $0.utf8.count == 4 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } ? $0 : nil }
+        self.network = InputRules.phoneText(network, maxLength: 64)
+        self.tokenServiceProvider = InputRules.phoneText(tokenServiceProvider, maxLength: 64)
+        self.cardType = InputRules.phoneText(cardType, maxLength: 64)
     }
 }

@@ -39,13 +39,14 @@ public struct TokenActivationResult: Sendable, Equatable {
     public let outcome: Outcome
     public let tokenUniqueReference: String
     public let cardLast4: String?
-    /// The issuer's comment, for support staff; never card data.
+    /// The issuer's comment, for support staff; never card data (`InputRules.phoneText`: left out
+    /// when it holds a card number, a control character or more than 256 characters).
     public let comment: String?
 
     public init(outcome: Outcome, tokenUniqueReference: String, cardLast4: String?, comment: String?) {
         self.outcome = outcome
         self.tokenUniqueReference = tokenUniqueReference
         self.cardLast4 = cardLast4
-        self.comment = comment
+        self.comment = InputRules.phoneText(comment)
     }
 }

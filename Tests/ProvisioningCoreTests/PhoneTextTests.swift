@@ -1,0 +1,47 @@
+import Foundation
+import ProvisioningCore
+import Testing
+
+/// What an issuer answers for the phone (display fields, an address, an activation's comment) is
+/// passed on only when it reads as such (`InputRules.phoneText`): the token audit's fake TMP put a
+/// card number, terminal escapes and 20 KB in a comment, and the gateway answered all of it.
+struct PhoneTextTests {
+    @Test(arguments: ["Jane's Visa", "VISA", "Approved by issuer", "Zoë Ångström", "東京都", String(repeating: "a", count: 256)])
+    func textThatReadsAsDisplayTextIsKept(text: String) {
+        #expect(InputRules.phoneText(text) == text)
+    }
+
+    @Test(arguments: [
+        "PAN 4111111111111111", "card 4111-1111-1111-1111 ok", "line\nbreak", "esc \u{1B}[31mred", "tab\there", "del\u{7F}",
+        "c1\u{85}", "sep\u{2028}", "bidi \u{202E}lanoitan", "isolate \u{2066}x\u{2069}", String(repeating: "a", count: 257), "",
+    ])
+    func textThatDoesNotIsLeftOut(text: String) {
+        #expect(InputRules.phoneText(text) == nil, "\(text.debugDescription)")
+    }
+
+    @Test func aPhoneNumberIsNotScreenedForCardNumbersButIsBounded() {
+        // 13 digits with a country code: passes the Luhn check, and is a phone number.
+        let phone = "8613800138002"
+        #expect(InputRules.holdsCardNumber(phone))
+        #expect(UserAddress(phone: phone).phone == phone)
+        #expect(UserAddress(name: "4111111111111111", phone: String(repeating: "1", count: 33)) == UserAddress())
+    }
+
+    @Test func eachPayloadKeepsOnlyWhatReadsAsItsField() throws {
+        let comment = "PAN 4111111111111111 \u{1B}[31m" + String(repeating: "x", count: 20_000)
+        let activation = TokenActivationResult(outcome: .approved, tokenUniqueReference: "DWSPMC000", cardLast4: "1111", comment: comment)
+        #expect(activation.comment == nil)
+        #expect(TokenActivationResult(outcome: .approved, tokenUniqueReference: "t", cardLast4: nil, comment: "ok").comment == "ok")
+
+        let samsung = try SamsungPayPayload(provisionPayload: "p", displayName: "Visa 4111111111111111", lastDigits: "１２３４",
+                                            network: "VISA\u{0}", tokenServiceProvider: "VISA", cardType: "CREDIT")
+        #expect(samsung.displayName == nil && samsung.lastDigits == nil && samsung.network == nil)
+        #expect(samsung.tokenServiceProvider == "VISA" && samsung.cardType == "CREDIT")
+        #expect(try SamsungPayPayload(provisionPayload: "p", lastDigits: "1234").lastDigits == "1234")
+
+        let google = try GooglePayPayload(opaquePaymentCard: Data([1]), displayName: "a\u{202E}b", lastDigits: "1234", network: "MASTERCARD")
+        #expect(google.displayName == nil && google.network == "MASTERCARD" && google.lastDigits == "1234")
+        // Digits other than ASCII's are not last digits (`Character.isNumber` had taken them).
+        #expect(throws: GatewayError.self) { try GooglePayPayload(opaquePaymentCard: Data([1]), lastDigits: "١٢٣٤") }
+    }
+}
