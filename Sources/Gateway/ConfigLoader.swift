@@ -77,6 +77,13 @@ public enum ConfigLoader {
         return (config, words + UnknownConfigKeys.find(in: yaml, decoded: config) + meaning)
     }
 
+    /// What a decoded config means, checked against every issuer kind's profile: what `read`
+    /// checks after decoding, for a config built otherwise (a reload's file with the running
+    /// values of the settings that take a restart).
+    public static func meaningProblems(_ config: GatewayConfig) -> [ConfigProblem] {
+        config.validate(profiles: IssuerCatalog.profiles)
+    }
+
     /// How many type problems one check lists at most.
     static let maxTypeProblems = 20
 

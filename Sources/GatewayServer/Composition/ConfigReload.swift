@@ -236,14 +236,22 @@ actor ConfigReloader {
         // anchor, the PostgreSQL URL) is a problem now, not at the next restart (the config audit
         // saw three such files applied, each then stopping the next start-up).
         let asWritten = config
+        // The store's too (a PostgreSQL URL from an unset variable, a missing CA file), without
+        // opening it: a reload had applied a file that the next start-up refused (reload audit).
         problems += StartupChecks.environmentProblems(config: asWritten, environment: environment)
-            + StartupChecks.fileProblems(config: asWritten, environment: environment, store: false)
+            + StartupChecks.fileProblems(config: asWritten, environment: environment)
         outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config,
                                                           startedShutdownTimeout: startedShutdownTimeout ?? running.config.shutdownTimeout)
-        // The file was checked as written; what runs is the file with the running store, so the
-        // deadlines it brings must fit the Idempotency-Key lifetime that keeps running.
+        // The file was checked as written; what runs is the file with the running restart-only
+        // settings, checked again as a whole: the deadlines it brings must fit the Idempotency-Key
+        // lifetime that keeps running, and a rule may not fall back to a local issuer the running
+        // process does not have (the reload audit's `fallback: local` with `local.enabled` off
+        // was applied, and the fallback then never ran).
         if let problem = config.idempotencyLifetimeProblem(running: true), !problems.contains(where: { $0.path == problem.path }) {
             problems.append(problem)
+        }
+        for problem in ConfigLoader.meaningProblems(config) where !problems.contains(where: { $0.path == problem.path }) {
+            problems.append(ConfigProblem(problem.path, problem.reason + " (with the running values of the settings that take a restart)"))
         }
         guard problems.isEmpty else { throw ConfigError(source: source.path, problems: problems) }
         outcome.changed = RestartOnlySettings.changes(from: running.config, to: config)

@@ -404,6 +404,39 @@ import Testing
         }
     }
 
+    /// A reload runs the file with the running values of the settings that take a restart, so it
+    /// is checked again as that whole: a rule falling back to the local issuer, in a file that
+    /// enables it, is refused while the running process has none (the reload audit saw it applied,
+    /// and the fallback then never ran). A store the next start-up could not open (a PostgreSQL URL
+    /// from an unset variable) is refused too, though the running store is kept.
+    @Test func aReloadIsCheckedAsItWouldRunAndAsTheNextStartUpWouldRead() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        var running = try file.config()
+        running.local.enabled = false
+        running.sandbox.cards.removeAll { $0.issuer == "local" }
+        try await GatewayHarness.run(config: running, configSource: file.source) { client, _ in
+            try file.write(Self.replacing("  rules: []\n", """
+                  rules:
+                    - match: { program: demo }
+                      issuer: bridge
+                      fallback: local
+
+                """))
+            let refused = try await Self.reload(client)
+            #expect(refused.status == .unprocessableContent && refused.json["code"] as? String == "config_invalid", "\(refused.json)")
+            let detail = try #require(refused.json["detail"] as? String)
+            #expect(detail.contains("routing.rules[0].fallback") && detail.contains("needs local.enabled: true")
+                    && detail.contains("running values"), "\(detail)")
+
+            try file.write(Self.replacing("vault:\n", "store:\n  postgres:\n    url: env:GATEWAY_TEST_PG_URL_NOT_SET\nvault:\n"))
+            let store = try await Self.reload(client)
+            #expect(store.status == .unprocessableContent, "\(store.json)")
+            #expect((store.json["detail"] as? String)?.contains("GATEWAY_TEST_PG_URL_NOT_SET") == true, "\(store.json)")
+            #expect(try await Self.metric(client, "gateway_config_generation") == 1)
+        }
+    }
+
     @Test func reloadsUnderConcurrentRequestsFailNone() async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
