@@ -22,19 +22,19 @@ struct Vault: AsyncParsableCommand {
     struct Put: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Seal a registered card's number, expiry and name into the vault.")
         @OptionGroup var options: Options
-        @Option(name: .long, help: "The card number (digits). Read from standard input when omitted.")
-        var number: String?
         @Option(name: .long, help: "MM/YY")
         var expiry: String
         @Option(name: .long, help: "The cardholder name.")
         var name: String
 
+        /// The card number is read from standard input only: never an argument, where `ps`, shell
+        /// history and the system's audit log keep it (`--number` was taken until the CLI audit).
         func run() async throws {
-            var number = self.number ?? ""
-            if self.number == nil, isatty(STDIN_FILENO) == 1 {
-                // Typed at a terminal: the line typed.
-                number = readLine(strippingNewline: true) ?? ""
-            } else if self.number == nil {
+            var number = ""
+            if isatty(STDIN_FILENO) == 1 {
+                // Typed at a terminal: not echoed, as a password prompt.
+                number = Self.readUnechoed(prompt: "card number (not shown): ") ?? ""
+            } else {
                 // One number: a second line would otherwise be dropped without a word.
                 var lines: [String] = []
                 while lines.count < 2, let line = readLine(strippingNewline: true) {
@@ -45,6 +45,23 @@ struct Vault: AsyncParsableCommand {
             }
             report(await OperatorTools.putVaultEntry(
                 config: options.file.config, cardID: options.cardID, number: number, expiry: expiry, name: name, actor: CommandLineActor.name))
+        }
+
+        /// One line from the terminal with its echo off (termios), restored afterwards.
+        static func readUnechoed(prompt: String) -> String? {
+            FileHandle.standardError.write(Data(prompt.utf8))
+            var saved = termios()
+            let haveTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+            if haveTerminal {
+                var silent = saved
+                silent.c_lflag &= ~tcflag_t(ECHO)
+                _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+            }
+            defer {
+                if haveTerminal { _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+                FileHandle.standardError.write(Data("\n".utf8))
+            }
+            return readLine(strippingNewline: true)
         }
     }
 

@@ -29,7 +29,7 @@ public enum Command {
 
     public static func run(
         _ executable: String, _ arguments: [String], workingDirectory: String? = nil, asUser user: String? = nil,
-        environment: [String: String] = [:], limit: Duration = defaultLimit
+        environment: [String: String] = [:], standardInput: String? = nil, limit: Duration = defaultLimit
     ) async throws -> Result {
         // Not swift-subprocess's userID/groupID: its fork path calls glibc's setgid() in the
         // child of a multithreaded parent, which can wait forever on the parent's threads (seen
@@ -43,20 +43,31 @@ public enum Command {
         }
         let pid = ChildPID()
         let (executablePath, argumentList) = (executable, arguments)
+        let variables = Environment.inherit.updating(
+            Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) }))
         return try await withLimit(limit, what, onExpiry: { pid.kill(SIGKILL) }) {
-            let result = try await Subprocess.run(
-                .path(FilePath(executablePath)), arguments: Arguments(argumentList),
-                environment: .inherit.updating(Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) })),
-                workingDirectory: workingDirectory.map { FilePath($0) },
-                input: .none, output: .sequence, error: .sequence
-            ) { execution in
-                pid.set(execution.processIdentifier.value)
-                async let out = collect(execution.standardOutput)
-                async let err = collect(execution.standardError)
-                return try await (out, err)
+            if let standardInput {
+                return try await collected(executablePath, argumentList, variables, workingDirectory, input: .string(standardInput), pid: pid)
             }
-            return Result(status: code(result.terminationStatus), stdout: result.closureResult.0, stderr: result.closureResult.1)
+            return try await collected(executablePath, argumentList, variables, workingDirectory, input: .none, pid: pid)
         }
+    }
+
+    /// One child with `input` on its standard input, its output collected.
+    private static func collected<Input: InputProtocol>(
+        _ executable: String, _ arguments: [String], _ environment: Environment, _ workingDirectory: String?, input: Input, pid: ChildPID
+    ) async throws -> Result {
+        let result = try await Subprocess.run(
+            .path(FilePath(executable)), arguments: Arguments(arguments), environment: environment,
+            workingDirectory: workingDirectory.map { FilePath($0) },
+            input: input, output: .sequence, error: .sequence
+        ) { execution in
+            pid.set(execution.processIdentifier.value)
+            async let out = collect(execution.standardOutput)
+            async let err = collect(execution.standardError)
+            return try await (out, err)
+        }
+        return Result(status: code(result.terminationStatus), stdout: result.closureResult.0, stderr: result.closureResult.1)
     }
 
     /// A long-running child whose first stdout line `body` reads; `body` may signal it. When

@@ -17,8 +17,9 @@ import Testing
     }
 
     /// Runs the executable to its end from the package root.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Command.Result {
-        try await Command.run(try executable().path, arguments, workingDirectory: packageRoot.path, environment: environment)
+    static func run(_ arguments: [String], environment: [String: String] = [:], standardInput: String? = nil) async throws -> Command.Result {
+        try await Command.run(try executable().path, arguments, workingDirectory: packageRoot.path, environment: environment,
+                              standardInput: standardInput)
     }
 
     static func writeConfig(_ yaml: String) throws -> URL {

@@ -22,25 +22,24 @@ public struct ToolOutcome: Sendable, Equatable {
 /// vault or registry module itself. Every change writes its security event with `actor`.
 public enum OperatorTools {
     /// Why the command line may not be run as given, or nil: an argument that is a card number
-    /// (`InputRules.isCardNumber`: a file name with a long number in it is not) anywhere but as
-    /// `--number`'s value (a number pasted as a stray argument was printed back
-    /// by the argument parser's error, and every argument sits in `ps`, shell history and the
-    /// system's audit log), or `--number` given twice (the last one was sealed without a word).
-    /// `--card-id` may hold one: a card registered under a card number before ids were checked
-    /// is deleted by it (and shown masked). The number itself is never repeated.
+    /// (`InputRules.isCardNumber`: a file name with a long number in it is not), or `--number`,
+    /// which `vault put` took until the CLI audit. Every argument sits in `ps`, shell history and
+    /// the system's audit log, and a number pasted as a stray argument was printed back by the
+    /// argument parser's error. `--card-id` may hold one: a card registered under a card number
+    /// before ids were checked is deleted by it (and shown masked). The number is never repeated.
     public static func commandLineProblem(_ arguments: [String]) -> String? {
-        var numbers = 0
         for (index, argument) in arguments.enumerated() {
-            if argument == "--number" || argument.hasPrefix("--number=") { numbers += 1 }
-            let isOptionsValue = ["--number", "--card-id"].contains { option in
-                argument.hasPrefix(option + "=") || (index > 0 && arguments[index - 1] == option)
+            if argument == "--number" || argument.hasPrefix("--number=") {
+                return "--number is not taken (its value is not repeated): card numbers are never given as arguments, where ps, "
+                    + "shell history and audit logs keep them; `vault put` reads the number from standard input"
             }
-            if !isOptionsValue, InputRules.isCardNumber(argument) {
+            let isCardID = argument.hasPrefix("--card-id=") || (index > 0 && arguments[index - 1] == "--card-id")
+            if !isCardID, InputRules.isCardNumber(argument) {
                 return "argument \(index + 1) holds a card number (not repeated): card numbers are never given as arguments, where ps, "
                     + "shell history and audit logs keep them; `vault put` reads the number from standard input"
             }
         }
-        return numbers > 1 ? "--number is given \(numbers) times: give one card number" : nil
+        return nil
     }
 
     /// Reads the config at `path`, opens and migrates its store, runs `body`; every failure is an
