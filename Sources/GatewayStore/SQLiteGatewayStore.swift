@@ -249,15 +249,32 @@ public final class SQLiteGatewayStore: GatewayStore {
                 return try queue.inDatabase { db in
                     let problems = try integrityProblems(db)
                     guard problems.isEmpty else { return ([], problems) }
-                    let versions = try db.tableExists("grdb_migrations")
-                        ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier") : []
-                    return (versions, [])
+                    let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+                    // Sound pages are not yet a store: a file truncated to nothing (a crash, a
+                    // bad copy) and another program's database read as "never migrated" (CLI audit).
+                    guard tables.contains("grdb_migrations") else {
+                        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
+                        return ([], [tables.isEmpty
+                            ? "the file holds no tables (\(size ?? 0) bytes): not a store the gateway made, which has its schema from its first start; "
+                                + "a store cut short by a crash or a copy reads so: restore the last backup"
+                            : "the file holds \(tables.count) table(s) but not the gateway's schema: not a gateway store"])
+                    }
+                    let versions = try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
+                    // A table of the schema gone (dropped by hand, a partial restore).
+                    let missing = versions == StoreBootstrap.currentSchema ? expectedTables.subtracting(tables).sorted() : []
+                    return (versions, missing.map { "table \($0) is missing from schema \(versions.last ?? "")" })
                 }
             } catch let error as DatabaseError where isDamage(error) {
                 return ([], [damaged(error)])
             }
         }.value
     }
+
+    /// The tables of the current schema (`StoreBootstrap.currentSchema`); a test checks them
+    /// against a store migrated now.
+    public static let expectedTables: Set<String> = [
+        "cards", "audit_events", "idempotency_keys", "security_events", "vault_entries", "released_issuer_references", "grdb_migrations",
+    ]
 
     private static func integrityProblems(_ db: Database) throws -> [String] {
         do {

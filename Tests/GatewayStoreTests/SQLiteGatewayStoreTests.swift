@@ -18,6 +18,16 @@ import Testing
     /// What `/readyz` adds to its read: the file the store opened is still at its path and can be
     /// written. A file deleted (its directory removed: writes went on into the deleted file, and
     /// were lost at the next start) or replaced under the running store is a problem.
+    /// `store check` names a table of the current schema that is gone; its list is the schema's.
+    @Test func theCheckedTablesAreTheCurrentSchemasTables() async throws {
+        let path = TestDirectories.root.appendingPathComponent("tables-\(UUID().uuidString).sqlite").path
+        try await SQLiteGatewayStore(path: path).migrate()
+        let tables = try await DatabaseQueue(path: path).read { db in
+            Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+        }
+        #expect(tables == SQLiteGatewayStore.expectedTables)
+    }
+
     @Test func aDeletedOrReplacedFileIsAWriteProblem() async throws {
         let directory = TestDirectories.unique("sqlite-ready")
         let path = directory.appendingPathComponent("gateway.sqlite").path

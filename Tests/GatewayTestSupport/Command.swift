@@ -47,6 +47,9 @@ public enum Command {
             Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), Optional($0.value)) }))
         return try await withLimit(limit, what, onExpiry: { pid.kill(SIGKILL) }) {
             if let standardInput {
+                // A child that exits without reading its input (a refused command) closes the
+                // pipe: the write then fails with EPIPE instead of a SIGPIPE ending the test run.
+                signal(SIGPIPE, SIG_IGN)
                 return try await collected(executablePath, argumentList, variables, workingDirectory, input: .string(standardInput), pid: pid)
             }
             return try await collected(executablePath, argumentList, variables, workingDirectory, input: .none, pid: pid)

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayStore
+import GRDB
 import GatewayTestSupport
 import NIOCore
 import NIOFoundationCompat
@@ -56,7 +57,7 @@ import Testing
         for arguments in [["vault", "rotate"], ["vault", "delete", "--card-id", "card_v"], ["cards", "delete", "--card-id", "card_v"],
                           ["vault", "put", "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane"]] {
             let run = try await CommandLineTests.run(Array(arguments.prefix(2)) + ["--config", config.path] + arguments.dropFirst(2),
-                                                     standardInput: "4000000000000002\n")
+                                                     standardInput: arguments[1] == "put" ? "4000000000000002\n" : nil)
             #expect(run.status == 2 && run.stderr.contains("no SQLite store at \(database)") && run.stderr.contains("nothing changed"),
                     "\(arguments): \(run.stdout)\(run.stderr)")
             #expect(!run.stdout.contains("re-sealed"), "\(run.stdout)")
@@ -123,6 +124,31 @@ import Testing
         #expect(damaged.status == 2, "\(damaged.stdout)")
         #expect(damaged.stderr.contains("1 problem found") && damaged.stderr.contains("damaged"), "\(damaged.stderr)")
         #expect(!damaged.stderr.contains("cust_") && !damaged.stderr.contains("acct_"), "no row's values")
+    }
+
+    /// Sound pages are not yet a store: a file cut to nothing, another program's database and a
+    /// store with a table of its schema gone each fail the check (they had read as "no damage
+    /// found", the first two as never migrated).
+    @Test func storeCheckRefusesWhatIsNotAWholeStore() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        FileManager.default.createFile(atPath: database, contents: Data())
+        let empty = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(empty.status == 2 && empty.stderr.contains("holds no tables (0 bytes)"), "\(empty.stdout)\(empty.stderr)")
+
+        try FileManager.default.removeItem(atPath: database)
+        let foreign = try DatabaseQueue(path: database)
+        try await foreign.write { try $0.execute(sql: "CREATE TABLE x(a)") }
+        try foreign.close()
+        let other = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(other.status == 2 && other.stderr.contains("not the gateway's schema"), "\(other.stdout)\(other.stderr)")
+
+        try FileManager.default.removeItem(atPath: database)
+        try await SQLiteGatewayStore(path: database).migrate()
+        let dropping = try DatabaseQueue(path: database)
+        try await dropping.write { try $0.execute(sql: "DROP TABLE released_issuer_references") }
+        try dropping.close()
+        let partial = try await CommandLineTests.run(["store", "check", "--config", config.path])
+        #expect(partial.status == 2 && partial.stderr.contains("table released_issuer_references is missing"), "\(partial.stdout)\(partial.stderr)")
     }
 
     @Test func vaultPutSealsAndDeleteRemovesAndAWrongKeyIsAClearError() async throws {
