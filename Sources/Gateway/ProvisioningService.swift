@@ -479,7 +479,8 @@ public struct ProvisioningService: Sendable {
         event.outcome = report.error == nil ? .succeeded : .failed
         event.errorCode = report.error?.code
         if let error = report.error {
-            event.upstreamStatus = error.upstreamStatus
+            // A refusal of the gateway's own after the upstream answered keeps that answer's status.
+            event.upstreamStatus = error.upstreamStatus ?? report.upstreamStatus
         } else {
             event.upstreamStatus = report.upstreamStatus
         }

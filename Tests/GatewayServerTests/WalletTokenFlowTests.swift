@@ -73,6 +73,15 @@ import Testing
             #expect(unknown.status == .notFound)
             #expect(unknown.json["code"] as? String == "token_not_found")
             #expect(await sandbox.marqeta.tokens.transitions.count == 4)
+            // A refusal after the listing keeps the listing on the trail: one attempt at Marqeta's
+            // endpoint, its 200, and the refusal's code (there had been only an attempt 0).
+            for refused in [unknown, active] {
+                let trail = try await ResilienceTests.events(client, refused)
+                #expect(trail.count == 1, "\(trail)")
+                #expect(trail.first?["attempt"] as? Int == 1 && trail.first?["endpoint"] != nil, "\(trail)")
+                #expect(trail.first?["upstream_status"] as? Int == 200 && trail.first?["outcome"] as? String == "failed", "\(trail)")
+                #expect(trail.first?["error_code"] as? String == refused.json["code"] as? String)
+            }
 
             // Each call is in the audit trail under its operation.
             let events = try await ResilienceTests.events(client, suspended)

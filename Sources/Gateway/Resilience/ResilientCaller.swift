@@ -135,12 +135,15 @@ public struct ResilientCaller: Sendable {
             // request ends as it is, and its own audit event says why. A call cancelled while it
             // was out (a shutdown past its timeout) is one, though the endpoint is not to blame
             // (no breaker counts it): the request may have reached the issuer, so its audit
-            // trail names the attempt and its endpoint.
+            // trail names the attempt and its endpoint. So is a refusal after the upstream answered
+            // within the attempt (a transition whose token the listing did not hold, or held in a
+            // final state): the listing was a call, and its answer is on the trail (token audit).
             guard let condition = error.condition else {
                 span.end(outcome: error)
                 health.release(issuer: upstream.issuer, index: index, url: upstream.endpoints[index].endpoint)
-                if Task.isCancelled {
-                    try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency))
+                if Task.isCancelled || span.answeredStatus != nil {
+                    try await onAttempt(AttemptReport(issuer: upstream.issuer, endpoint: connector.endpoint, error: error, latency: latency,
+                                                      upstreamStatus: span.answeredStatus))
                 }
                 throw error
             }
