@@ -25,7 +25,9 @@ public struct CardImport: Sendable {
     }
 
     public enum Result: Sendable, Equatable {
-        case imported(count: Int)
+        /// `vaultEntriesRemoved`: entries of cards the file moved to another program, issuer or
+        /// reference (the vault's data was another card's), which the import deleted.
+        case imported(count: Int, vaultEntriesRemoved: Int = 0)
         /// Nothing was written.
         case rejected([Problem])
         /// The first `imported` of `total` cards were written (whole batches), then a batch failed
@@ -159,11 +161,12 @@ public struct CardImport: Sendable {
         }
         let size = batchRows > 0 ? batchRows : max(cards.count, 1)
         var written = 0
+        var removed = 0
         while written < cards.count {
             if written > 0 { try await clock.sleep(for: pause) }
             let batch = Array(cards[written..<min(written + size, cards.count)])
             do {
-                try await store.importCards(batch, event: event?(batch.count))
+                removed += try await store.importCards(batch, event: event?(batch.count))
             } catch {
                 let reason = Self.reason(error, cards: written + 1...written + batch.count)
                 guard written > 0 else {
@@ -174,7 +177,7 @@ public struct CardImport: Sendable {
             }
             written += batch.count
         }
-        return .imported(count: written)
+        return .imported(count: written, vaultEntriesRemoved: removed)
     }
 
     /// Why a batch (the file's cards `cards`, counted from 1) was not written.

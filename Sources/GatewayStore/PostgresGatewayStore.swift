@@ -304,13 +304,14 @@ public final class PostgresGatewayStore: GatewayStore {
         async throws -> CardWrite
     {
         var moves: [SecurityEvent] = []
-        return try await write(card, owners: owners, event: event, importedBy: nil, moves: &moves, on: connection)
+        var dropped = 0
+        return try await write(card, owners: owners, event: event, importedBy: nil, moves: &moves, vaultEntriesDropped: &dropped, on: connection)
     }
 
     /// `importedBy`: the import's event, from which a card it moves gets its own (`moves`, written
-    /// after the batch's cards).
+    /// after the batch's cards). `vaultEntriesDropped` counts the vault entries the write removed.
     private func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, importedBy: SecurityEvent?,
-                       moves: inout [SecurityEvent], on connection: PostgresConnection) async throws -> CardWrite
+                       moves: inout [SecurityEvent], vaultEntriesDropped: inout Int, on connection: PostgresConnection) async throws -> CardWrite
     {
         var before: (program: String, issuer: String?)?
         var referenceBefore: String?
@@ -325,7 +326,11 @@ public final class PostgresGatewayStore: GatewayStore {
         let reference = StoreRows.referenceJSON(card.issuerReference)
         let keepsItsReferenceNow = referenceBefore.map { StoreRows.sameReference((before?.issuer, $0), (card.issuer?.rawValue, reference)) } ?? false
         if StoreRows.dropsVaultEntry(before: before?.program, program: card.program.rawValue, keepsItsReference: keepsItsReferenceNow) {
-            try await connection.query("DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue)", logger: logger)
+            for try await _ in try await connection.query(
+                "DELETE FROM vault_entries WHERE card_id = \(card.id.rawValue) RETURNING card_id", logger: logger
+            ).decode(String.self) {
+                vaultEntriesDropped += 1
+            }
         }
         let now = StoreRows.milliseconds(Date())
         let allowed = owners.map { $0.map(\.rawValue) }
@@ -416,16 +421,22 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
+    @discardableResult
+    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws -> Int {
         try await mapConflicts {
             try await rerunIfCreatedMeanwhile {
                 try await client.withTransaction(logger: logger) { connection in
                     // Each card a row moves gets its own event, written after every card (a security
                     // event's lock is taken last in a transaction, so it waits on no row lock).
                     var moves: [SecurityEvent] = []
-                    for card in cards { _ = try await self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, on: connection) }
+                    var dropped = 0
+                    for card in cards {
+                        _ = try await self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, vaultEntriesDropped: &dropped,
+                                                 on: connection)
+                    }
                     for move in moves { try await self.insert(move, on: connection) }
                     if let event { try await self.insert(event, on: connection) }
+                    return dropped
                 }
             }
         }

@@ -368,13 +368,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// The one card write (SQLite serializes writers, so the owner check cannot be raced).
     private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, _ db: Database) throws -> CardWrite {
         var moves: [SecurityEvent] = []
-        return try write(card, owners: owners, event: event, importedBy: nil, moves: &moves, db)
+        var dropped = 0
+        return try write(card, owners: owners, event: event, importedBy: nil, moves: &moves, vaultEntriesDropped: &dropped, db)
     }
 
     /// `importedBy`: the import's event, from which a card it moves gets its own (`moves`, written
-    /// after the batch's cards).
+    /// after the batch's cards). `vaultEntriesDropped` counts the vault entries the write removed.
     private static func write(_ card: CardRecord, owners: Set<ProgramID>?, event: SecurityEvent?, importedBy: SecurityEvent?,
-                              moves: inout [SecurityEvent], _ db: Database) throws -> CardWrite {
+                              moves: inout [SecurityEvent], vaultEntriesDropped: inout Int, _ db: Database) throws -> CardWrite {
         let row = try Row.fetchOne(db, sql: "SELECT program, issuer, issuer_reference FROM cards WHERE card_id = ?", arguments: [card.id.rawValue])
         let before = row.map { (program: $0["program"] as String, issuer: $0["issuer"] as String?) }
         if let moved = StoreRows.importMove(importedBy, card: card, before: before) { moves.append(moved) }
@@ -385,6 +386,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             ?? false
         if StoreRows.dropsVaultEntry(before: before?.program, program: card.program.rawValue, keepsItsReference: keepsItsReference) {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
+            vaultEntriesDropped += db.changesCount
         }
         try db.execute(
             sql: """
@@ -444,13 +446,18 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws {
+    @discardableResult
+    public func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws -> Int {
         try await Self.mapConflicts {
             try await self.writeAlone { db in
                 var moves: [SecurityEvent] = []
-                for card in cards { _ = try Self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, db) }
+                var dropped = 0
+                for card in cards {
+                    _ = try Self.write(card, owners: nil, event: nil, importedBy: event, moves: &moves, vaultEntriesDropped: &dropped, db)
+                }
                 for move in moves { try Self.insert(move, db) }
                 if let event { try Self.insert(event, db) }
+                return dropped
             }
         }
     }

@@ -87,7 +87,10 @@ public protocol GatewayStore: CardRegistry {
     func cards(_ query: CardPageQuery) async throws -> [CardRecord]
     /// All cards or none, in one transaction (same rules as `putCard`).
     /// With `event` (a CLI import's security event) written in the same transaction when given.
-    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws
+    /// Answers how many vault entries it removed (cards moved to another program, issuer or
+    /// reference: `StoreRows.dropsVaultEntry`), for the import to say so.
+    @discardableResult
+    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws -> Int
 
     /// Vault entries are opaque sealed bytes here: sealing and opening happen above the store.
     /// With `event` written in the same transaction when given: an entry never changes unaudited.
@@ -185,7 +188,8 @@ extension GatewayStore {
         try await deleteCard(id, owners: nil, event: nil) != nil
     }
     /// Without a security event (the sandbox's own seeding, tests).
-    public func importCards(_ cards: [CardRecord]) async throws { try await importCards(cards, event: nil) }
+    @discardableResult
+    public func importCards(_ cards: [CardRecord]) async throws -> Int { try await importCards(cards, event: nil) }
     public func putVaultEntry(_ cardID: CardID, sealed: Data) async throws { try await putVaultEntry(cardID, sealed: sealed, event: nil) }
     @discardableResult public func deleteVaultEntry(_ cardID: CardID) async throws -> Bool { try await deleteVaultEntry(cardID, event: nil) }
 }

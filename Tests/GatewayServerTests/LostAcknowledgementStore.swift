@@ -108,7 +108,7 @@ final class LostAcknowledgementStore: GatewayStore {
         try await inner.deleteCard(id, owners: owners, event: event)
     }
     func cards(_ query: CardPageQuery) async throws -> [CardRecord] { try await inner.cards(query) }
-    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws { try await inner.importCards(cards, event: event) }
+    func importCards(_ cards: [CardRecord], event: SecurityEvent?) async throws -> Int { try await inner.importCards(cards, event: event) }
     func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool {
         try await inner.putVaultEntry(for: card, sealed: sealed, event: event)
     }

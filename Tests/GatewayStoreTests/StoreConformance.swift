@@ -420,8 +420,10 @@ enum StoreConformance {
         #expect(try await store.vaultEntry("keep") == nil, "a card moved to another issuer kept its data")
         try await store.importCards([card("again", program: "acme")])
         try await store.putVaultEntry("again", sealed: Data([1, 2, 3]))
-        try await store.importCards([card("again", program: "acme", ref: "replacement")])
+        // The import says how many entries it removed, for the CLI to print.
+        #expect(try await store.importCards([card("again", program: "acme", ref: "replacement"), card("other", program: "acme")], event: nil) == 1)
         #expect(try await store.vaultEntry("again") == nil, "a card that names another issuer's card kept its data")
+        #expect(try await store.importCards([card("again", program: "acme", ref: "replacement")], event: nil) == 0)
         // A card id registered anew never takes over an entry left under it.
         try await store.putVaultEntry("fresh", sealed: Data([4]))
         try await store.putCard(card("fresh", program: "acme"))

@@ -143,9 +143,16 @@ import Testing
     @Test func movingCardsToAnotherIssuerIsAnotherImport() async throws {
         let store = try await store()
         _ = try await importer.run(Self.good, into: store)
+        // card_a has a vault entry, card_b one too: the move removes card_a's (it was sealed for
+        // the card at its former issuer) and says so; an import that moves nothing removes none.
+        try await store.putVaultEntry("card_a", sealed: Data(repeating: 1, count: 64), event: nil)
+        try await store.putVaultEntry("card_b", sealed: Data(repeating: 2, count: 64), event: nil)
         let moved = "card_id,program,issuer,issuer_card_id\ncard_a,demo,tmp,tmp_a\n"
-        #expect(try await importer.run(moved, into: store) == .imported(count: 1))
+        #expect(try await importer.run(moved, into: store) == .imported(count: 1, vaultEntriesRemoved: 1))
         #expect(try await store.card("card_a")?.issuer == "tmp")
+        #expect(try await store.vaultEntry("card_a") == nil)
+        #expect(try await store.vaultEntry("card_b") != nil)
+        #expect(try await importer.run(moved, into: store) == .imported(count: 1, vaultEntriesRemoved: 0))
     }
 
     @Test func badRowsAreAllReportedByLineAndNothingIsImported() async throws {

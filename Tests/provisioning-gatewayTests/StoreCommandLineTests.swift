@@ -65,6 +65,21 @@ import Testing
         }
     }
 
+    /// An import that moves a card off the local issuer removes its vault entry and says so.
+    @Test func anImportSaysWhichVaultEntriesItRemoved() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let csv = config.deletingLastPathComponent().appendingPathComponent("cards.csv")
+        try "card_id,program,issuer\ncard_v,demo,local\n".write(to: csv, atomically: true, encoding: .utf8)
+        #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path]).status == 0)
+        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29",
+                                                  "--name", "Vault Test"], standardInput: "4000000000000002\n")
+        #expect(put.status == 0, "\(put.stderr)")
+        try "card_id,program,issuer,issuer_card_id\ncard_v,demo,tmp,tmp_v\n".write(to: csv, atomically: true, encoding: .utf8)
+        let moved = try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path])
+        #expect(moved.status == 0 && moved.stdout.contains("imported 1 card") && moved.stdout.contains("1 vault entry removed"), "\(moved.stdout)")
+        #expect(try await SQLiteGatewayStore(path: database).vaultEntry("card_v") == nil)
+    }
+
     @Test func cardsImportWritesAGoodFileAndRefusesABadOneWhole() async throws {
         let (config, database) = try Self.sandboxConfig()
         let directory = config.deletingLastPathComponent()

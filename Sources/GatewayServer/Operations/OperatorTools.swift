@@ -118,8 +118,11 @@ public enum OperatorTools {
                 SecurityEvent(at: Date(), kind: .cardsImported, actor: actor, detail: ["count": "\(count)", "file": name])
             }
             switch result {
-            case .imported(let count):
-                return .ok("imported \(count) card\(count == 1 ? "" : "s") from \(fileName)")
+            case .imported(let count, let removed):
+                // Removed vault entries are said: sealed card data is gone (the CLI audit saw 61 go unsaid).
+                let vault = removed == 0 ? "" : "; \(removed) vault entr\(removed == 1 ? "y" : "ies") removed: \(removed == 1 ? "its card" : "their cards") "
+                    + "moved to another program, issuer or reference (`vault put` again if the data still belongs to the card)"
+                return .ok("imported \(count) card\(count == 1 ? "" : "s") from \(fileName)\(vault)")
             case .rejected(let problems):
                 return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)",
                                diagnostics: problems.map { "\(fileName): \($0)" })
