@@ -28,7 +28,14 @@ enum UnknownConfigKeys {
         switch (node, shape) {
         case (.mapping(let mapping), .mapping(let keys, let values)):
             for (keyNode, value) in mapping {
-                guard let key = keyNode.string else { continue }
+                guard let key = keyNode.string else {
+                    // A key that is a mapping or a list (`{api_key: ...}: 3`, `? [a, b]`) is no
+                    // setting's name; it had been passed over without a word (reload audit).
+                    let line = keyNode.mark.map { " on line \($0.line)" } ?? ""
+                    problems.append(.init(path.isEmpty ? "*" : "\(path).*",
+                                          "a key\(line) that is not text (a mapping or a list used as a key), not repeated: no setting is named so"))
+                    continue
+                }
                 let childPath = path.isEmpty ? key : "\(path).\(key)"
                 guard let child = values[key] else {
                     let expected = "expected one of: \(keys.joined(separator: ", "))"

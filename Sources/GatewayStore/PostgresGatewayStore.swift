@@ -110,7 +110,12 @@ public final class PostgresGatewayStore: GatewayStore {
             return try await body()
         } catch {
             let underlying = (error as? PostgresTransactionError)?.closureError ?? error
-            if let psql = underlying as? PSQLError, psql.serverInfo?[.sqlState] == "23505" { throw CardRegistryError.issuerReferenceInUse }
+            // Only a violation of an issuer-reference index (its constraint's name says so) is a
+            // reference conflict; another is the store's error as it is.
+            if let psql = underlying as? PSQLError, psql.serverInfo?[.sqlState] == "23505",
+               psql.serverInfo?[.constraintName]?.contains("issuer_reference") == true {
+                throw CardRegistryError.issuerReferenceInUse
+            }
             throw underlying
         }
     }

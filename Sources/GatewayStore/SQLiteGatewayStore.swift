@@ -356,11 +356,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    /// A unique-index violation left after the card id's own upsert is the issuer reference's.
+    /// A unique-index violation left after the card id's own upsert is the issuer reference's,
+    /// when SQLite names an issuer-reference index; any other (a damaged index missing the card
+    /// id's row, say) is the store's error as it is, not a reference conflict the operator would
+    /// answer by editing the file and writing more into a damaged store (CLI audit).
     private static func mapConflicts<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+        } catch let error as DatabaseError
+            where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE && (error.message ?? "").contains("issuer_reference") {
             throw CardRegistryError.issuerReferenceInUse
         }
     }

@@ -28,6 +28,28 @@ import Testing
         #expect(tables == SQLiteGatewayStore.expectedTables)
     }
 
+    /// Only an issuer-reference index's violation is `issuer_reference_in_use`: another unique
+    /// index's (here one made for the test, as a damaged index's would be) is the store's error.
+    @Test func onlyAnIssuerReferenceConflictIsReadAsOne() async throws {
+        let path = TestDirectories.root.appendingPathComponent("conflicts-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        try await DatabaseQueue(path: path).write { try $0.execute(sql: "CREATE UNIQUE INDEX one_card_per_program ON cards (program)") }
+        func card(_ id: String, _ reference: String, program: String = "acme") -> CardRecord {
+            CardRecord(id: CardID(id), program: ProgramID(program), issuer: "tmp", issuerReference: .init(["issuer_card_id": reference]))
+        }
+        try await store.importCards([card("a", "t_a")])
+        do {
+            try await store.importCards([card("b", "t_b")])
+            Issue.record("a second card of the program was written")
+        } catch let error as CardRegistryError {
+            Issue.record("another index's violation was read as \(error)")
+        } catch {
+            #expect("\(error)".contains("UNIQUE constraint failed: cards.program"), "\(error)")
+        }
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await store.importCards([card("c", "T_A", program: "other")]) }
+    }
+
     @Test func aDeletedOrReplacedFileIsAWriteProblem() async throws {
         let directory = TestDirectories.unique("sqlite-ready")
         let path = directory.appendingPathComponent("gateway.sqlite").path

@@ -66,7 +66,7 @@ import Testing
             - { id: k1, key: env:VAULT_KEY_1, active: true }
             - { id: k0, key: env:VAULT_KEY_0 }
         trust: { anchors: [apple] }
-        log: { format: json }
+        log: { format: json, access: true }
         telemetry:
           service_name: provisioning-gateway-eu
           otlp: { endpoint: "http://otel-collector:4318" }
@@ -119,6 +119,18 @@ import Testing
 
     /// An unknown key that reads as no setting's name (a secret pasted where a key goes: `{
     /// api_key:sk_live_... }` without the space is one key) is placed by its line, never repeated.
+    /// A key that is a mapping or a list is no setting's name: reported by its line, not passed
+    /// over (the reload audit's `{api_key: sk_live_...}: 3` read as a valid file).
+    @Test func aKeyThatIsNotTextIsReportedNotRepeated() {
+        for key in ["{api_key: sk_live_XYZSECRET}: 3", "? [sk_live_LISTSECRET]\n  : 1"] {
+            let yaml = Self.everyKey.replacingOccurrences(of: "  port: 8080", with: "  port: 8080\n  \(key)")
+            let found = problems(yaml)
+            #expect(found.count == 1, "\(key): \(found)")
+            #expect(found.first?.contains("a key on line 4 that is not text") == true, "\(found)")
+            #expect(!found.joined().contains("SECRET"), "\(found)")
+        }
+    }
+
     @Test func anUnknownKeyThatMayBeASecretIsPlacedByItsLineNotRepeated() {
         let secrets = ["sk_live_51HxQzLmN0pQrStUv", "sk_live_KEY", "AKIAIOSFODNN7EXAMPLE", "ghp_abc123def456", "api_key:sk_test_abc"]
         for secret in secrets {

@@ -100,6 +100,14 @@ import Testing
         #expect(refused.stderr.contains("line 4: issuer: unknown issuer 'nope'"))
         #expect(refused.stderr.contains("nothing imported"))
 
+        // A file of many bad rows: every problem counted, the first hundred printed.
+        let many = config.deletingLastPathComponent().appendingPathComponent("many-bad.csv")
+        try ("card_id,program,issuer\n" + (1...250).map { "bad_\($0),demo,nope" }.joined(separator: "\n") + "\n")
+            .write(to: many, atomically: true, encoding: .utf8)
+        let flood = try await CommandLineTests.run(["cards", "import", "--config", config.path, many.path])
+        #expect(flood.status == 2 && flood.stderr.contains("nothing imported: 250 problems"), "\(flood.stderr.prefix(300))")
+        #expect(flood.stderr.contains("line 101:") && !flood.stderr.contains("line 102:") && flood.stderr.contains("... and 150 more"))
+
         let store = try SQLiteGatewayStore(path: database)
         try await store.migrate()
         #expect(try await store.cards(CardPageQuery(limit: 10)).map(\.id) == ["moved_1", "moved_2"])

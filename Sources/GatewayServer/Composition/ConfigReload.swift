@@ -238,8 +238,11 @@ actor ConfigReloader {
         let asWritten = config
         // The store's too (a PostgreSQL URL from an unset variable, a missing CA file), without
         // opening it: a reload had applied a file that the next start-up refused (reload audit).
-        problems += StartupChecks.environmentProblems(config: asWritten, environment: environment)
-            + StartupChecks.fileProblems(config: asWritten, environment: environment)
+        // A key path the file's own checks already name is not reported twice (as `config check`).
+        let reported = Set(problems.map(\.path))
+        problems += (StartupChecks.environmentProblems(config: asWritten, environment: environment)
+            + StartupChecks.fileProblems(config: asWritten, environment: environment))
+            .filter { $0.path.isEmpty || !reported.contains($0.path) }
         outcome.restartRequired = RestartOnlySettings.pin(&config, to: running.config,
                                                           startedShutdownTimeout: startedShutdownTimeout ?? running.config.shutdownTimeout)
         // The file was checked as written; what runs is the file with the running restart-only

@@ -106,6 +106,9 @@ public enum OperatorTools {
     /// Cards per transaction of `cards import` unless told (`CardImport.defaultBatchRows`).
     public static let importBatchRows = CardImport.defaultBatchRows
 
+    /// How many of a file's problems `cards import` prints (all are counted).
+    static let maxProblemsShown = 100
+
     /// `cards import`: every row checked, then written in batches (`CardImport`).
     public static func importCards(
         config path: String, csv text: String, fileName: String, actor: String, batchRows: Int = CardImport.defaultBatchRows,
@@ -124,8 +127,11 @@ public enum OperatorTools {
                     + "moved to another program, issuer or reference (`vault put` again if the data still belongs to the card)"
                 return .ok("imported \(count) card\(count == 1 ? "" : "s") from \(fileName)\(vault)")
             case .rejected(let problems):
+                // The first ones, each with its line: a file of 400,000 bad rows had printed them all.
+                let shown = problems.prefix(Self.maxProblemsShown).map { "\(fileName): \($0)" }
+                let more = problems.count > Self.maxProblemsShown ? ["\(fileName): ... and \(problems.count - Self.maxProblemsShown) more"] : []
                 return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)",
-                               diagnostics: problems.map { "\(fileName): \($0)" })
+                               diagnostics: shown + more)
             case .stopped(let imported, let total, let reason):
                 return .failed("imported \(imported) of \(total) cards from \(fileName), then stopped: fix the file and run it again "
                                + "(cards already imported are written again unchanged)", diagnostics: ["\(fileName): \(reason)"])
