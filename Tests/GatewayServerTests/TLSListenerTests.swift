@@ -96,6 +96,27 @@ import Testing
 
     /// Each unusable file is a `ConfigError` naming its key, and the message never carries what
     /// is in a file (keys above all).
+    /// A private key other users of the host can read or change is warned about (`config check`,
+    /// `serve`'s start), naming the key's setting and mode, never its contents.
+    @Test func aKeyFileOthersCanReadIsWarnedAbout() throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        let config = try Self.tlsConfig(pki)
+        let key = pki.directory.appendingPathComponent("server-key.pem").path
+        for (mode, expected) in [(0o600, nil), (0o640, "can be read by its group or others (mode 640)"),
+                                 (0o644, "can be read by its group or others (mode 644)"), (0o666, "can be changed by its group or others")] {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: key)
+            let warnings = KeyFilePermissions.warnings(config: config)
+            if let expected {
+                #expect(warnings.count == 1 && warnings[0].hasPrefix("server.tls.private_key: \(key)") && warnings[0].contains(expected),
+                        "\(warnings)")
+                #expect(!warnings.joined().contains("PRIVATE KEY"))
+            } else {
+                #expect(warnings.isEmpty, "\(warnings)")
+            }
+        }
+    }
+
     @Test(arguments: [
         ("missing key file", "server.pem", "nowhere/key.pem", "server.tls.private_key: cannot read"),
         ("certificate as key", "server.pem", "server.pem", "server.tls.private_key: … holds no unencrypted PEM private key"),

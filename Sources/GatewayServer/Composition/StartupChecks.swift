@@ -45,3 +45,25 @@ enum StartupChecks {
         return problems
     }
 }
+
+/// Private key files the config names (`server.tls.private_key`, `issuers.<name>.tls.client_key`)
+/// that other users of the host can read or change: a warning, not a refusal (a secret mounted by
+/// an orchestrator is often 0644 inside a container no one else runs in), from `config check` and
+/// at `serve`'s start. The SQLite store's file is made 0600 by the gateway itself.
+public enum KeyFilePermissions {
+    public static func warnings(config: GatewayConfig) -> [String] {
+        var keys: [(path: String, file: String)] = []
+        if let tls = config.server.tls { keys.append(("server.tls.private_key", tls.privateKey)) }
+        for (name, issuer) in config.issuers.sorted(by: { $0.key < $1.key }) {
+            if let key = issuer.tls?.clientKey { keys.append(("issuers.\(name).tls.client_key", key)) }
+        }
+        return keys.compactMap { key in
+            let url = config.resolvePath(key.file)
+            guard let mode = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.posixPermissions] as? Int,
+                  mode & 0o077 != 0 else { return nil }
+            let who = mode & 0o022 != 0 ? "changed" : "read"
+            return "\(key.path): \(url.path) can be \(who) by its group or others (mode \(String(mode & 0o777, radix: 8))): "
+                + "chmod 600 it, so only the gateway's user reads the key"
+        }
+    }
+}

@@ -22,7 +22,8 @@ public enum ConfigCheck {
             + StartupChecks.fileProblems(config: config, environment: environment))
             .filter { $0.path.isEmpty || !reported.contains($0.path) }
         guard problems.isEmpty else { return failed(path: path, problems: problems) }
-        return ToolOutcome(output: ["configuration \(path) is valid"] + summary(config), diagnostics: [], failure: nil)
+        return ToolOutcome(output: ["configuration \(path) is valid"] + summary(config),
+                           diagnostics: KeyFilePermissions.warnings(config: config).map { "warning: \($0)" }, failure: nil)
     }
 
     static func failed(path: String, problems: [ConfigProblem]) -> ToolOutcome {
