@@ -48,7 +48,7 @@ struct APIHandler: APIProtocol {
     func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
         guard let arrivedOn = RequestScope.generation, let current = live.current, current.number != arrivedOn.number,
-              let keyDigest = RequestScope.keyDigest
+              let keyDigest = RequestScope.caller?.keyDigest
         else { return client }
         guard let now = current.authenticator.client(keyDigest: keyDigest), now.id == client.id else {
             throw GatewayError(.unauthorized, "the API key was revoked while the request was being received")

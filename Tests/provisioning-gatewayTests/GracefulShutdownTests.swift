@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayTestSupport
+import GRDB
 import NIOCore
 import NIOHTTP1
 import NIOFoundationCompat
@@ -70,5 +71,96 @@ import Testing
         #expect(seen.answer == 200)
         #expect(seen.issuer == "bridge")
         #expect(status == 0)
+    }
+
+    /// Requests cut off at the shutdown timeout still write what they did, and each write may wait
+    /// the store's busy timeout while another writer holds it (here the test, for 7 s). The process
+    /// exits 0 once they are done: a 5 s bound on the cancellation had ended it with
+    /// ServiceLifecycle's fatalError (exit 132) while they waited (lifecycle audit).
+    @Test func aShutdownWhoseWritesWaitOnABusyStoreStillExitsZero() async throws {
+        let directory = TestDirectories.root.appendingPathComponent("busy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: ["shutdown_timeout_ms: 1000"])
+        defer { try? FileManager.default.removeItem(at: config) }
+        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let database = directory.appendingPathComponent("gateway.sqlite").path
+
+        let (_, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path,
+            limit: .seconds(120), stopLimit: .seconds(60)
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
+                                        body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":4000}"#.utf8)).status == 200)
+            let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
+            var taken = false
+            for _ in 0..<500 {
+                let pending = try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any]
+                if pending?.isEmpty == true { taken = true; break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            try #require(taken, "the slow request never reached the Bridge simulator")
+            // Another writer takes the store's lock for 7 s, from before the shutdown.
+            let locked = Task.detached {
+                let other = try DatabaseQueue(path: database)
+                try other.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    Thread.sleep(forTimeInterval: 7)
+                    try db.execute(sql: "COMMIT")
+                }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            running.signal(SIGTERM)
+            try await locked.value
+            _ = await slow.value
+        }
+        #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
+    }
+
+    /// A SIGHUP once the shutdown has begun reloads nothing (the reload service hears of the
+    /// shutdown last, after the upstream clients and the store): no `config_reloaded` event, while
+    /// one before the SIGTERM is applied as usual.
+    @Test func aSIGHUPDuringTheShutdownReloadsNothing() async throws {
+        let directory = TestDirectories.root.appendingPathComponent("hup-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let database = directory.appendingPathComponent("gateway.sqlite").path
+        @Sendable func reloads() async throws -> Int {
+            try await DatabaseQueue(path: database).read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM security_events WHERE kind = 'config_reloaded'") ?? -1
+            }
+        }
+        let (_, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path
+        ) { running in
+            let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+            running.signal(SIGHUP)
+            var applied = false
+            for _ in 0..<300 where !applied {
+                applied = (try? await reloads()) == 1
+                if !applied { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(applied, "a SIGHUP before the shutdown was not applied")
+            #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
+                                        body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":2500}"#.utf8)).status == 200)
+            let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
+            for _ in 0..<500 {
+                if (try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            running.signal(SIGTERM)
+            try await Task.sleep(for: .milliseconds(300))
+            for _ in 0..<3 {
+                running.signal(SIGHUP)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(await slow.value == 200)
+        }
+        #expect(status == 0)
+        #expect(try await reloads() == 1, "a SIGHUP during the shutdown reloaded the configuration")
     }
 }

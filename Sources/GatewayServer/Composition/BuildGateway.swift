@@ -106,7 +106,9 @@ public func buildGateway(
     router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
     router.add(middleware: RequestIDMiddleware(logger: logger))
     router.add(middleware: RequestTracingMiddleware(tracer: tracing.tracer))
-    if config.log.access { router.add(middleware: AccessLogMiddleware(logger: logger)) }
+    // Only where its lines are written: below `info` (the benchmarks' `warning`) it would cost its
+    // clock reads and task local on every request for nothing.
+    if config.log.access && logger.logLevel <= .info { router.add(middleware: AccessLogMiddleware(logger: logger)) }
     router.add(middleware: ProblemMiddleware(logger: logger))
     // From here on a request runs on the config generation serving when it arrived.
     router.add(middleware: ConfigGenerationMiddleware(live: live))
@@ -203,6 +205,9 @@ public struct GatewayProcess: Sendable {
     public let shutdownTimeout: Duration
     let logger: Logger
 
+    /// How long the group waits for what it cancelled at the shutdown timeout (`serviceGroup`).
+    public static let cancellationBound: Duration = .seconds(30)
+
     /// The one service group: a service that fails or stops on its own shuts the group down
     /// gracefully (requests in flight still finish) with its cause logged. With `stopOnSignals`
     /// (`serve`), SIGTERM and SIGINT start a graceful shutdown, and SIGHUP reloads the config file
@@ -212,7 +217,9 @@ public struct GatewayProcess: Sendable {
         var services = services
         if stopOnSignals && reloader.source != nil {
             // Before the store and the server: SIGHUP is trapped before the gateway listens.
-            services.insert(LoggedService(base: ReloadOnSignal(reloader: reloader), logger: logger), at: 0)
+            let readiness = readiness
+            services.insert(LoggedService(base: ReloadOnSignal(reloader: reloader, draining: { readiness.isDraining }, logger: logger),
+                                          logger: logger), at: 0)
         }
         var configuration = ServiceGroupConfiguration(
             services: services.map {
@@ -220,8 +227,14 @@ public struct GatewayProcess: Sendable {
             },
             gracefulShutdownSignals: signals, logger: logger)
         configuration.maximumGracefulShutdownDuration = shutdownTimeout
-        // What does not stop within a second of being cancelled is not going to.
-        configuration.maximumCancellationDuration = .seconds(5)
+        // Requests cut off at the timeout still write what they did (their attempts' audit events,
+        // their keys' claims), and each write may wait the store's busy timeout (SQLite's 5 s, while
+        // another writer, a `cards import` say, holds the lock) or PostgreSQL's operation timeout;
+        // a request makes two or three such writes one after another. A bound of 5 s had stopped
+        // the process (ServiceLifecycle's fatalError, exit 132) while they waited, and the events
+        // of issuer successes were lost (lifecycle audit). What has not stopped after this is not
+        // going to: ServiceLifecycle then ends the process.
+        configuration.maximumCancellationDuration = Self.cancellationBound
         return ServiceGroup(configuration: configuration)
     }
 }

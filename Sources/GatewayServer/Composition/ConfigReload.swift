@@ -287,11 +287,21 @@ enum RateLimits {
 /// action (ending the process).
 struct ReloadOnSignal: Service, CustomStringConvertible {
     let reloader: ConfigReloader
+    /// Whether a graceful shutdown has begun. This service is the group's first, so it hears of
+    /// the shutdown last, after the upstream clients and the store have stopped: a SIGHUP meanwhile
+    /// had built new upstream clients nothing would shut down and written its event to a stopped
+    /// store (the lifecycle audit's 126 reloads during one shutdown).
+    let draining: @Sendable () -> Bool
+    let logger: Logger
     var description: String { "config reload on SIGHUP" }
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
+            guard !draining() else {
+                logger.notice("SIGHUP ignored: the gateway is shutting down")
+                continue
+            }
             _ = await reloader.reload(.signal("SIGHUP"))
         }
     }

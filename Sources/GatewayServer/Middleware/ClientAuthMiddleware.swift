@@ -68,10 +68,8 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
         if isMetrics && !client.admin {
             throw GatewayError(.forbidden, "GET /metrics needs an admin client's key")
         }
-        return try await RequestScope.$client.withValue(client) {
-            try await RequestScope.$keyDigest.withValue(keyDigest) {
-                try await RequestScope.$remoteAddress.withValue(context.remoteAddress) { try await next(request, context) }
-            }
+        return try await RequestScope.$caller.withValue(Caller(client: client, keyDigest: keyDigest, remoteAddress: context.remoteAddress)) {
+            try await next(request, context)
         }
     }
 
