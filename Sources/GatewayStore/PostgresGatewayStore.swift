@@ -516,9 +516,13 @@ public final class PostgresGatewayStore: GatewayStore {
             binds.append(ByteBuffer(bytes: expected))
             let query = PostgresQuery(unsafeSQL: StoreRows.replaceVaultEntry(placeholders: (1...4).map { "$\($0)" }) + " RETURNING card_id",
                                       binds: binds)
-            var replaced = false
-            for try await _ in try await client.query(query, logger: logger).decode(String.self) { replaced = true }
-            return replaced
+            // Replaced only once the COMMIT is answered (`appendAudit` says why): `vault rotate`
+            // reports what it re-sealed, and the old key is then removed.
+            return try await committed { connection in
+                var replaced = false
+                for try await _ in try await connection.query(query, logger: self.logger).decode(String.self) { replaced = true }
+                return replaced
+            }
         }
     }
 
@@ -570,9 +574,10 @@ public final class PostgresGatewayStore: GatewayStore {
         try await connection.query(Self.securityEventInsert(event), logger: logger)
     }
 
+    /// Committed in a transaction of its own, as `appendAudit` is (why there).
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
         try await bounded(shielded: true) { [self] in
-            try await client.query(Self.securityEventInsert(event), logger: logger)
+            try await committed { connection in try await self.insert(event, on: connection) }
         }
     }
 
@@ -596,9 +601,27 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Audit
 
+    /// `body` in a transaction of its own, done once its COMMIT is answered; the closure's own
+    /// error is thrown as it is (not wrapped), as a single statement's would be.
+    private func committed<T: Sendable>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> sending T
+    ) async throws -> sending T {
+        do {
+            return try await client.withTransaction(logger: logger, isolation: isolation, body)
+        } catch let error as PostgresTransactionError {
+            throw error.closureError ?? error
+        }
+    }
+
+    /// In a transaction of its own, whose COMMIT is a statement the server answers: an autocommit
+    /// statement's commit that fails after its row came back (a deferred constraint, a server
+    /// stopping) is not reported to the statement by postgres-nio, and a 200 had gone out for an
+    /// event the database rolled back (PostgreSQL audit). The claim is written the same way.
     public func appendAudit(_ event: AuditEvent) async throws {
         try await bounded(shielded: true) { [self] in
-            try await insertAudit(event) { query in try await self.client.query(query, logger: self.logger) }
+            try await committed { connection in
+                try await self.insertAudit(event) { query in try await connection.query(query, logger: self.logger) }
+            }
         }
     }
 
@@ -615,7 +638,10 @@ public final class PostgresGatewayStore: GatewayStore {
                 \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
             ON CONFLICT (provisioning_id, attempt) WHERE \(unescaped: StoreRows.auditOnce) DO NOTHING RETURNING id
             """)
-        for try await _ in inserted.decode(Int64.self) { return }
+        // Read to the end: the statement is done only once its rows are (`appendAudit` commits).
+        var written = false
+        for try await _ in inserted.decode(Int64.self) { written = true }
+        if written { return }
         let stored = try await run(Self.auditSelect(event.provisioningID, attempt: event.attempt))
         var existing: AuditEvent?
         for try await row in stored { existing = try auditEvent(row) }
@@ -672,7 +698,13 @@ public final class PostgresGatewayStore: GatewayStore {
             binds.append(provisioningID.rawValue)
             binds.append(nowMS)
             let upsert = PostgresQuery(unsafeSQL: StoreRows.claimUpsert(placeholders: (1...8).map { "$\($0)" }) + " RETURNING key", binds: binds)
-            for try await _ in try await client.query(upsert, logger: logger).decode(String.self) { return .acquired }
+            // Acquired only once its COMMIT is answered (`appendAudit` says why).
+            let acquired = try await committed { connection in
+                var acquired = false
+                for try await _ in try await connection.query(upsert, logger: self.logger).decode(String.self) { acquired = true }
+                return acquired
+            }
+            if acquired { return .acquired }
             let existing = try await client.query("""
                 SELECT request_hash, response_status, response_body, created_at, abandon_at, provisioning_id FROM idempotency_keys
                 WHERE client_id = \(clientID.rawValue) AND key = \(key)

@@ -128,6 +128,31 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    /// A write that fails at its COMMIT, after its row came back (a deferred constraint here; a
+    /// server stopping in the PostgreSQL audit), is a failure: the audit event and the claim
+    /// had been taken as written at their first row, and a 200 went out for a rolled-back event.
+    @Test func aWriteWhoseCommitFailsAfterItsRowIsAFailure() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await store.migrate()
+            try await sql("""
+                CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+                CREATE CONSTRAINT TRIGGER audit_at_commit AFTER INSERT ON audit_events DEFERRABLE INITIALLY DEFERRED
+                    FOR EACH ROW EXECUTE FUNCTION refuse_at_commit();
+                CREATE CONSTRAINT TRIGGER claim_at_commit AFTER INSERT ON idempotency_keys DEFERRABLE INITIALLY DEFERRED
+                    FOR EACH ROW EXECUTE FUNCTION refuse_at_commit();
+                """)
+            let event = AuditEvent(provisioningID: "prv_commit", at: Date(), client: "acme", cardID: "c1", operation: .applePay, issuer: "bridge",
+                                   endpoint: "https://bridge", attempt: 1, outcome: .succeeded, errorCode: nil, upstreamStatus: 200, latencyMS: 3)
+            await #expect(throws: (any Error).self) { try await store.appendAudit(event) }
+            #expect(try await store.auditEvents("prv_commit").isEmpty)
+            let now = Date()
+            await #expect(throws: (any Error).self) {
+                try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h", provisioningID: "prv_claim", now: now,
+                                                    expiresAt: now.addingTimeInterval(3600), abandonAt: now.addingTimeInterval(60))
+            }
+        }
+    }
+
     /// Three scenarios on one server (each server is an `initdb` and a start, which a parallel
     /// test run pays in CPU): a claim judged by its own abandon time, a newer schema refused, and
     /// schema 009 refused over references held twice when case is set aside.
