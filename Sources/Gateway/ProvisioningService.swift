@@ -356,7 +356,7 @@ public struct ProvisioningService: Sendable {
                 provisioningID: provisioningID, deadline: deadline, clock: clock,
                 logMetadata: requestLogger.handler.metadata.mapValues { "\($0)" })
             do throws(GatewayError) {
-                let value = try await serve(issuer, card: card, context: context, trail: &trail, prepare: prepare, call: call)
+                let value = try await serve(issuer, card: card, client: client, context: context, trail: &trail, prepare: prepare, call: call)
                 reportSuccess(operation, started: started, logger: logger)
                 return (issuer, value)
             } catch where error.isRetryable && fallbackAllowed {
@@ -371,7 +371,7 @@ public struct ProvisioningService: Sendable {
                     try await auditPassedOver(issuer, error: error, trail: &trail)
                 }
                 do throws(GatewayError) {
-                    let value = try await serve(fallback, card: card, context: context, trail: &trail, prepare: prepare, call: call)
+                    let value = try await serve(fallback, card: card, client: client, context: context, trail: &trail, prepare: prepare, call: call)
                     // The request's `issuer` is the routed one; the line says who answered.
                     var answered = logger
                     answered[metadataKey: "answered_by"] = "\(fallback)"
@@ -436,17 +436,20 @@ public struct ProvisioningService: Sendable {
     /// Every attempt at one issuer: its upstream endpoints under the resilience rules, or the
     /// local encryptor once. Each attempt's audit event is written before going on.
     private func serve<T: Sendable>(
-        _ issuer: IssuerID, card: CardRecord?, context: ProvisioningContext, trail: inout Trail,
+        _ issuer: IssuerID, card: CardRecord?, client: Client, context: ProvisioningContext, trail: inout Trail,
         prepare: (IssuerID) async throws(GatewayError) -> Void,
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> T {
         try await prepare(issuer)
         if let upstream = upstreams.issuer(issuer) {
             trail.upstreamCalled = true
+            var calls = 0
             return try await caller.call(upstream, context: context, logger: trail.logger, onAttempt: { (report) async throws(GatewayError) in
                 try await audit(report, trail: &trail)
             }) { (connector, attempt) async throws(GatewayError) in
-                try await call(connector, card, attempt)
+                calls += 1
+                if calls > 1, let card { try await confirmUnchanged(card, client: client) }
+                return try await call(connector, card, attempt)
             }
         }
         guard let local, local.issuer == issuer else {
@@ -578,6 +581,19 @@ public struct ProvisioningService: Sendable {
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure
+        }
+    }
+
+    /// Before a retry the card is read again: one moved to another program (or away from this
+    /// client), another issuer or another card at its issuer while the request waited is not sent
+    /// again (the PostgreSQL audit's retry provisioned, 2 s after the move, a card an admin had
+    /// just given to another tenant's program). Only retries pay the read.
+    private func confirmUnchanged(_ card: CardRecord, client: Client) async throws(GatewayError) {
+        let now = try await self.card(card.id)
+        guard client.mayUse(now) else { throw .cardNotAmongClients(card.id) }
+        guard now.issuer == card.issuer, now.issuerReference == card.issuerReference else {
+            throw GatewayError(.cardNotFound,
+                "card \(card.id) changed while the request ran (its issuer or issuer reference): nothing more was sent; send the request again")
         }
     }
 

@@ -454,12 +454,16 @@ public final class PostgresGatewayStore: GatewayStore {
             try await client.withTransaction(logger: logger) { connection in
                 // The card's row is locked for share: a delete or a move waits for this transaction
                 // (and then drops the entry with the card), or went first and the entry is refused.
-                var found = false
-                for try await _ in try await connection.query("""
-                    SELECT 1 FROM cards WHERE card_id = \(card.id.rawValue) AND program = \(card.program.rawValue)
+                // The same program, issuer and card at the issuer (letter case aside): the entry is
+                // bound to all three (a reference changed meanwhile had kept it: PostgreSQL audit).
+                var stored: String?
+                for try await reference in try await connection.query("""
+                    SELECT issuer_reference FROM cards WHERE card_id = \(card.id.rawValue) AND program = \(card.program.rawValue)
                         AND issuer IS NOT DISTINCT FROM \(card.issuer?.rawValue) FOR SHARE
-                    """, logger: self.logger).decode(Int.self) { found = true }
-                guard found else { return false }
+                    """, logger: self.logger).decode(String.self) { stored = reference }
+                guard let stored,
+                      StoreRows.sameReference((card.issuer?.rawValue, stored), (card.issuer?.rawValue, StoreRows.referenceJSON(card.issuerReference)))
+                else { return false }
                 try await self.upsertVaultEntry(card.id, sealed: sealed, event: event, on: connection)
                 return true
             }

@@ -498,8 +498,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func putVaultEntry(for card: CardRecord, sealed: Data, event: SecurityEvent?) async throws -> Bool {
         try await writeAlone { db in
             // SQLite serializes writers: no delete or move can come between this check and the write.
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM cards WHERE card_id = ? AND program = ? AND issuer IS ?",
-                                    arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue]) != nil else { return false }
+            // The same program, issuer and card at the issuer (letter case aside), as the entry is
+            // bound to all three (a reference changed meanwhile had kept the entry: PostgreSQL audit).
+            guard let stored = try String.fetchOne(db, sql: "SELECT issuer_reference FROM cards WHERE card_id = ? AND program = ? AND issuer IS ?",
+                                                   arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue]),
+                  StoreRows.sameReference((card.issuer?.rawValue, stored), (card.issuer?.rawValue, StoreRows.referenceJSON(card.issuerReference)))
+            else { return false }
             try Self.upsertVaultEntry(card.id, sealed: sealed, event: event, db)
             return true
         }

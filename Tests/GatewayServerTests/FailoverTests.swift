@@ -150,6 +150,36 @@ struct FailoverTests {
         }
     }
 
+    /// A card an admin moves to another tenant's program while its request waits to retry is not
+    /// sent again: the retry reads the card first, and the caller hears `card_not_found`.
+    @Test func aCardMovedAwayWhileItsRequestWaitsIsNotSentAgain() async throws {
+        let config = try ResilienceTests.config { $0.issuers["bridge"]!.timeouts.requestMS = 400 }
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            // Bridge's first answer takes longer than the per-try timeout: Bridge's POST carries an
+            // Idempotency-Key, so the timed-out attempt would be retried.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1200,"count":1}"#)
+            let body = try GatewayHarness.requestBody()
+            let port = client.port
+            async let answer = GatewayClient.with(port: port) { own in
+                try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body)
+            }
+            var taken = false
+            for _ in 0..<500 where !taken {
+                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+                if !taken { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            try #require(taken, "the request never reached the Bridge simulator")
+            let card = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
+            let moved = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_bridge_demo", json: card, key: Self.opsKey)
+            #expect(moved.status.code < 300, "\(moved.json)")
+            let response = try await answer
+            #expect(response.status == .notFound && response.json["code"] as? String == "card_not_found", "\(response.json)")
+            // The slow first attempt is the only one Bridge saw (it logs once it has answered).
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(await sandbox.bridge.log.count == 1)
+        }
+    }
+
     @Test func theAdminViewIsForAdminClientsOnly() async throws {
         try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
             let refused = try await CardRegistryAPITests.send(client, .get, "/v1/admin/issuers")

@@ -444,6 +444,16 @@ enum StoreConformance {
         #expect(try await store.vaultEntry("v") == nil)
         try await store.putCard(card("v", program: "acme", issuer: "tmp"))
         #expect(try await store.putVaultEntry(for: read, sealed: Data([3]), event: nil) == false, "written for a card at another issuer")
+        // Another card at the same issuer (its reference changed after the read): refused too;
+        // the same reference in other letter case is the same card.
+        let atIssuer = card("w", program: "acme", ref: "ref_w")
+        try await store.importCards([atIssuer])
+        try await store.putCard(card("w", program: "acme", ref: "REF_W"))
+        #expect(try await store.putVaultEntry(for: atIssuer, sealed: Data([6]), event: nil) == true)
+        try await store.putCard(card("w", program: "acme", ref: "ref_other"))
+        #expect(try await store.vaultEntry("w") == nil)
+        #expect(try await store.putVaultEntry(for: atIssuer, sealed: Data([7]), event: nil) == false, "written for another card at its issuer")
+        #expect(try await store.vaultEntry("w") == nil)
         try await store.deleteCard("v")
         #expect(try await store.putVaultEntry(for: read, sealed: Data([4]), event: nil) == false, "written for a deleted card")
         #expect(try await store.vaultEntry("v") == nil)
