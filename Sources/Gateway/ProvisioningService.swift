@@ -391,7 +391,14 @@ public struct ProvisioningService: Sendable {
                 event.endpoint = nil
                 event.fail(with: error, latency: started.duration(to: clock.now))
                 do throws(GatewayError) {
-                    try await record(event, logger: logger)
+                    if error.code == .internal, error.detail == Self.registryUnanswered {
+                        // The store did not answer the card read in time: the failure event is
+                        // written in the background (`LateAudit`), not waited for a second time
+                        // (the PostgreSQL audit's outage cost a request 10 s, twice the bound).
+                        LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
+                    } else {
+                        try await record(event, logger: logger)
+                    }
                 } catch let auditFailure {
                     // No answer goes out without its audit event: the caller gets the audit
                     // failure instead (logged by `record`), and the original one is logged below.
@@ -597,12 +604,14 @@ public struct ProvisioningService: Sendable {
         }
     }
 
+    static let registryUnanswered = "the card registry did not answer in time"
+
     private func card(_ id: CardID) async throws(GatewayError) -> CardRecord {
         let record: CardRecord?
         do {
             record = try await store.card(id)
         } catch {
-            throw GatewayError(.internal, "the card registry failed", cause: error)
+            throw GatewayError(.internal, StoreError.isUnanswered(error) ? Self.registryUnanswered : "the card registry failed", cause: error)
         }
         guard let record else { throw .cardNotAmongClients(id) }
         return record

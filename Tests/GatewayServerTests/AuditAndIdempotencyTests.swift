@@ -421,6 +421,37 @@ import Testing
     /// events on their own, a failure event at attempt 0), which waited as long again and answered
     /// 4 s past the deadline in the two-instance audit. Keyed, the caller is told the answer may
     /// still be kept, and here it was (the write landed late), so the retry replays it.
+    /// A card read the store did not answer in time costs one wait too: the failure event is
+    /// written in the background, not waited for again (the PostgreSQL audit's outage answered
+    /// after twice `operation_timeout_ms`).
+    @Test func aCardReadTheStoreDidNotAnswerCostsOneWait() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let failSafe = Task {
+                while true {
+                    try await Task.sleep(for: .seconds(20))
+                    store.openGate(byTimer: true)
+                }
+            }
+            defer { failSafe.cancel() }
+            store.failNextCardRead()
+            store.shutGate(throwingFirst: 0)
+            let failed = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: nil)
+            #expect(!store.openedByTimer.withLock { $0 }, "the request wrote its failure event before answering")
+            #expect(failed.status == .internalServerError && (failed.json["detail"] as? String)?.contains("did not answer in time") == true,
+                    "\(failed.json)")
+            store.openGate()
+            let id = try #require(failed.json["provisioning_id"] as? String, "\(failed.json)")
+            var trail: [AuditEvent] = []
+            for _ in 0..<1000 where trail.isEmpty {
+                trail = try await store.auditEvents(ProvisioningID(id))
+                if trail.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(trail.map(\.attempt) == [0] && trail.first?.errorCode == .internal, "\(trail)")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
     @Test func aStoreThatStopsAnsweringCostsARequestOneWait() async throws {
         let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
         try await GatewayHarness.run(store: store) { client, sandbox in

@@ -97,7 +97,13 @@ final class LostAcknowledgementStore: GatewayStore {
         if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
     }
 
-    func card(_ id: CardID) async throws -> CardRecord? { try await inner.card(id) }
+    private let cardReadsUnanswered = Mutex(0)
+    /// The next card read reports that the store did not answer in time.
+    func failNextCardRead() { cardReadsUnanswered.withLock { $0 = 1 } }
+    func card(_ id: CardID) async throws -> CardRecord? {
+        if cardReadsUnanswered.withLock({ count in defer { count = max(0, count - 1) }; return count > 0 }) { throw Self.noAnswer }
+        return try await inner.card(id)
+    }
     func migrate() async throws { try await inner.migrate() }
     func schemaVersions() async throws -> [String] { try await inner.schemaVersions() }
     func check() async throws -> [String] { try await inner.check() }
