@@ -24,13 +24,28 @@ import Testing
         return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(buffer: bytes))) as? [String: Any] ?? [:])
     }
 
-    @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
-        let directory = TestDirectories.root.appendingPathComponent("drain-\(UUID().uuidString)")
+    /// The sandbox config with its store in a fresh directory (removed at the process's exit with
+    /// every test directory), and the sandbox device's Apple Pay request.
+    static func sandbox(_ name: String, serverLines: [String] = []) throws -> (directory: URL, config: URL, body: Data) {
+        let directory = TestDirectories.root.appendingPathComponent("\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: ["shutdown_delay_ms: 1500"])
-        defer { try? FileManager.default.removeItem(at: config) }
+        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: serverLines)
         let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        return (directory, config, body)
+    }
+
+    /// Whether the simulator has taken the request its queued fault was for (the queue is empty once
+    /// the fault is used up), asked for up to 5 s.
+    static func faultTaken(_ base: String) async throws -> Bool {
+        for _ in 0..<500 {
+            if (try await send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
+        let (_, config, body) = try Self.sandbox("drain", serverLines: ["shutdown_delay_ms: 1500"])
 
         let (seen, status) = try await Command.withRunning(
             try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path
@@ -42,12 +57,7 @@ import Testing
             #expect(fault.status == 200)
             async let slow = Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body)
             // The simulator has taken the request once its fault is used up.
-            var taken = false
-            for _ in 0..<500 {
-                let pending = try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any]
-                if pending?.isEmpty == true { taken = true; break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let taken = try await Self.faultTaken(base)
             // Otherwise the request might arrive after SIGTERM and prove nothing about one in flight.
             try #require(taken, "the slow request never reached the Bridge simulator before SIGTERM")
             running.signal(SIGTERM)
@@ -78,12 +88,7 @@ import Testing
     /// exits 0 once they are done: a 5 s bound on the cancellation had ended it with
     /// ServiceLifecycle's fatalError (exit 132) while they waited (lifecycle audit).
     @Test func aShutdownWhoseWritesWaitOnABusyStoreStillExitsZero() async throws {
-        let directory = TestDirectories.root.appendingPathComponent("busy-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: ["shutdown_timeout_ms: 1000"])
-        defer { try? FileManager.default.removeItem(at: config) }
-        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let (directory, config, body) = try Self.sandbox("busy", serverLines: ["shutdown_timeout_ms: 1000"])
         let database = directory.appendingPathComponent("gateway.sqlite").path
 
         let (_, status) = try await Command.withRunning(
@@ -94,12 +99,7 @@ import Testing
             #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
                                         body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":4000}"#.utf8)).status == 200)
             let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
-            var taken = false
-            for _ in 0..<500 {
-                let pending = try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any]
-                if pending?.isEmpty == true { taken = true; break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let taken = try await Self.faultTaken(base)
             try #require(taken, "the slow request never reached the Bridge simulator")
             // Another writer takes the store's lock for 7 s, from before the shutdown.
             let locked = Task.detached {
@@ -122,12 +122,7 @@ import Testing
     /// shutdown last, after the upstream clients and the store): no `config_reloaded` event, while
     /// one before the SIGTERM is applied as usual.
     @Test func aSIGHUPDuringTheShutdownReloadsNothing() async throws {
-        let directory = TestDirectories.root.appendingPathComponent("hup-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+        let (directory, config, body) = try Self.sandbox("hup")
         let database = directory.appendingPathComponent("gateway.sqlite").path
         @Sendable func reloads() async throws -> Int {
             try await DatabaseQueue(path: database).read { db in
@@ -148,10 +143,7 @@ import Testing
             #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
                                         body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":2500}"#.utf8)).status == 200)
             let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
-            for _ in 0..<500 {
-                if (try await Self.send(.GET, "\(base)/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true { break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try #require(try await Self.faultTaken(base), "the slow request never reached the Bridge simulator")
             running.signal(SIGTERM)
             try await Task.sleep(for: .milliseconds(300))
             for _ in 0..<3 {
