@@ -101,13 +101,21 @@ import Testing
             let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
             let taken = try await Self.faultTaken(base)
             try #require(taken, "the slow request never reached the Bridge simulator")
-            // Another writer takes the store's lock for 7 s, from before the shutdown.
-            let locked = Task.detached {
-                let other = try DatabaseQueue(path: database)
-                try other.writeWithoutTransaction { db in
-                    try db.execute(sql: "BEGIN IMMEDIATE")
-                    Thread.sleep(forTimeInterval: 7)
-                    try db.execute(sql: "COMMIT")
+            // Another writer takes the store's lock for 7 s, from before the shutdown, on a thread
+            // of its own: held on one of the concurrency pool's two threads, it had slowed every
+            // other test of the run (a real 1 s timeout elsewhere then failed).
+            let locked = Task {
+                try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+                    Thread.detachNewThread {
+                        done.resume(with: Result {
+                            let other = try DatabaseQueue(path: database)
+                            try other.writeWithoutTransaction { db in
+                                try db.execute(sql: "BEGIN IMMEDIATE")
+                                Thread.sleep(forTimeInterval: 7)
+                                try db.execute(sql: "COMMIT")
+                            }
+                        })
+                    }
                 }
             }
             try await Task.sleep(for: .milliseconds(200))
