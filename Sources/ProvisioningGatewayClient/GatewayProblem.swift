@@ -17,7 +17,8 @@ public struct GatewayProblem: Error, Sendable, Equatable, CustomStringConvertibl
     /// The gateway's id of the request, to quote to its operators.
     public let requestID: String?
     /// Seconds to wait before sending again, from `Retry-After` where the spec declares that header
-    /// (429 `RateLimited`); the generated client reads no undeclared header.
+    /// (a 429, and an issuer's wait passed on with a 503: `UpstreamRetryAfter`); the generated
+    /// client reads no undeclared header.
     public let retryAfter: Int?
 
     public init(status: Int, code: String, retryable: Bool, detail: String? = nil, provisioningID: String? = nil,

@@ -233,6 +233,32 @@ import Yams
         for location in expected { #expect(present.contains(location), "no example for \(location)") }
     }
 
+    /// A plain scalar YAML 1.1 reads as a boolean (`on`, `off`, `yes`, `no`, `y`, `n`): PyYAML and
+    /// most generators in other languages are YAML 1.1 readers, and a bare `on` in `required:` made
+    /// the served document invalid to them (the spec audit), where Yams reads a string. Such words
+    /// are quoted; `true` and `false` are the booleans they mean.
+    @Test func noWordReadsAsABooleanToYAML11Readers() throws {
+        let yaml11Booleans: Set<String> = ["y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"]
+        let root = try #require(try Yams.compose(yaml: String(decoding: OpenAPISpec.yaml(), as: UTF8.self)))
+        var found: [String] = []
+        func walk(_ node: Node) {
+            switch node {
+            case .scalar(let scalar):
+                if scalar.style == .plain, yaml11Booleans.contains(scalar.string) {
+                    found.append("line \(node.mark?.line ?? 0): \(scalar.string)")
+                }
+            case .mapping(let mapping):
+                for (key, value) in mapping { walk(key); walk(value) }
+            case .sequence(let sequence):
+                for item in sequence { walk(item) }
+            case .alias:
+                break
+            }
+        }
+        walk(root)
+        #expect(found.isEmpty, "\(found)")
+    }
+
     /// Each operation lists the problem codes each of its statuses can carry (`x-problem-codes`),
     /// and every listed code has that status in the gateway's vocabulary.
     @Test func everyListedProblemCodeHasItsStatus() throws {
