@@ -14,6 +14,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install -q "schemathesis>=4.3,<5"
+python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install -q openapi-spec-validator
+
+# The document as a YAML 1.1 reader (PyYAML, as most generators in other languages) takes it: a
+# bare `on` had been read as `true` and made it invalid there, while the Swift side read a string.
+python3 - <<'PY'
+import yaml
+from openapi_spec_validator import validate
+validate(yaml.safe_load(open("Sources/ProvisioningAPI/openapi.yaml")))
+print("openapi.yaml: a valid OpenAPI document to a YAML 1.1 reader (PyYAML, openapi-spec-validator)")
+PY
 bin="$(swift build --show-bin-path)/provisioning-gateway"
 [ -x "$bin" ] || swift build --product provisioning-gateway
 
