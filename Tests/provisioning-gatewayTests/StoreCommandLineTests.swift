@@ -154,7 +154,7 @@ import Testing
     /// found", the first two as never migrated).
     @Test func storeCheckRefusesWhatIsNotAWholeStore() async throws {
         let (config, database) = try Self.sandboxConfig()
-        FileManager.default.createFile(atPath: database, contents: Data())
+        #expect(FileManager.default.createFile(atPath: database, contents: Data()))
         let empty = try await CommandLineTests.run(["store", "check", "--config", config.path])
         #expect(empty.status == 2 && empty.stderr.contains("holds no tables (0 bytes)"), "\(empty.stdout)\(empty.stderr)")
 
