@@ -75,7 +75,7 @@ public struct GooglePayPayload: Sendable {
         guard !opaquePaymentCard.isEmpty else {
             throw GatewayError(.upstreamProtocolError, "the opaque payment card is empty", condition: .malformed)
         }
-        if let lastDigits, !(lastDigits.utf8.count == 4 && lastDigits.utf8.allSatisfy({ (0x30...0x39).contains($0) })) {
+        if let lastDigits, !InputRules.isLastFour(lastDigits) {
             throw GatewayError(.upstreamProtocolError, "last digits are not 4 digits", condition: .malformed)
         }
         self.opaquePaymentCard = Sensitive(opaquePaymentCard)

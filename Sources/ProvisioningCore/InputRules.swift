@@ -35,30 +35,6 @@ public enum InputRules {
     /// pass the check about one time in ten, so an id that is a bare long number may be refused
     /// (the message says why); a letter right before it (`c1234...`) makes it an id.
     public static func holdsCardNumber(_ text: String) -> Bool {
-        holdsCardNumber(utf8: text)
-    }
-
-    /// What an issuer answers for the phone to show or support staff to read (a display name, a
-    /// network, an activation's comment, an address line) is passed on only when it reads as such:
-    /// at most `maxLength` characters; no control character (C0, DEL, C1), line or paragraph
-    /// separator, or bidirectional override (U+202A-U+202E, U+2066-U+2069: text that displays
-    /// other than it reads); and, when `screeningCardNumbers`, no card number
-    /// (`holdsCardNumber`). Anything else is left out (nil), not trimmed: it is not what the field
-    /// is for, and the tenant's app, its logs and a replay's stored answer would all keep it. The
-    /// token audit's fake TMP put a card number, terminal escapes and 20 KB in a comment.
-    public static func phoneText(_ text: String?, maxLength: Int = 256, screeningCardNumbers: Bool = true) -> String? {
-        guard let text, !text.isEmpty, text.utf8.count <= maxLength * 4, text.count <= maxLength else { return nil }
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            if value < 0x20 || (0x7F...0x9F).contains(value) || value == 0x2028 || value == 0x2029
-                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) {
-                return nil
-            }
-        }
-        return screeningCardNumbers && holdsCardNumber(text) ? nil : text
-    }
-
-    private static func holdsCardNumber(utf8 text: String) -> Bool {
         let bytes = withoutUUIDs(Array(text.utf8))
         func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
         func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) }
@@ -103,6 +79,32 @@ public enum InputRules {
             index = end
         }
         return false
+    }
+
+    /// What an issuer answers for the phone to show or support staff to read (a display name, a
+    /// network, an activation's comment, an address line) is passed on only when it reads as such:
+    /// at most `maxLength` characters; no control character (C0, DEL, C1), line or paragraph
+    /// separator, or bidirectional override (U+202A-U+202E, U+2066-U+2069: text that displays
+    /// other than it reads); and, when `screeningCardNumbers`, no card number
+    /// (`holdsCardNumber`). Anything else is left out (nil), not trimmed: it is not what the field
+    /// is for, and the tenant's app, its logs and a replay's stored answer would all keep it. The
+    /// token audit's fake TMP put a card number, terminal escapes and 20 KB in a comment.
+    public static func phoneText(_ text: String?, maxLength: Int = 256, screeningCardNumbers: Bool = true) -> String? {
+        guard let text, !text.isEmpty, text.utf8.count <= maxLength * 4, text.count <= maxLength else { return nil }
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if value < 0x20 || (0x7F...0x9F).contains(value) || value == 0x2028 || value == 0x2029
+                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) {
+                return nil
+            }
+        }
+        return screeningCardNumbers && holdsCardNumber(text) ? nil : text
+    }
+
+    /// A card's last digits as an issuer may answer them: four ASCII digits (`Character.isNumber`
+    /// had taken `١٢٣٤` and `½`).
+    public static func isLastFour(_ text: String) -> Bool {
+        text.utf8.count == 4 && text.utf8.allSatisfy { (0x30...0x39).contains($0) }
     }
 
     /// One run of digits, the groups cards are printed in, or fours run together: every group but

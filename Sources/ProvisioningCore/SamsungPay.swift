@@ -34,7 +34,7 @@ public struct SamsungPayPayload: Sendable, Equatable {
         // Display fields as the phone may show them (`InputRules.phoneText`); last digits are
         // four digits (the spec's `last_digits`) or left out.
         self.displayName = InputRules.phoneText(displayName)
-        self.lastDigits = lastDigits.flatMap { $0.utf8.count == 4 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } ? $0 : nil }
+        self.lastDigits = lastDigits.flatMap { InputRules.isLastFour($0) ? $0 : nil }
         self.network = InputRules.phoneText(network, maxLength: 64)
         self.tokenServiceProvider = InputRules.phoneText(tokenServiceProvider, maxLength: 64)
         self.cardType = InputRules.phoneText(cardType, maxLength: 64)

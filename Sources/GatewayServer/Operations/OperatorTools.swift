@@ -48,12 +48,12 @@ public enum OperatorTools {
     /// migrates a store: a SQLite path that names no file, or a schema other than this version's,
     /// is a failure saying so (a typo'd path had been created and migrated, and a newer binary
     /// run to look would have migrated production).
-    /// `creating: false` (every command but `cards import`: they change rows that must already be
+    /// `mayCreate: false` (every command but `cards import`: they change rows that must already be
     /// there) refuses a SQLite path that names no file, rather than making an empty store: `vault
     /// rotate` run from another directory had reported a clean rotation of an empty store, after
     /// which the runbook removes the old key (CLI audit).
     static func withStore(
-        config path: String, environment: [String: String], migrating: Bool = true, creating mayCreate: Bool = false,
+        config path: String, environment: [String: String], migrating: Bool = true, mayCreate: Bool = false,
         _ body: @escaping @Sendable (GatewayConfig, any GatewayStore) async throws -> ToolOutcome
     ) async -> ToolOutcome {
         let config: GatewayConfig
@@ -114,7 +114,7 @@ public enum OperatorTools {
         config path: String, csv text: String, fileName: String, actor: String, batchRows: Int = CardImport.defaultBatchRows,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
-        await withStore(config: path, environment: environment, creating: true) { config, store in
+        await withStore(config: path, environment: environment, mayCreate: true) { config, store in
             let importer = CardImport(registration: CardRegistration(config: config))
             let name = String(URL(fileURLWithPath: fileName).lastPathComponent.prefix(128))
             let result = try await importer.run(text, into: store, batchRows: batchRows) { count in

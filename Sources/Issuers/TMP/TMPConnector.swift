@@ -79,7 +79,7 @@ public struct TMPConnector: IssuerConnector {
         if let echoed = answer.tokenUniqueReference, echoed != request.tokenUniqueReference {
             throw GatewayError(.upstreamProtocolError, "\(issuer) answered for another token", condition: .malformed)
         }
-        let last4 = answer.cardLast4Digits.flatMap { $0.utf8.count == 4 && $0.utf8.allSatisfy({ (0x30...0x39).contains($0) }) ? $0 : nil }
+        let last4 = answer.cardLast4Digits.flatMap { InputRules.isLastFour($0) ? $0 : nil }
         return TokenActivationResult(outcome: outcome, tokenUniqueReference: request.tokenUniqueReference, cardLast4: last4,
                                      comment: answer.comment)
     }
