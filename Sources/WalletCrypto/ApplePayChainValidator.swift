@@ -59,22 +59,17 @@ public struct ApplePayChainValidator: Sendable {
         }
         // RFC 5280 4.2.1.3: a key whose Key Usage extension leaves out keyAgreement is not for
         // ECDH, whatever else the chain says; without the extension the key is not restricted.
-        let keyUsage: KeyUsage?
-        do {
-            keyUsage = try leaf.extensions.keyUsage
-        } catch {
-            throw Failure(reason: "the leaf certificate's Key Usage extension is not valid")
+        func leafExtension<T>(_ name: String, _ read: () throws -> T?) throws(Failure) -> T? {
+            do {
+                return try read()
+            } catch {
+                throw Failure(reason: "the leaf certificate's \(name) extension is not valid")
+            }
         }
-        if let keyUsage, !keyUsage.keyAgreement {
+        if let keyUsage = try leafExtension("Key Usage", { try leaf.extensions.keyUsage }), !keyUsage.keyAgreement {
             throw Failure(reason: "the leaf certificate's key is not for key agreement (its Key Usage leaves out keyAgreement)")
         }
-        let basicConstraints: BasicConstraints?
-        do {
-            basicConstraints = try leaf.extensions.basicConstraints
-        } catch {
-            throw Failure(reason: "the leaf certificate's Basic Constraints extension is not valid")
-        }
-        if case .isCertificateAuthority = basicConstraints {
+        if case .isCertificateAuthority = try leafExtension("Basic Constraints", { try leaf.extensions.basicConstraints }) {
             throw Failure(reason: "the leaf certificate is a certificate authority, not a device's key")
         }
         for (index, certificate) in [leaf, subordinate].enumerated() where time < certificate.notValidBefore || time > certificate.notValidAfter {

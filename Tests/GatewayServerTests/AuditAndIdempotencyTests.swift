@@ -427,12 +427,7 @@ import Testing
     @Test func aCardReadTheStoreDidNotAnswerCostsOneWait() async throws {
         let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
         try await GatewayHarness.run(store: store) { client, sandbox in
-            let failSafe = Task {
-                while true {
-                    try await Task.sleep(for: .seconds(20))
-                    store.openGate(byTimer: true)
-                }
-            }
+            let failSafe = store.failSafe()
             defer { failSafe.cancel() }
             store.failNextCardRead()
             store.shutGate(throwingFirst: 0)
@@ -457,15 +452,9 @@ import Testing
         try await GatewayHarness.run(store: store) { client, sandbox in
             let body = try GatewayHarness.requestBody()
             // Keyed: the answer's commit reports unanswered (and landed); any audit write after it
-            // waits at the gate, so a request that wrote again before answering would not answer.
-            // A fail-safe opens the gate every 20 s, so a request that waited at it answers at
-            // last, and the test fails on `openedByTimer` instead of hanging.
-            let failSafe = Task {
-                while true {
-                    try await Task.sleep(for: .seconds(20))
-                    store.openGate(byTimer: true)
-                }
-            }
+            // waits at the gate, so a request that wrote again before answering would not answer
+            // (but for the store's fail-safe, which the test then fails on).
+            let failSafe = store.failSafe()
             defer { failSafe.cancel() }
             store.stopAnswering()
             store.shutGate(throwingFirst: 0)

@@ -25,6 +25,18 @@ final class LostAcknowledgementStore: GatewayStore {
     /// a second write before answering would not answer while the gate is shut.
     private let gate = Mutex<(open: Bool, throwing: Int, waiters: [CheckedContinuation<Void, Never>])>((true, 0, []))
     func shutGate(throwingFirst throwing: Int) { gate.withLock { $0 = (false, throwing, []) } }
+    /// A fail-safe for a test that shuts the gate: it opens the gate every 20 s, so a request that
+    /// waited at it answers at last and the test fails on `openedByTimer` instead of hanging.
+    /// Cancel it when the test ends.
+    func failSafe() -> Task<Void, any Error> {
+        Task {
+            while true {
+                try await Task.sleep(for: .seconds(20))
+                self.openGate(byTimer: true)
+            }
+        }
+    }
+
     /// Whether a shut gate was opened by the fail-safe timer (`openGate(byTimer: true)`), not by the test.
     let openedByTimer = Mutex(false)
     func openGate(byTimer: Bool = false) {
