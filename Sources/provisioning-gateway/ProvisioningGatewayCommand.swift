@@ -131,6 +131,8 @@ struct Serve: AsyncParsableCommand {
                 : try buildGateway(config: gatewayConfig, configSource: source, environment: environment, logger: logger,
                                    onServerRunning: banner)
             built = process
+            // The process value holds the SQLite store's serve lock: kept until the group has run.
+            defer { withExtendedLifetime(process) {} }
             try await process.serviceGroup(stopOnSignals: true).run()
             logger.notice("provisioning-gateway stopped")
         } catch let error as ConfigError {

@@ -66,10 +66,13 @@ public func buildGateway(
 
     let storeService: StoreService
     let store: any GatewayStore
+    var serveLock: SQLiteServeLock?
     if let givenStore {
         store = givenStore
         storeService = StoreService(store: nil, name: "given")
     } else {
+        // One `serve` per SQLite file, refused before the database is opened (or migrated).
+        if config.store.postgres == nil { serveLock = try SQLiteServeLock(databasePath: config.store.sqlite.path) }
         let opened = try StoreBootstrap.open(config.store, baseDirectory: config.baseDirectory, environment: environment, logger: logger)
         store = opened.store
         storeService = StoreService(store: opened.service, name: opened.name)
@@ -185,7 +188,7 @@ public func buildGateway(
         DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),
     ]
     return GatewayProcess(
-        store: store, live: live, reloader: reloader, health: health, readiness: readiness,
+        store: store, serveLock: serveLock, live: live, reloader: reloader, health: health, readiness: readiness,
         services: services.map { LoggedService(base: $0, logger: logger) },
         shutdownTimeout: .milliseconds(config.server.shutdownDelayMS) + config.shutdownTimeout,
         logger: logger)
@@ -194,6 +197,8 @@ public func buildGateway(
 /// A built gateway: its services, and what tests look at while it runs.
 public struct GatewayProcess: Sendable {
     public let store: any GatewayStore
+    /// Held for as long as the process value lives (a SQLite store the gateway opened itself).
+    let serveLock: SQLiteServeLock?
     let live: LiveConfiguration
     let reloader: ConfigReloader
     /// The upstreams of the configuration serving now (empty until the gateway has started).
