@@ -145,6 +145,7 @@ let package = Package(
                 "GatewayStore",
                 "WalletCrypto",
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "SwiftCSV", package: "SwiftCSV"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -15,7 +15,7 @@ public struct LocalIssuer: Sendable {
 
     public static func build(config: GatewayConfig, store: any GatewayStore, environment: [String: String]) throws(ConfigError) -> LocalIssuer {
         let base = config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-        let validator = try TrustAnchors.validator(config.trust, relativeTo: base)
+        let validator = try TrustAnchors.validator(config.trust, relativeTo: base, sandboxEnabled: config.sandbox.enabled)
         let vault = CardVault(store: store, keyring: try VaultKeyring.resolve(config.vault, environment: environment))
         guard config.local.enabled, let activationReference = config.local.activationKey else {
             return LocalIssuer(validator: validator, vault: vault, connector: nil)

@@ -1,4 +1,7 @@
+import ByteText
+import Crypto
 import Foundation
+import SwiftASN1
 import ProvisioningCore
 import WalletCrypto
 import X509
@@ -6,7 +9,13 @@ import X509
 /// The PassKit chain validator the configuration asks for: `apple` is the bundled Apple Root CA -
 /// G3; other entries are PEM or DER files (the sandbox trusts its own device root).
 public enum TrustAnchors {
-    public static func validator(_ config: TrustConfig, relativeTo base: URL) throws(ConfigError) -> ApplePayChainValidator {
+    /// SHA-256 of the DER of the sandbox device root (`Config/sandbox/device-root.pem`), whose
+    /// private key is committed beside it: anyone can make a chain it trusts, and so read the card
+    /// number of every vaulted card the caller's key can provision. Only a sandbox may trust it.
+    public static let sandboxDeviceRootSHA256 = "1ad23105396823ab9e882fbd12beb35ef2b9cc3efcd0ab198ed4ea33db2900a4"
+
+    /// `sandboxEnabled`: the config's `sandbox.enabled`; without it the sandbox device root is refused.
+    public static func validator(_ config: TrustConfig, relativeTo base: URL, sandboxEnabled: Bool) throws(ConfigError) -> ApplePayChainValidator {
         var anchors: [Certificate] = []
         for (index, entry) in config.anchors.enumerated() {
             let path = "trust.anchors[\(index)]"
@@ -25,7 +34,18 @@ public enum TrustAnchors {
             } catch {
                 throw ConfigError(source: "trust", problems: [.init(path, "cannot load a certificate from '\(entry)'")])
             }
+            if !sandboxEnabled, let anchor = anchors.last, isSandboxDeviceRoot(anchor) {
+                throw ConfigError(source: "trust", problems: [.init(
+                    path, "'\(entry)' is the sandbox device root, whose private key is public (Config/sandbox/device-root-key.pem): "
+                        + "only a config with sandbox.enabled: true may trust it; production trusts 'apple'")])
+            }
         }
         return ApplePayChainValidator(trustAnchors: anchors)
+    }
+
+    static func isSandboxDeviceRoot(_ certificate: Certificate) -> Bool {
+        var serializer = DER.Serializer()
+        guard (try? serializer.serialize(certificate)) != nil else { return false }
+        return Data(SHA256.hash(data: serializer.serializedBytes)).lowercaseHex == sandboxDeviceRootSHA256
     }
 }

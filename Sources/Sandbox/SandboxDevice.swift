@@ -10,6 +10,10 @@ import X509
 public struct SandboxDevice: Sendable {
     public enum Flaw: Sendable, CaseIterable {
         case none, expiredLeaf, missingMarker, leafNotP256, wrongSignature, leafNotForKeyAgreement, leafIsCA
+        /// The leaf signed by the root itself, the root in the subordinate's place.
+        case noIntermediate
+        /// An intermediate whose Basic Constraints say it is no CA.
+        case intermediateNotCA
     }
 
     public let root: Certificate
@@ -52,10 +56,15 @@ public struct SandboxDevice: Sendable {
             notValidBefore: now - 86_400, notValidAfter: now + 10 * 365 * 86_400,
             issuer: rootCertificate.subject, subject: subordinateName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                if flaw == .intermediateNotCA {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                } else {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                }
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
             },
             issuerPrivateKey: .init(rootKey))
+        let noIntermediate = flaw == .noIntermediate
 
         let leafName = try DistinguishedName { CommonName("Sandbox Secure Element"); OrganizationName("Provisioning Gateway Sandbox") }
         let agreementKey = P256.KeyAgreement.PrivateKey()
@@ -65,12 +74,12 @@ public struct SandboxDevice: Sendable {
         } else {
             leafPublicKey = .init(try P256.Signing.PublicKey(rawRepresentation: agreementKey.publicKey.rawRepresentation))
         }
-        let signer = flaw == .wrongSignature ? P256.Signing.PrivateKey() : subordinateKey
+        let signer = flaw == .wrongSignature ? P256.Signing.PrivateKey() : noIntermediate ? rootKey : subordinateKey
         let leaf = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: leafPublicKey,
             notValidBefore: flaw == .expiredLeaf ? now - 3 * 86_400 : now - 86_400,
             notValidAfter: flaw == .expiredLeaf ? now - 86_400 : now + 5 * 365 * 86_400,
-            issuer: subordinate.subject, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            issuer: noIntermediate ? rootCertificate.subject : subordinate.subject, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 if flaw == .leafIsCA {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
@@ -87,7 +96,7 @@ public struct SandboxDevice: Sendable {
                 }
             },
             issuerPrivateKey: .init(signer))
-        return SandboxDevice(root: rootCertificate, subordinate: subordinate, leaf: leaf,
+        return SandboxDevice(root: rootCertificate, subordinate: noIntermediate ? rootCertificate : subordinate, leaf: leaf,
                              leafPrivateKey: flaw == .leafNotP256 ? nil : agreementKey)
     }
 }

@@ -18,9 +18,28 @@ public struct ApplePayChainValidator: Sendable {
     }
 
     public let trustAnchors: [Certificate]
+    /// The common name the intermediate must have under a root with that key: Apple's
+    /// Worldwide Developer Relations CA - G2 under Apple Root CA - G3 (SecPolicyCreateApplePayIssuerEncryption;
+    /// WALLET-CRYPTO.md), since Apple's root signs other intermediates too, for other purposes.
+    public let intermediateNames: [Certificate.PublicKey: String]
 
-    public init(trustAnchors: [Certificate]) {
+    /// `intermediateNames`: Apple's by default.
+    public init(trustAnchors: [Certificate], intermediateNames: [Certificate.PublicKey: String]? = nil) {
         self.trustAnchors = trustAnchors
+        self.intermediateNames = intermediateNames
+            ?? ((try? Self.appleRootCAG3()).map { [$0.publicKey: Self.appleIntermediateName] } ?? [:])
+    }
+
+    /// The common name of the intermediate Apple's root signs device certificates under.
+    public static let appleIntermediateName = "Apple Worldwide Developer Relations CA - G2"
+
+    public static func commonName(of certificate: Certificate) -> String? {
+        for relativeName in certificate.subject {
+            for attribute in relativeName where attribute.type == .RDNAttributeType.commonName {
+                return String(describing: attribute.value)
+            }
+        }
+        return nil
     }
 
     /// The bundled Apple Root CA - G3, the production trust anchor.
@@ -81,12 +100,20 @@ public struct ApplePayChainValidator: Sendable {
         guard subordinate.publicKey.isValidSignature(leaf.signature, for: leaf) else {
             throw Failure(reason: "certificates[0]'s signature does not verify with the key of certificates[1]")
         }
+        // The chain is leaf, intermediate, root: certificates[1] is the intermediate, never a root
+        // (a leaf signed by the root itself is not a device's key Apple issued).
+        if subordinate.subject == subordinate.issuer || trustAnchors.contains(where: { $0.publicKey == subordinate.publicKey }) {
+            throw Failure(reason: "certificates[1] is a root, not the intermediate: the chain must be the leaf, the intermediate, then the root")
+        }
         let roots = trustAnchors.filter { $0.subject == subordinate.issuer }
         guard !roots.isEmpty else {
             throw Failure(reason: "the chain does not lead to a trusted root: no trust anchor is the issuer of certificates[1]")
         }
-        guard roots.contains(where: { $0.publicKey.isValidSignature(subordinate.signature, for: subordinate) }) else {
+        guard let root = roots.first(where: { $0.publicKey.isValidSignature(subordinate.signature, for: subordinate) }) else {
             throw Failure(reason: "the chain does not lead to a trusted root: certificates[1] is not signed by the trusted root of that name")
+        }
+        if let name = intermediateNames[root.publicKey], Self.commonName(of: subordinate) != name {
+            throw Failure(reason: "certificates[1] is not the intermediate the root issues device certificates under (\(name))")
         }
 
         var verifier = Verifier(rootCertificates: CertificateStore(trustAnchors)) {
@@ -101,7 +128,9 @@ public struct ApplePayChainValidator: Sendable {
             if failures.isEmpty {
                 throw Failure(reason: "the chain does not lead to a trusted root (or a signature does not verify)")
             }
-            throw Failure(reason: "the chain fails validation: \(failures.map { $0.policyFailureReason.description }.joined(separator: "; "))")
+            // A fixed reason: swift-certificates' own reasons print whole certificates (serial,
+            // names, extensions), which neither the caller's answer nor the log may carry.
+            throw Failure(reason: "the chain fails RFC 5280 validation (a certificate's basic constraints, key usage, name constraints or an unknown critical extension)")
         }
     }
 }

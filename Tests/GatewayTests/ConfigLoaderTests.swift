@@ -221,7 +221,7 @@ import WalletCrypto
         #expect(config.issuers["bridge"]?.validateChain == false)
         // Production trust by default: the bundled Apple Root CA - G3 only.
         #expect(config.trust.anchors == ["apple"])
-        let validator = try TrustAnchors.validator(config.trust, relativeTo: URL(fileURLWithPath: "/"))
+        let validator = try TrustAnchors.validator(config.trust, relativeTo: URL(fileURLWithPath: "/"), sandboxEnabled: false)
         #expect(validator.trustAnchors == [try ApplePayChainValidator.appleRootCAG3()])
         #expect(!config.local.enabled)
     }

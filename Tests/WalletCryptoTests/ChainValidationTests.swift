@@ -24,6 +24,8 @@ import X509
         (.wrongSignature, "certificates[0]'s signature does not verify"),
         (.leafNotForKeyAgreement, "not for key agreement"),
         (.leafIsCA, "is a certificate authority"),
+        (.noIntermediate, "certificates[1] is a root, not the intermediate"),
+        (.intermediateNotCA, "fails RFC 5280 validation"),
     ])
     func eachBrokenChainFailsWithItsReason(flaw: SandboxDevice.Flaw, reason: String) async throws {
         let device = try SandboxDevice.make(flaw: flaw)
@@ -33,6 +35,44 @@ import X509
         } catch {
             #expect(error.reason.contains(reason), "\(error.reason)")
         }
+    }
+
+    /// swift-certificates' own failure reasons print whole certificates: the reason the caller
+    /// reads (and the log) names the rule, never a certificate's serial, names or extensions.
+    @Test func aFailedPolicyCheckCarriesNoCertificateContents() async throws {
+        let device = try SandboxDevice.make(flaw: .intermediateNotCA)
+        do {
+            _ = try await validator(for: device).validate(leaf: device.leafDER, subordinate: device.subordinateDER)
+            Issue.record("an intermediate that is no CA passed")
+        } catch {
+            let serial = device.subordinate.serialNumber.description
+            #expect(!error.reason.contains(serial), "\(error.reason)")
+            #expect(!error.reason.contains("Sandbox"), "\(error.reason)")
+            #expect(!error.reason.contains("Certificate("), "\(error.reason)")
+        }
+    }
+
+    /// Under Apple's root the intermediate must be Apple's WWDR CA - G2; the rule is a root's key
+    /// and a name, so it is shown here with the sandbox root in Apple's place.
+    @Test func underARootThatNamesItsIntermediateAnotherIntermediateIsRefused() async throws {
+        let device = try SandboxDevice.make()
+        let strict = ApplePayChainValidator(trustAnchors: [device.root],
+                                            intermediateNames: [device.root.publicKey: ApplePayChainValidator.appleIntermediateName])
+        do {
+            _ = try await strict.validate(leaf: device.leafDER, subordinate: device.subordinateDER)
+            Issue.record("an intermediate of another name passed")
+        } catch {
+            #expect(error.reason.contains("is not the intermediate the root issues device certificates under"), "\(error.reason)")
+        }
+        let named = try #require(ApplePayChainValidator.commonName(of: device.subordinate))
+        let matching = ApplePayChainValidator(trustAnchors: [device.root], intermediateNames: [device.root.publicKey: named])
+        _ = try await matching.validate(leaf: device.leafDER, subordinate: device.subordinateDER)
+        // Apple's published intermediate reads as the name the production rule asks for, and that
+        // rule is on by default for Apple's root.
+        let der = try Data(contentsOf: try #require(Bundle.module.url(forResource: "AppleWWDRCAG2", withExtension: "cer", subdirectory: "Fixtures")))
+        #expect(ApplePayChainValidator.commonName(of: try Certificate(derEncoded: Array(der))) == ApplePayChainValidator.appleIntermediateName)
+        let production = try ApplePayChainValidator.production()
+        #expect(production.intermediateNames == [try ApplePayChainValidator.appleRootCAG3().publicKey: ApplePayChainValidator.appleIntermediateName])
     }
 
     @Test func aChainUnderAnotherRootFails() async throws {

@@ -110,11 +110,14 @@ public struct ResponseSealer: Sendable {
         try SealedEnvelope.seal(body, keyID: keyring.activeID, key: derived[keyring.activeID]!, authenticating: Self.aad(client: client, key: key))
     }
 
-    /// The stored answer. Answers kept before sealing existed (plain JSON) are read as they are
-    /// until they expire.
+    /// The stored answer. Only a sealed one is replayed: a row that is not (plain JSON, as answers
+    /// were kept before sealing existed, long expired since) is not the gateway's, and replaying it
+    /// would hand the caller whatever was written into the database.
     public func open(_ stored: Data, client: ClientID, key: String) throws -> Data {
-        if stored.first == UInt8(ascii: "{") { return stored }
-        guard let (id, body) = SealedEnvelope.keyID(of: stored), let sealingKey = derived[id] else {
+        guard let (id, body) = SealedEnvelope.keyID(of: stored) else {
+            throw GatewayError(.internal, "a stored answer is not sealed: it was not written by the gateway")
+        }
+        guard let sealingKey = derived[id] else {
             throw GatewayError(.internal, "a stored answer is sealed under a key the vault no longer has")
         }
         return try SealedEnvelope.open(body, key: sealingKey, authenticating: Self.aad(client: client, key: key))

@@ -31,7 +31,8 @@ enum StartupChecks {
     static func fileProblems(config: GatewayConfig, environment: [String: String], store: Bool = true) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         do throws(ConfigError) {
-            _ = try TrustAnchors.validator(config.trust, relativeTo: config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+            _ = try TrustAnchors.validator(config.trust, relativeTo: config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath),
+                                          sandboxEnabled: config.sandbox.enabled)
         } catch {
             problems += error.problems
         }
