@@ -66,6 +66,13 @@ struct Serve: AsyncParsableCommand {
         """)
     var executor: TaskPlacement = .taskPool
 
+    func validate() throws {
+        // The file's server.port is checked with the file; a port given here replaces it after.
+        if let port, !(0...65_535).contains(port) {
+            throw ValidationError("--port must be 0 to 65535 (0 picks a free one), not \(port)")
+        }
+    }
+
     func run() async throws {
         var gatewayConfig: GatewayConfig
         do {

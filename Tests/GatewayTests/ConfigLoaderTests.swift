@@ -444,9 +444,9 @@ import WalletCrypto
             "issuers.tmp.retry.decisions[2].on: must be connect_failed, timeout, reset, malformed, an HTTP status, 4xx or 5xx",
             "issuers.tmp.retry.decisions[3].action: must be retry, failover or fail",
             "issuers.tmp.retry.decisions[4].code: unknown error code 'nope'",
-            "issuers.tmp.circuit_breaker.failure_threshold: must be at least 1",
+            "issuers.tmp.circuit_breaker.failure_threshold: must be 1 to 1000",
             "issuers.tmp.circuit_breaker.open_ms: must be 1 to 3600000 (an hour)",
-            "issuers.tmp.circuit_breaker.half_open_probes: must be at least 1",
+            "issuers.tmp.circuit_breaker.half_open_probes: must be 1 to 100",
             "routing.rules[0].deadline_ms: must be 100 to 60000 (Apple gives the app about 20 s)",
             "routing.rules[1].deadline_ms: must be more than issuers.tmp.retry.min_attempt_ms (250): no attempt could start",
             "routing.rules[1].match: never matches: routing.rules[0] comes first and matches every card this rule would",
@@ -464,13 +464,21 @@ import WalletCrypto
                 kind: bridge
                 timeouts: { connect_ms: 60001, request_ms: 9223372036854775807 }
                 retry: { base_backoff_ms: 60001, max_backoff_ms: 9223372036854775807 }
-                circuit_breaker: { open_ms: 9223372036854775807 }
+                circuit_breaker: { open_ms: 9223372036854775807, failure_threshold: 9223372036854775807, half_open_probes: 1000000 }
 
-            """) + "\nserver:\n  max_body_bytes: 16777217\n")
+            """) + "\nserver:\n  max_body_bytes: 16777217\n"
+            + "store:\n  idempotency_ttl_seconds: 9223372036854775807\n  postgres: { url: env:PG_URL, connect_timeout_ms: 9223372036854775807 }\n")
         for problem in ["issuers.bridge.timeouts.connect_ms: must be 1 to 60000", "issuers.bridge.timeouts.request_ms: must be 1 to 60000",
                         "issuers.bridge.retry.base_backoff_ms: must be 1 to 60000", "issuers.bridge.retry.max_backoff_ms: must be at most 60000",
                         "issuers.bridge.circuit_breaker.open_ms: must be 1 to 3600000 (an hour)",
-                        "server.max_body_bytes: must be 1024 to 16777216 (16 MiB)"] {
+                        // A breaker that could never open, or never close again.
+                        "issuers.bridge.circuit_breaker.failure_threshold: must be 1 to 1000",
+                        "issuers.bridge.circuit_breaker.half_open_probes: must be 1 to 100",
+                        "server.max_body_bytes: must be 1024 to 16777216 (16 MiB)",
+                        // A key's expiry the store's millisecond columns cannot hold had trapped on the first keyed request.
+                        "store.idempotency_ttl_seconds: must be 60 to 2592000 (30 days)",
+                        // A start-up that would wait for ever on a database that accepts and never answers.
+                        "store.postgres.connect_timeout_ms: must be 1 to 60000"] {
             #expect(found.contains(problem), "missing: \(problem)\nfound: \(found)")
         }
     }
@@ -544,11 +552,11 @@ import WalletCrypto
         #expect(found == [
             "server.idle_timeout_ms: must be 10 to 3600000", "server.read_timeout_ms: must be 10 to 3600000",
             "server.max_connections: must be 1 to 1000000",
-            "server.auth_failure_limit.requests_per_second: must be more than 0 and at most 100000",
+            "server.auth_failure_limit.requests_per_second: must be 0.001 to 100000",
             "server.auth_failure_limit.burst: must be 1 to 100000",
         ])
         let client = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    rate_limit: { requests_per_second: -1, burst: 10 }")
-        #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be more than 0 and at most 100000"])
+        #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be 0.001 to 100000"])
     }
 
     /// An Idempotency-Key must outlive any request under it: its TTL is refused unless it exceeds
@@ -563,6 +571,40 @@ import WalletCrypto
         ])
         #expect(problems(yaml + "\(limit + 1)").isEmpty)
         #expect(problems(Self.minimal + "\nstore:\n  idempotency_ttl_seconds: 60").isEmpty, "the default deadline, 15 s, with 60 s")
+        #expect(problems(Self.minimal + "\nstore:\n  idempotency_ttl_seconds: 2592000").isEmpty, "30 days, the longest")
+    }
+
+    /// A rate below one request per 1,000 s is refused: `1e-300` had passed and trapped the
+    /// process on the first request (`interval * burst` overflowed).
+    @Test func aRateLimitHasAFloor() {
+        let client = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    rate_limit: { requests_per_second: 1e-300, burst: 10 }")
+        #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be 0.001 to 100000"])
+        #expect(problems(Self.minimal + "\nserver:\n  auth_failure_limit: { requests_per_second: 0.0009, burst: 10 }\n")
+            == ["server.auth_failure_limit.requests_per_second: must be 0.001 to 100000"])
+        #expect(problems(Self.minimal + "\nserver:\n  auth_failure_limit: { requests_per_second: 0.001, burst: 100000 }\n").isEmpty)
+    }
+
+    /// A card whose record names its issuer keeps that issuer and takes the matching rule's
+    /// deadline: the deadline must leave every issuer room for an attempt, not only the rule's.
+    @Test func aRuleDeadlineLeavesEveryIssuerRoomForAnAttempt() {
+        let yaml = Self.minimal + """
+
+              tmp:
+                kind: tmp
+                endpoints: [ { url: https://tmp.example/v1 } ]
+                credentials: { token: env:TMP_TOKEN }
+                retry: { min_attempt_ms: 400 }
+            routing:
+              rules:
+                - { match: { program: acme }, issuer: bridge, deadline_ms: 300 }
+            """
+        let issuers = yaml.replacingOccurrences(of: "vault:\n  key: env:VAULT_KEY\n", with: "")
+            .replacingOccurrences(of: "routing:", with: "vault:\n  key: env:VAULT_KEY\nrouting:")
+        #expect(problems(issuers) == [
+            "routing.rules[0].deadline_ms: must be more than issuers.tmp.retry.min_attempt_ms (400): "
+                + "a card of this rule registered with tmp takes this deadline, and no attempt could start",
+        ])
+        #expect(problems(issuers.replacingOccurrences(of: "deadline_ms: 300", with: "deadline_ms: 401")).isEmpty)
     }
 
     @Test func adminClientsHoldNoProgramsAndDoNotActivate() {

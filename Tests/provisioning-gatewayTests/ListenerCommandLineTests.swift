@@ -31,6 +31,16 @@ import Testing
         #expect(!run.stdout.contains("listening on"))
     }
 
+    /// `--port 70000` had listened on 4464 (the number wrapped) and `--port -1` failed deep in
+    /// the listener: a port given on the command line is checked as the file's is.
+    @Test(arguments: ["70000", "-1"])
+    func aPortOutOfRangeOnTheCommandLineIsRefused(port: String) async throws {
+        let run = try await CommandLineTests.run(["--config", "Config/gateway.yaml", "--port=\(port)"])
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("--port must be 0 to 65535 (0 picks a free one), not \(port)"), "\(run.stderr)")
+        #expect(!run.stdout.contains("listening on"))
+    }
+
     @Test func allowPlaintextLetsANonLoopbackHostStart() async throws {
         let directory = TestDirectories.root.appendingPathComponent("plaintext-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -2,6 +2,11 @@ import ByteText
 import Foundation
 
 extension GatewayConfig {
+    /// The longest `store.idempotency_ttl_seconds`: 30 days. A client retries within hours; a key's
+    /// expiry must stay a time the store's millisecond columns can hold (a larger value had trapped
+    /// on the first keyed request).
+    public static let maxIdempotencyTTLSeconds = 2_592_000
+
     /// Every meaning problem in the file, each with its key path. Empty means valid.
     /// `profiles`: the issuer kinds this build knows (`IssuerCatalog.profiles`); kind-specific
     /// rules (credentials, wire options, reference fields, resend safety) come from them.
@@ -176,10 +181,14 @@ extension GatewayConfig {
                 }
             }
             let breaker = issuer.circuitBreaker
-            if breaker.failureThreshold < 1 { problems.append(.init("\(path).circuit_breaker.failure_threshold", "must be at least 1")) }
+            if !(1...1_000).contains(breaker.failureThreshold) {
+                problems.append(.init("\(path).circuit_breaker.failure_threshold", "must be 1 to 1000"))
+            }
             // An hour at most: past it an endpoint that failed once would stay shut until a restart.
             if !(1...3_600_000).contains(breaker.openMS) { problems.append(.init("\(path).circuit_breaker.open_ms", "must be 1 to 3600000 (an hour)")) }
-            if breaker.halfOpenProbes < 1 { problems.append(.init("\(path).circuit_breaker.half_open_probes", "must be at least 1")) }
+            if !(1...100).contains(breaker.halfOpenProbes) {
+                problems.append(.init("\(path).circuit_breaker.half_open_probes", "must be 1 to 100"))
+            }
         }
 
         // Two issuer names for one upstream account would let the same upstream card be registered
@@ -244,6 +253,13 @@ extension GatewayConfig {
             } else if let deadline = rule.deadlineMS, let minimum = issuers[rule.issuer]?.retry.minAttemptMS, deadline <= minimum {
                 problems.append(.init("routing.rules[\(index)].deadline_ms",
                                       "must be more than issuers.\(rule.issuer).retry.min_attempt_ms (\(minimum)): no attempt could start"))
+            } else if let deadline = rule.deadlineMS,
+                      let (name, other) = issuers.filter({ deadline <= $0.value.retry.minAttemptMS }).min(by: { $0.key < $1.key }) {
+                // A card whose record names its issuer keeps that issuer and still takes the rule's
+                // deadline: every issuer a card may name must be able to start an attempt in it.
+                problems.append(.init("routing.rules[\(index)].deadline_ms",
+                                      "must be more than issuers.\(name).retry.min_attempt_ms (\(other.retry.minAttemptMS)): "
+                                        + "a card of this rule registered with \(name) takes this deadline, and no attempt could start"))
             }
             if let fallback = rule.fallback {
                 if fallback != "local" {
@@ -296,7 +312,9 @@ extension GatewayConfig {
         if trust.anchors.isEmpty { problems.append(.init("trust.anchors", "must name at least one anchor ('apple' or a file)")) }
 
         if store.sqlite.path.isEmpty { problems.append(.init("store.sqlite.path", "must not be empty")) }
-        if store.idempotencyTTLSeconds < 60 { problems.append(.init("store.idempotency_ttl_seconds", "must be at least 60")) }
+        if !(60...Self.maxIdempotencyTTLSeconds).contains(store.idempotencyTTLSeconds) {
+            problems.append(.init("store.idempotency_ttl_seconds", "must be 60 to \(Self.maxIdempotencyTTLSeconds) (30 days)"))
+        }
         if store.idempotencyTTLSeconds >= 60, let problem = idempotencyLifetimeProblem() { problems.append(problem) }
         if let postgres = store.postgres {
             if postgres.url.hasPrefix("env:") {
@@ -308,7 +326,9 @@ extension GatewayConfig {
             } else {
                 problems.append(.init("store.postgres.url", "must be env:NAME or postgres://user@host:port/database"))
             }
-            if postgres.connectTimeoutMS <= 0 { problems.append(.init("store.postgres.connect_timeout_ms", "must be positive")) }
+            if !(1...60_000).contains(postgres.connectTimeoutMS) {
+                problems.append(.init("store.postgres.connect_timeout_ms", "must be 1 to 60000"))
+            }
             // The claim and the card read come before a request's deadline starts: two such waits
             // must fit in the 30 s by which a claim outlives its deadline.
             if !(1...10_000).contains(postgres.operationTimeoutMS) {
@@ -430,8 +450,10 @@ extension TelemetryConfig {
 extension RateLimitConfig {
     func problems(path: String) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
-        if !(requestsPerSecond > 0 && requestsPerSecond <= 100_000) {
-            problems.append(.init("\(path).requests_per_second", "must be more than 0 and at most 100000"))
+        // At least one request per 1,000 s: a token's interval times the burst must stay a
+        // duration the clock can hold (a smaller rate had trapped on the first request).
+        if !(requestsPerSecond >= 0.001 && requestsPerSecond <= 100_000) {
+            problems.append(.init("\(path).requests_per_second", "must be 0.001 to 100000"))
         }
         if !(1...100_000).contains(burst) { problems.append(.init("\(path).burst", "must be 1 to 100000")) }
         return problems

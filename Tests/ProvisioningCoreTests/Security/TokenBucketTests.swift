@@ -18,6 +18,17 @@ struct TokenBucketTests {
         #expect(bucket.tokens(at: at(.zero)) == 0)
     }
 
+    /// The slowest and largest bucket the config allows (0.001 requests per second, a burst of
+    /// 100,000) works its whole range: a smaller rate had trapped in `interval * burst`.
+    @Test func theSlowestLargestBucketTheConfigAllowsHoldsItsArithmetic() {
+        var bucket = TokenBucket(requestsPerSecond: 0.001, burst: 100_000, now: at(.zero))
+        #expect(bucket.interval == .seconds(1_000))
+        for _ in 0..<100_000 { _ = bucket.take(at: at(.zero)) }
+        #expect(bucket.tokens(at: at(.zero)) == 0)
+        #expect(bucket.take(at: at(.zero)) == .refused(retryAfter: .seconds(1_000)))
+        #expect(bucket.tokens(at: at(.seconds(100_000 * 1_000))) == 100_000)
+    }
+
     @Test func oneTokenComesBackAfterExactlyOneInterval() {
         var bucket = TokenBucket(requestsPerSecond: 4, burst: 2, now: at(.zero))
         #expect(bucket.interval == .milliseconds(250))
