@@ -75,7 +75,8 @@ public struct IdempotencyGuard: Sendable {
     private func noteRefusedRepeat(_ provisioningID: ProvisioningID?, code: GatewayError.Code) async throws(GatewayError) {
         guard let provisioningID else { return }
         do {
-            guard var event = try await store.auditEvents(provisioningID).first else { return }
+            // The first event alone: the trail grows with every replay of the key.
+            guard var event = try await store.auditEvents(provisioningID, limit: 1).first else { return }
             event.at = wallTime()
             event.endpoint = nil
             event.attempt = 0

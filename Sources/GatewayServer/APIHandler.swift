@@ -449,7 +449,10 @@ struct APIHandler: APIProtocol {
             throw GatewayError(.invalidRequest, "provisioning_id: 1 to 64 characters of A-Z, a-z, 0-9, _")
         }
         let notFound = GatewayError(.notFound, "no provisioning \(InputRules.short(input.path.provisioningId)) for this client")
-        let events = try await store.auditEvents(ProvisioningID(input.path.provisioningId)).filter { $0.client == client.id }
+        // Bounded: every replay of the provisioning's key adds an event (one more than shown tells
+        // that there are more).
+        let read = try await store.auditEvents(ProvisioningID(input.path.provisioningId), limit: Self.maxTrailEvents + 1)
+        let events = read.prefix(Self.maxTrailEvents).filter { $0.client == client.id }
         guard !events.isEmpty else { throw notFound }
         // A trail names its card, issuer and endpoint: it is read only while its card is still
         // among the client's programs (or gone), as every route reads a card. A client whose
@@ -466,8 +469,11 @@ struct APIHandler: APIProtocol {
                   issuer: event.issuer?.rawValue, endpoint: event.endpoint, attempt: event.attempt,
                   outcome: .init(rawValue: event.outcome.rawValue) ?? .failed, errorCode: event.errorCode?.rawValue,
                   upstreamStatus: event.upstreamStatus, latencyMs: event.latencyMS)
-        }))))
+        }, truncated: read.count > Self.maxTrailEvents ? true : nil))))
     }
+
+    /// The most events `GET /v1/provisionings/{id}` answers (the spec's `maxItems`).
+    static let maxTrailEvents = 1_000
 
     // MARK: Health
 

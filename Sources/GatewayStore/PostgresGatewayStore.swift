@@ -653,7 +653,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     /// A provisioning's audit events in the order written, or only its `attempt` (not a replay).
-    private static func auditSelect(_ provisioningID: ProvisioningID, attempt: Int? = nil) -> PostgresQuery {
+    private static func auditSelect(_ provisioningID: ProvisioningID, attempt: Int? = nil, limit: Int = Int(Int32.max)) -> PostgresQuery {
         let columns = """
             SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
                 upstream_status, latency_ms, device_type, token_id FROM audit_events
@@ -661,7 +661,7 @@ public final class PostgresGatewayStore: GatewayStore {
         if let attempt {
             return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) AND attempt = \(attempt) AND \(unescaped: StoreRows.auditOnce)"
         }
-        return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id"
+        return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) ORDER BY id LIMIT \(limit)"
     }
 
     private func auditEvent(_ row: PostgresRow) throws -> AuditEvent {
@@ -673,9 +673,9 @@ public final class PostgresGatewayStore: GatewayStore {
             attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, store: displayName)
     }
 
-    public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
+    public func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] {
         try await bounded { [self] in
-            let rows = try await client.query(Self.auditSelect(provisioningID), logger: logger)
+            let rows = try await client.query(Self.auditSelect(provisioningID, limit: max(limit, 0)), logger: logger)
             var events: [AuditEvent] = []
             for try await row in rows { events.append(try auditEvent(row)) }
             return events

@@ -630,10 +630,10 @@ public final class SQLiteGatewayStore: GatewayStore {
             store: "sqlite")
     }
 
-    public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
+    public func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] {
         try readHere { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id",
-                             arguments: [provisioningID.rawValue]).map(Self.auditEvent)
+            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? ORDER BY id LIMIT ?",
+                             arguments: [provisioningID.rawValue, max(limit, 0)]).map(Self.auditEvent)
         }
     }
 

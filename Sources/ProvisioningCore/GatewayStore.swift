@@ -119,7 +119,9 @@ public protocol GatewayStore: CardRegistry {
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent]
 
     func appendAudit(_ event: AuditEvent) async throws
-    func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent]
+    /// A provisioning's events, oldest first, at most `limit` of them: a trail grows with every
+    /// replay of its key, so no reader on the request path takes it whole.
+    func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent]
 
     /// Claims `key` for this request. The claim keeps `abandonAt`, the time from which, still
     /// unfinished, it belonged to a request that died (a crash, a killed instance) and is
@@ -213,4 +215,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         (error as? StoreError)?.unanswered == true
     }
     public var description: String { "\(store): \(reason)" }
+}
+
+extension GatewayStore {
+    /// Every event of a provisioning, oldest first (tests and tools; the request path reads a bounded number).
+    public func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] {
+        try await auditEvents(provisioningID, limit: Int(Int32.max))
+    }
 }

@@ -298,6 +298,8 @@ struct FailoverTests {
     @Test func theProductionCompositionHasNoFaultRoutes() async throws {
         var config = try LocalIssuerTests.configWithBridgeDown(fallback: false)
         config.sandbox.enabled = false
+        // Production trust: the sandbox device root is the sandbox's only.
+        config.trust.anchors = ["apple"]
         config.issuers = [:]
         config.sandbox.cards = []
         config.local.enabled = false

@@ -145,7 +145,7 @@ final class LostAcknowledgementStore: GatewayStore {
         if throwNow { throw Self.noAnswer }
         try unanswered("audit")
     }
-    func auditEvents(_ provisioningID: ProvisioningID) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID) }
+    func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
                              abandonAt: Date) async throws -> IdempotencyClaim
     {

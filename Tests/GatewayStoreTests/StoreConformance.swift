@@ -117,6 +117,10 @@ enum StoreConformance {
         try await store.appendAudit(replay)
         try await store.appendAudit(replay)
         #expect(try await store.auditEvents("prv_once") == [kept, replay, replay])
+        // A bounded read gives the oldest: the attempt first, then as many replays as asked.
+        #expect(try await store.auditEvents("prv_once", limit: 1) == [kept])
+        #expect(try await store.auditEvents("prv_once", limit: 2) == [kept, replay])
+        #expect(try await store.auditEvents("prv_once", limit: 0) == [])
 
         // Another attempt, or the same attempt of another provisioning, is another event.
         var retry = kept

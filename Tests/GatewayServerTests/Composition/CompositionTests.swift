@@ -29,6 +29,8 @@ import Testing
     static func productionConfig() throws -> GatewayConfig {
         var config = try GatewayHarness.sandboxConfig()
         config.sandbox.enabled = false
+        // Production trust: the sandbox device root is the sandbox's only.
+        config.trust.anchors = ["apple"]
         config.issuers = [:]
         config.sandbox.cards = []
         config.local.enabled = false
