@@ -33,7 +33,7 @@ public struct IdempotencyGuard: Sendable {
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
                 pollInterval: Duration = .milliseconds(20), maxPollInterval: Duration = .milliseconds(320),
-                clock: GatewayClock = .continuous, wallTime: @escaping @Sendable () -> Date = { Date() },
+                clock: GatewayClock = .continuous, wallTime: (@Sendable () -> Date)? = nil,
                 logger: Logger = Logger(label: "provisioning-gateway")) {
         self.store = store
         self.ttl = ttl
@@ -42,7 +42,8 @@ public struct IdempotencyGuard: Sendable {
         self.pollInterval = pollInterval
         self.maxPollInterval = max(maxPollInterval, pollInterval)
         self.clock = clock
-        self.wallTime = wallTime
+        // The clock's wall time unless a test sets another.
+        self.wallTime = wallTime ?? { clock.date }
         self.logger = logger
     }
 

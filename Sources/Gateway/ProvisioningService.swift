@@ -126,7 +126,7 @@ public struct ProvisioningService: Sendable {
         ) { (issuer) async throws(GatewayError) in
             guard validated.contains(issuer), let chainValidator else { return }
             do throws(ApplePayChainValidator.Failure) {
-                _ = try await chainValidator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value)
+                _ = try await chainValidator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value, at: clock.date)
             } catch {
                 throw GatewayError(.invalidCertificateChain, error.reason)
             }
@@ -266,7 +266,7 @@ public struct ProvisioningService: Sendable {
         if let cardID { logger[metadataKey: "card_id"] = "\(cardID)" }
         logger[metadataKey: "client"] = "\(client.id)"
         var trail = Trail(event: AuditEvent(
-            provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+            provisioningID: provisioningID, at: clock.date, client: client.id, cardID: cardID ?? CardID(""), operation: operation,
             deviceType: deviceType, tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0, outcome: .failed, errorCode: nil, upstreamStatus: nil,
             latencyMS: 0), logger: logger)
 
@@ -482,7 +482,7 @@ public struct ProvisioningService: Sendable {
             trail.outcomeUnknown = true
         }
         var event = trail.event
-        event.at = Date()
+        event.at = clock.date
         event.issuer = report.issuer
         event.endpoint = report.endpoint
         event.attempt = trail.numbered
@@ -510,7 +510,7 @@ public struct ProvisioningService: Sendable {
     private func auditPassedOver(_ issuer: IssuerID, error: GatewayError, trail: inout Trail) async throws(GatewayError) {
         trail.numbered += 1
         var event = trail.event
-        event.at = Date()
+        event.at = clock.date
         event.issuer = issuer
         event.endpoint = nil
         event.attempt = trail.numbered
@@ -541,7 +541,7 @@ public struct ProvisioningService: Sendable {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
         func event(_ outcome: AuditEvent.Outcome, _ code: GatewayError.Code?) -> AuditEvent {
-            AuditEvent(provisioningID: provisioningID, at: Date(), client: client.id, cardID: cardID ?? CardID(""), operation: operation,
+            AuditEvent(provisioningID: provisioningID, at: clock.date, client: client.id, cardID: cardID ?? CardID(""), operation: operation,
                        deviceType: deviceType, tokenID: tokenID, issuer: issuer, endpoint: nil, attempt: 0, outcome: outcome, errorCode: code,
                        upstreamStatus: nil, latencyMS: 0)
         }

@@ -20,6 +20,7 @@ public struct SandboxGateway: Sendable {
         store: (any GatewayStore)? = nil,
         health: UpstreamHealth? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
+        wallClock: (@Sendable () -> Date)? = nil,
         tracing: GatewayTracing? = nil,
         onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -41,7 +42,7 @@ public struct SandboxGateway: Sendable {
             faults: SandboxFaultRoutes(sandbox: sandbox, issuers: config.issuers))
         process = try buildGateway(
             config: config, configSource: configSource, environment: environment, logger: logger, store: store, extensions: extensions,
-            health: health, clock: clock, tracing: tracing, onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
+            health: health, clock: clock, wallClock: wallClock, tracing: tracing, onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
         upstreams = sandbox
     }
 }

@@ -98,7 +98,7 @@ enum GatewayHarness {
     static func run(
         config: GatewayConfig? = nil, configSource: ConfigSource? = nil, extraCards: [CardRecord] = [], environment: [String: String] = [:],
         logger: Logger = GatewayHarness.logger, store: (any GatewayStore)? = nil, health: UpstreamHealth? = nil,
-        clock: any Clock<Duration> = ContinuousClock(), tracing: GatewayTracing? = nil,
+        clock: any Clock<Duration> = ContinuousClock(), wallClock: (@Sendable () -> Date)? = nil, tracing: GatewayTracing? = nil,
         onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
         _ body: @escaping @Sendable (GatewayClient, SandboxUpstreams) async throws -> Void
     ) async throws {
@@ -113,7 +113,7 @@ enum GatewayHarness {
         try await serve({ onServerRunning in
             let gateway = try SandboxGateway(
                 config: config, configSource: configSource, environment: environment, logger: logger, store: chosenStore, health: health,
-                clock: clock, tracing: tracing, onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
+                clock: clock, wallClock: wallClock, tracing: tracing, onAuthFailure: onAuthFailure, onServerRunning: onServerRunning)
             sandbox.withLock { $0 = gateway.upstreams }
             return gateway.process
         }) { port in

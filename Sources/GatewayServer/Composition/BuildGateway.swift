@@ -41,6 +41,8 @@ public struct GatewayExtensions: Sendable {
 /// - Parameters:
 ///   - store: a store the caller opened (tests); the config's store otherwise.
 ///   - clock: the one clock that decides time-based behaviour (rate limits, drain, purge).
+///   - wallClock: the wall time beside it (idempotency expiry and abandon times, the purge's
+///     cut-off, certificate validity, event timestamps); the system's when nil.
 ///   - configSource: the file a reload reads (SIGHUP, `POST /v1/admin/config/reload`); without it
 ///     a reload is refused.
 ///   - tracing: the tracer of the request and upstream-attempt spans (tests pass an in-memory
@@ -54,6 +56,7 @@ public func buildGateway(
     extensions: GatewayExtensions = GatewayExtensions(),
     health givenHealth: UpstreamHealth? = nil,
     clock: some Clock<Duration> = ContinuousClock(),
+    wallClock: (@Sendable () -> Date)? = nil,
     tracing givenTracing: GatewayTracing? = nil,
     onAuthFailure: @escaping @Sendable (_ source: String, _ reason: String) async -> Void = { _, _ in },
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -80,7 +83,7 @@ public func buildGateway(
 
     // The one clock behind every decision time makes: deadlines, backoff, Retry-After, breaker
     // windows, idempotency waits, rate limits, the drain delay, the purge interval.
-    let clock = GatewayClock(clock)
+    let clock = GatewayClock(clock, wall: wallClock)
     let metrics = GatewayMetrics()
     let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock)
     // The pause state starts from the file; a config reload applies its file the same way.
@@ -93,7 +96,7 @@ public func buildGateway(
     // Failed authentications are security events (source address and reason, never the key).
     let securityAudit = SecurityAudit(store: store, logger: logger)
     let reportAuthFailure: @Sendable (String, String) async -> Void = { source, reason in
-        await securityAudit.note(SecurityEvent(at: Date(), kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
+        await securityAudit.note(SecurityEvent(at: clock.date, kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
         await onAuthFailure(source, reason)
     }
     let local = try LocalIssuer.build(config: config, store: store, environment: environment)
@@ -122,9 +125,10 @@ public func buildGateway(
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
 
-    let spec = try ServedContract.document()
+    let specBuffer = ByteBuffer(bytes: try ServedContract.document())
     router.get("/openapi.yaml") { _, _ in
-        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: spec)))
+        // One buffer for every request (a copy-on-write share, never a copy of its 120 KB).
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: specBuffer))
     }
 
     let handler = APIHandler(

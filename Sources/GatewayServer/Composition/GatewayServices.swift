@@ -44,7 +44,8 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
 struct PurgeJob: Service, CustomStringConvertible {
     static let interval: Duration = .seconds(600)
     let store: any GatewayStore
-    let clock: any Clock<Duration>
+    /// Its interval on the monotonic side; what has expired by its wall time.
+    let clock: GatewayClock
     let interval: Duration
     let logger: Logger
     var description: String { "idempotency purge" }
@@ -55,7 +56,7 @@ struct PurgeJob: Service, CustomStringConvertible {
                 while true {
                     try await clock.sleep(for: interval)
                     do {
-                        let purged = try await store.purgeExpired(now: Date())
+                        let purged = try await store.purgeExpired(now: clock.date)
                         if purged > 0 { logger.info("expired idempotency records purged", metadata: ["count": "\(purged)"]) }
                     } catch {
                         logger.warning("purging expired idempotency records failed", metadata: ["cause": "\(error)"])

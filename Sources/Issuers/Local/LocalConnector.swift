@@ -27,7 +27,8 @@ public struct LocalConnector: IssuerConnector {
     {
         let leafKey: P256.KeyAgreement.PublicKey
         do {
-            leafKey = try await validator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value)
+            leafKey = try await validator.validate(leaf: request.leafCertificate.value, subordinate: request.subordinateCertificate.value,
+                                                   at: context.clock.date)
         } catch {
             throw GatewayError(.invalidCertificateChain, error.reason)
         }

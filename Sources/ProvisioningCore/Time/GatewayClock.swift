@@ -1,6 +1,12 @@
+import Foundation
+
 /// The one clock the gateway reads wherever time decides behaviour (deadlines, backoff,
 /// Retry-After, breaker open windows, idempotency waits, rate limits). It wraps any
 /// `Clock<Duration>`: production passes `ContinuousClock`, tests a clock they move by hand.
+/// Beside it, the wall time (`date`) for what is kept or compared as a date: idempotency keys'
+/// expiry and abandon times, the purge of expired keys, certificate validity, an HTTP-date
+/// `Retry-After`, audit and security events' timestamps. Production reads the system's time;
+/// tests pass their own (`wall:`), so a key's expiry is a time they choose.
 ///
 /// `ContinuousClock.Instant` cannot be made by a test clock, so instants here are the time since
 /// the clock was made: comparable, and the same type whatever clock is underneath.
@@ -23,16 +29,21 @@ public struct GatewayClock: Clock, Sendable {
 
     private let elapsed: @Sendable () -> Duration
     private let sleeper: @Sendable (Duration) async throws -> Void
+    private let wall: @Sendable () -> Date
     public let minimumResolution: Duration
 
     /// Reads `clock` from now on; its current instant is this clock's origin. An `any Clock<Duration>`
-    /// is opened and passed the same way.
-    public init<C: Clock<Duration>>(_ clock: C) {
+    /// is opened and passed the same way. `wall`: the wall time (the system's when nil).
+    public init<C: Clock<Duration>>(_ clock: C, wall: (@Sendable () -> Date)? = nil) {
         let origin = clock.now
         elapsed = { origin.duration(to: clock.now) }
         sleeper = { try await clock.sleep(for: $0) }
         minimumResolution = clock.minimumResolution
+        self.wall = wall ?? { Date() }
     }
+
+    /// The wall time: what is stamped on records and compared with stored or certified dates.
+    public var date: Date { wall() }
 
     /// The machine's monotonic clock.
     public static var continuous: GatewayClock { GatewayClock(ContinuousClock()) }
