@@ -108,6 +108,36 @@ import Testing
         }
     }
 
+    /// A client that pipelines requests and reads none of the answers stalls its connection's
+    /// writes; once they have stayed stalled for `write_timeout_ms` the connection is closed and
+    /// its slot freed (with one slot, the next client is served). Without it the slot was held
+    /// for as long as the client liked: neither the idle nor the read timeout runs while a
+    /// request's answer is being written.
+    @Test func aClientThatReadsNoAnswersIsCutOffOnceTheWriteTimeoutPasses() async throws {
+        let config = try LiveListener.config {
+            $0.maxConnections = 1
+            $0.writeTimeoutMS = 300
+            $0.idleTimeoutMS = 60_000
+            $0.readTimeoutMS = 60_000
+        }
+        try await LiveListener.run(config) { port in
+            let stalled = try await RawConnection.open(port: port, reading: false)
+            defer { stalled.close() }
+            // 120 KB answers, 400 of them: far more than the kernel's buffers on both sides hold.
+            let spec = "GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            try await stalled.send(String(repeating: spec, count: 400))
+            // The slot is the stalled connection's until the write timeout frees it; then another
+            // client is served. Asked every 100 ms, each attempt on a fresh connection.
+            let served = await RawConnection.eventually(upTo: .seconds(10)) {
+                guard let other = try? await RawConnection.open(port: port) else { return false }
+                defer { other.close() }
+                guard (try? await other.send(Self.healthz)) != nil else { return false }
+                return await other.eventually(upTo: .milliseconds(100)) { $0.count(Self.ok) == 1 }
+            }
+            #expect(served, "the connection that read no answers still held the only slot")
+        }
+    }
+
     @Test func idleConnectionsAreClosed() async throws {
         // Long enough that opening a connection and sending on it never races the timeout on a
         // loaded machine; the waits below are bounds, not measurements.
@@ -210,9 +240,12 @@ final class RawConnection: Sendable {
         self.received = received
     }
 
-    static func open(port: Int) async throws -> RawConnection {
+    /// `reading: false`: the connection never reads what the server sends (a client that stalls
+    /// the server's writes).
+    static func open(port: Int, reading: Bool = true) async throws -> RawConnection {
         let received = Received()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.autoRead, value: reading)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(received)) }
             }

@@ -546,11 +546,13 @@ import WalletCrypto
             server:
               idle_timeout_ms: 0
               read_timeout_ms: -5
+              write_timeout_ms: 9223372036854775807
               max_connections: 0
               auth_failure_limit: { requests_per_second: 0, burst: 0 }
             """)
         #expect(found == [
             "server.idle_timeout_ms: must be 10 to 3600000", "server.read_timeout_ms: must be 10 to 3600000",
+            "server.write_timeout_ms: must be 10 to 3600000",
             "server.max_connections: must be 1 to 1000000",
             "server.auth_failure_limit.requests_per_second: must be 0.001 to 100000",
             "server.auth_failure_limit.burst: must be 1 to 100000",

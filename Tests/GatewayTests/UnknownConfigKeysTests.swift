@@ -105,7 +105,7 @@ import Testing
             + "\nsandbox_enabled: true\n"
         #expect(problems(yaml) == [
             "server.prot: unknown key (expected one of: host, port, max_body_bytes, deadline_ms, tls, allow_plaintext, metrics_public, "
-                + "idle_timeout_ms, read_timeout_ms, max_connections, auth_failure_limit, shutdown_delay_ms, shutdown_timeout_ms)",
+                + "idle_timeout_ms, read_timeout_ms, write_timeout_ms, max_connections, auth_failure_limit, shutdown_delay_ms, shutdown_timeout_ms)",
             "clients[0].rate_limit.brust: unknown key (expected one of: requests_per_second, burst)",
             "issuers.bridge.endpoints[0].weight: unknown key (expected one of: url)",
             "issuers.bridge.wire.encodng: unknown key (expected one of: encoding, auth, provisioning_app_version)",

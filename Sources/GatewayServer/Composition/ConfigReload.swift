@@ -38,6 +38,7 @@ enum RestartOnlySettings {
         keep("server.metrics_public", \.server.metricsPublic)
         keep("server.idle_timeout_ms", \.server.idleTimeoutMS)
         keep("server.read_timeout_ms", \.server.readTimeoutMS)
+        keep("server.write_timeout_ms", \.server.writeTimeoutMS)
         keep("server.max_connections", \.server.maxConnections)
         keep("server.shutdown_delay_ms", \.server.shutdownDelayMS)
         keep("server.shutdown_timeout_ms", \.server.shutdownTimeoutMS)

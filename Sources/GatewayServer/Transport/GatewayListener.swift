@@ -17,6 +17,9 @@ import ProvisioningCore
 ///   which even a slow link delivers in a few seconds, and the callers are servers. A slow-drip
 ///   client holds a slot for 10 s at most, and the 15 s provisioning deadline starts only once a
 ///   request has arrived, inside Apple's ~20 s.
+/// - `write_timeout_ms` 10 s: a client that reads none of its answers for that long, its
+///   connection's writes stalled, is not going to; a slow reader that takes some of them turns the
+///   connection writable again and starts the count afresh.
 /// - `max_connections` 4096: far above what provisioning needs (tens of requests a second, each
 ///   done within the deadline, is a few hundred connections at most) and within the open-file
 ///   budget of a container (Docker's default is 1,048,576). A host whose soft `ulimit -n` is 1024
@@ -32,7 +35,8 @@ enum GatewayListener {
             idleTimeout: .milliseconds(Int64(server.idleTimeoutMS)))
         let limits = ListenerLimits(
             connections: ConnectionLimit(maximum: server.maxConnections),
-            readTimeout: .milliseconds(Int64(server.readTimeoutMS)))
+            readTimeout: .milliseconds(Int64(server.readTimeoutMS)),
+            writeTimeout: .milliseconds(Int64(server.writeTimeoutMS)))
         return HTTPServerBuilder { responder in
             let base = HTTP1Channel(responder: responder, configuration: http)
             if let tls {
@@ -46,10 +50,11 @@ enum GatewayListener {
 struct ListenerLimits: Sendable {
     let connections: ConnectionLimit
     let readTimeout: TimeAmount
+    let writeTimeout: TimeAmount
 }
 
 /// Wraps Hummingbird's child channel (HTTP/1, or TLS around it) to put one handler in front of
-/// everything it sets up, next to the socket: `ReadTimeoutHandler` for a connection within
+/// everything it sets up, next to the socket: `ReadTimeoutHandler` and `WriteStallHandler` for a connection within
 /// `max_connections`, `RefuseConnectionHandler` for one over it. Hummingbird's own
 /// `additionalChannelHandlers` come after the HTTP decoder and never see raw bytes, and this is
 /// the one place a handler can go in before TLS.
@@ -67,10 +72,11 @@ struct LimitedChannel<Base: ServerChildChannel>: ServerChildChannel {
         } else {
             logger.debug("connection refused: server.max_connections reached", metadata: ["max_connections": "\(connections.maximum)"])
         }
-        let readTimeout = limits.readTimeout
+        let readTimeout = limits.readTimeout, writeTimeout = limits.writeTimeout
         return channel.eventLoop.makeCompletedFuture {
             if admitted {
                 try channel.pipeline.syncOperations.addHandler(ReadTimeoutHandler(timeout: readTimeout), position: .first)
+                try channel.pipeline.syncOperations.addHandler(WriteStallHandler(timeout: writeTimeout), position: .first)
             } else {
                 try channel.pipeline.syncOperations.addHandler(RefuseConnectionHandler(), position: .first)
             }

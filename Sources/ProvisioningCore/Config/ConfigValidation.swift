@@ -42,7 +42,8 @@ extension GatewayConfig {
             problems.append(.init("server.tls", "required: \(server.host) is not a loopback address, so card data would cross the network "
                 + "in clear (set server.allow_plaintext: true only when a TLS-terminating proxy is in front)"))
         }
-        for (key, value) in [("idle_timeout_ms", server.idleTimeoutMS), ("read_timeout_ms", server.readTimeoutMS)]
+        for (key, value) in [("idle_timeout_ms", server.idleTimeoutMS), ("read_timeout_ms", server.readTimeoutMS),
+                             ("write_timeout_ms", server.writeTimeoutMS)]
         where !(10...3_600_000).contains(value) {
             problems.append(.init("server.\(key)", "must be 10 to 3600000"))
         }

@@ -53,6 +53,7 @@ public struct ServerConfig: ConfigSection {
         public enum DeadlineMS: ConfigDefault { public static let value = 15_000 }
         public enum IdleTimeoutMS: ConfigDefault { public static let value = 30_000 }
         public enum ReadTimeoutMS: ConfigDefault { public static let value = 10_000 }
+        public enum WriteTimeoutMS: ConfigDefault { public static let value = 10_000 }
         public enum MaxConnections: ConfigDefault { public static let value = 4_096 }
         public enum AuthFailureLimit: ConfigDefault { public static let value = RateLimitConfig.authFailureDefault }
         public enum ShutdownDelayMS: ConfigDefault { public static let value = 0 }
@@ -73,6 +74,9 @@ public struct ServerConfig: ConfigSection {
     @Default<Defaults.IdleTimeoutMS> public var idleTimeoutMS: Int
     /// How long a request's head and body may take to arrive, from its first byte.
     @Default<Defaults.ReadTimeoutMS> public var readTimeoutMS: Int
+    /// How long an answer may wait for a client that does not read it (the connection's writes
+    /// stalled) before the connection is closed.
+    @Default<Defaults.WriteTimeoutMS> public var writeTimeoutMS: Int
     /// Open connections above this are closed as soon as they are accepted.
     @Default<Defaults.MaxConnections> public var maxConnections: Int
     /// Requests with a missing or wrong API key, per source address (token bucket).
@@ -94,6 +98,7 @@ public struct ServerConfig: ConfigSection {
         case metricsPublic = "metrics_public"
         case idleTimeoutMS = "idle_timeout_ms"
         case readTimeoutMS = "read_timeout_ms"
+        case writeTimeoutMS = "write_timeout_ms"
         case maxConnections = "max_connections"
         case authFailureLimit = "auth_failure_limit"
         case shutdownDelayMS = "shutdown_delay_ms"
