@@ -55,8 +55,41 @@ enum UnknownConfigKeys {
             for (index, (item, itemShape)) in zip(sequence, items).enumerated() {
                 walk(item, itemShape, path: "\(path)[\(index)]", into: &problems)
             }
+        case (.scalar(let scalar), _) where scalar.style == .plain && readsInAnotherBase(scalar.string):
+            // YAML 1.1, which Yams reads, takes `015000` as octal (6656), `0x10` as 16 and `1:00`
+            // as base 60: a deadline or a port written so was another number without a word.
+            let line = scalar.mark.map { " on line \($0.line)" } ?? ""
+            problems.append(.init(path.isEmpty ? "*" : path,
+                                  "'\(scalar.string)'\(line) reads as a number in another base (YAML 1.1: a leading 0 is octal, 0x hexadecimal, "
+                                    + "1:00 base 60): write the number in decimal, or quote it if it is text"))
         default:
             break
+        }
+    }
+
+    /// A plain scalar YAML 1.1 reads as an integer or float in a base other than 10: a leading
+    /// `0` before more digits (octal), `0x`/`0o`/`0b`, or `:`-separated digit groups (base 60).
+    /// At most 20 characters: no setting's number is longer, and a longer run of digits is text
+    /// (a key's SHA-256 in hex may be digits only, `0` first).
+    static func readsInAnotherBase(_ text: String) -> Bool {
+        guard text.utf8.count <= 20 else { return false }
+        var digits = Substring(text)
+        if digits.first == "-" || digits.first == "+" { digits = digits.dropFirst() }
+        let bytes = Array(digits.utf8)
+        guard bytes.count >= 2, bytes[0] == UInt8(ascii: "0") || bytes.contains(UInt8(ascii: ":")) else { return false }
+        func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+        if bytes[0] == UInt8(ascii: "0") {
+            switch bytes[1] {
+            case UInt8(ascii: "x"), UInt8(ascii: "o"), UInt8(ascii: "b"): return bytes.count > 2
+            case let next where isDigit(next) || next == UInt8(ascii: "_"): return bytes.allSatisfy { isDigit($0) || $0 == UInt8(ascii: "_") }
+            default: break
+            }
+        }
+        // Base 60: digit groups joined by `:` (a time-like `1:00`, `1:00:00`), optionally with a fraction.
+        let groups = digits.split(separator: ":", omittingEmptySubsequences: false)
+        guard groups.count >= 2 else { return false }
+        return groups.allSatisfy { group in
+            !group.isEmpty && group.utf8.allSatisfy { isDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") }
         }
     }
 }

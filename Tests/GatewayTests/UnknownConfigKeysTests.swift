@@ -168,4 +168,34 @@ import Testing
         #expect(config.issuers["bridge"]?.retry.decisions.first?.action == .fail)
         #expect(config.issuers["bridge"]?.credentials["api_key"] == "env:BRIDGE_API_KEY")
     }
+
+    /// YAML 1.1 (which Yams reads) takes `015000` as octal, `0x10` as hexadecimal and `1:00:00`
+    /// as base 60: `deadline_ms: 015000` had run with a 6,656 ms deadline, without a word.
+    @Test func aNumberInAnotherBaseIsNamedWithItsLine() {
+        let yaml = ConfigLoaderTests.minimal + """
+
+            server:
+              deadline_ms: 015000
+              port: 0x1F90
+            routing:
+              rules:
+                - { match: { program: acme }, issuer: bridge, deadline_ms: 1:00 }
+            """
+        let found = problems(yaml)
+        let base = "reads as a number in another base (YAML 1.1: a leading 0 is octal, 0x hexadecimal, 1:00 base 60): "
+            + "write the number in decimal, or quote it if it is text"
+        #expect(found.contains("server.deadline_ms: '015000' on line 15 \(base)"), "\(found)")
+        #expect(found.contains("server.port: '0x1F90' on line 16 \(base)"), "\(found)")
+        #expect(found.contains("routing.rules[0].deadline_ms: '1:00' on line 19 \(base)"), "\(found)")
+        // Decimal numbers, fractions, quoted text, URLs with ports and plain zero read as written.
+        let plain = ConfigLoaderTests.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme, \"007\"]\n    rate_limit: { requests_per_second: 0.5, burst: 10 }")
+            + "\nserver:\n  deadline_ms: 15000\n  shutdown_delay_ms: 0\ntelemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n"
+        #expect(problems(plain) == [], "\(problems(plain))")
+        for text in ["015000", "0x10", "0o17", "0b101", "1:00", "1:00:00", "-0755", "190:20:30.15"] {
+            #expect(UnknownConfigKeys.readsInAnotherBase(text), "\(text)")
+        }
+        for text in ["0", "15000", "0.5", "-1", "http://127.0.0.1:4318", "::1", "a:1", "1e-3", "10.0.0.1", String(repeating: "01", count: 32)] {
+            #expect(!UnknownConfigKeys.readsInAnotherBase(text), "\(text)")
+        }
+    }
 }
