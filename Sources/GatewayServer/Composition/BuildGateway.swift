@@ -95,8 +95,9 @@ public func buildGateway(
 
     // Failed authentications are security events (source address and reason, never the key).
     let securityAudit = SecurityAudit(store: store, logger: logger)
+    let authFailureEvents = AuthFailureEvents(audit: securityAudit, clock: clock, logger: logger)
     let reportAuthFailure: @Sendable (String, String) async -> Void = { source, reason in
-        await securityAudit.note(SecurityEvent(at: clock.date, kind: .authFailed, actor: "anonymous", source: source, detail: ["reason": reason]))
+        await authFailureEvents.note(source: source, reason: reason)
         await onAuthFailure(source, reason)
     }
     let local = try LocalIssuer.build(config: config, store: store, environment: environment)

@@ -1,0 +1,37 @@
+import Foundation
+import Gateway
+import GatewayStore
+import GatewayTestSupport
+import Logging
+import ProvisioningCore
+import Testing
+
+/// Failed authentications from any number of addresses write at most the limit's events; the
+/// rest are counted, and the count rides on the next event written.
+@Suite struct AuthFailureEventsTests {
+    @Test func pastTheLimitFailuresAreCountedAndTheNextEventCarriesTheCount() async throws {
+        let path = TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        let clock = TestClock()
+        let events = AuthFailureEvents(audit: SecurityAudit(store: store, logger: Logger(label: "test")), clock: GatewayClock(clock),
+                                       limit: RateLimitConfig(requestsPerSecond: 10, burst: 100), logger: Logger(label: "test"))
+        // 130 failures at one instant, each from an address of its own: the burst is written.
+        for index in 0..<130 { await events.note(source: "10.0.\(index / 256).\(index % 256)", reason: "invalid_key") }
+        let written = try await store.securityEvents(SecurityEventQuery(kind: .authFailed, limit: 500))
+        #expect(written.count == 100)
+        #expect(written.allSatisfy { $0.detail["suppressed"] == nil && $0.detail["reason"] == "invalid_key" && $0.actor == "anonymous" })
+        // A tenth of a second refills one token: the next failure is written, with the 30 counted.
+        clock.advance(by: .milliseconds(100))
+        await events.note(source: "192.0.2.1", reason: "missing_key")
+        let after = try await store.securityEvents(SecurityEventQuery(kind: .authFailed, limit: 500))
+        #expect(after.count == 101)
+        #expect(after.last?.detail == ["reason": "missing_key", "suppressed": "30"])
+        #expect(after.last?.source == "192.0.2.1")
+        // The count starts again from there.
+        clock.advance(by: .milliseconds(100))
+        await events.note(source: "192.0.2.2", reason: "invalid_key")
+        let last = try await store.securityEvents(SecurityEventQuery(kind: .authFailed, limit: 500)).last
+        #expect(last?.detail == ["reason": "invalid_key"])
+    }
+}
