@@ -4,10 +4,11 @@ import Foundation
 import ProvisioningCore
 
 /// Card numbers, expiry and cardholder names, sealed with AES-256-GCM under the active vault key
-/// and bound to the card's program and id (associated data) before they reach the store; opened
-/// only for the local encryptor. An entry cannot be moved to another card or program: it would
-/// not open. Entries name their key, so rotation (`rotate()`) can re-seal them one by one while
-/// every listed key still opens.
+/// and bound to the card (associated data: its program, id, issuer and issuer reference) before
+/// they reach the store; opened only for the local encryptor. An entry cannot be moved to another
+/// card or program, nor kept by a card re-pointed at another card at its issuer: it would not open,
+/// whatever is written into the database. Entries name their key, so rotation (`rotate()`) can
+/// re-seal them one by one while every listed key still opens.
 public struct CardVault: CardDataSource {
     /// The sandbox's fixed demo key: anyone can open sandbox entries, which hold test numbers only.
     public static let sandboxKey = SymmetricKey(data: SHA256.hash(data: Data("provisioning-gateway sandbox vault key (demo only)".utf8)))
@@ -37,13 +38,41 @@ public struct CardVault: CardDataSource {
         guard let bytes, bytes.count == 32 else {
             throw ConfigError(source: "environment", problems: [.init(path, "\(reference.dropFirst(4)) must hold 32 bytes as base64 or hex")])
         }
+        // A key anyone can guess is no key: one byte repeated (a zeroed buffer, a placeholder), or
+        // the sandbox's public demo keys copied into the variable (crypto audit: all accepted).
+        let known = [sandboxKey, LocalIssuer.sandboxActivationKey].map { $0.withUnsafeBytes { Data($0) } }
+        if Set(bytes).count == 1 || known.contains(bytes) {
+            throw ConfigError(source: "environment", problems: [.init(
+                path, "\(reference.dropFirst(4)) holds a key anyone can guess (one byte repeated, or the sandbox's demo key): "
+                    + "make one with `openssl rand -base64 32`")])
+        }
         return SymmetricKey(data: bytes)
     }
 
-    /// What an entry is bound to: its card's program and id.
+    /// What an entry is bound to (envelope version 2): its card's program and id, its issuer and
+    /// its reference there (the fields in key order, letter case aside, as the store compares
+    /// references). A sealed entry put back under a card since re-pointed at another card at its
+    /// issuer, or under an id registered again for another card, does not open (crypto audit: an
+    /// old entry written back into the database had been encrypted for the new card).
     static func associatedData(_ card: CardRecord) -> Data {
+        var text = "card-vault\u{0}2\u{0}\(card.program.rawValue)\u{0}\(card.id.rawValue)\u{0}\(card.issuer?.rawValue ?? "")"
+        for (key, value) in card.issuerReference.fields.sorted(by: { $0.key < $1.key }) {
+            text += "\u{0}\(asciiLowercased(key))=\(asciiLowercased(value))"
+        }
+        return Data(text.utf8)
+    }
+
+    /// The binding of envelope version 1 (program and card id), read only to re-seal.
+    static func programBinding(_ card: CardRecord) -> Data {
         Data("card-vault\u{0}\(card.program.rawValue)\u{0}\(card.id.rawValue)".utf8)
     }
+
+    private static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// The envelope version of entries sealed now.
+    static let sealingVersion: UInt8 = 2
 
     /// Seals `data` for `card`, which must be in the registry (an entry never exists without its
     /// card); `event` (the CLI's) is written in the same transaction.
@@ -56,7 +85,7 @@ public struct CardVault: CardDataSource {
     /// `data` sealed under the active key, bound to `card`.
     private func seal(_ data: CardData, for card: CardRecord) throws -> Data {
         try SealedEnvelope.seal(JSONEncoder().encode(data), keyID: keyring.activeID, key: keyring.activeKey,
-                                authenticating: Self.associatedData(card))
+                                authenticating: Self.associatedData(card), version: Self.sealingVersion)
     }
 
     @discardableResult
@@ -72,7 +101,7 @@ public struct CardVault: CardDataSource {
             throw GatewayError(.internal, "the vault could not be read", cause: error)
         }
         guard let sealed else { return nil }
-        return try open(sealed, card: card).data
+        return try open(sealed, card: card, olderForms: false).data
     }
 
     /// Checks the listed keys against the entries sealed under their ids, up to `sample` entries:
@@ -85,9 +114,9 @@ public struct CardVault: CardDataSource {
         var opened: Set<String> = []
         var refused: [String: CardID] = [:]
         for id in try await store.vaultCardIDs(after: nil, limit: sample) {
-            guard let sealed = try await store.vaultEntry(id), let (keyID, _) = SealedEnvelope.keyID(of: sealed),
+            guard let sealed = try await store.vaultEntry(id), let (_, keyID, _) = SealedEnvelope.parse(sealed),
                   keyring.keys[keyID] != nil, !opened.contains(keyID), let card = try await store.card(id) else { continue }
-            if (try? open(sealed, card: card)) != nil {
+            if (try? open(sealed, card: card, olderForms: true)) != nil {
                 opened.insert(keyID)
                 refused[keyID] = nil
             } else if refused[keyID] == nil {
@@ -99,22 +128,42 @@ public struct CardVault: CardDataSource {
             + "environment holds another key under it; put the key those entries were sealed with back, or rotate under a new id"
     }
 
-    /// The entry's data and the id of the key that opened it.
-    func open(_ sealed: Data, card: CardRecord) throws(GatewayError) -> (data: CardData, keyID: String) {
+    /// How many of the first `sample` entries are in an older form (bound to less than their card
+    /// at its issuer): the request path opens none of them until `vault rotate` re-seals them.
+    public func olderFormCount(sample: Int = 50) async throws -> Int {
+        var count = 0
+        for id in try await store.vaultCardIDs(after: nil, limit: sample) {
+            guard let sealed = try await store.vaultEntry(id) else { continue }
+            if SealedEnvelope.parse(sealed)?.version != Self.sealingVersion { count += 1 }
+        }
+        return count
+    }
+
+    /// The entry's data, the id of the key that opened it, and whether it is in the current form.
+    /// `olderForms`: whether an entry bound to less than its card at its issuer (envelope version
+    /// 1, or from before key ids) is opened; only rotation and the key check read them, to re-seal
+    /// and to check keys. The request path refuses them: their binding lets an entry written back
+    /// into the database open for a card re-pointed at another card at its issuer.
+    func open(_ sealed: Data, card: CardRecord, olderForms: Bool) throws(GatewayError) -> (data: CardData, keyID: String, current: Bool) {
+        let older = GatewayError(.internal, "the vault entry for card \(card.id) is in an older form, bound to less than its card at its issuer: "
+            + "run `provisioning-gateway vault rotate` to re-seal the vault")
         do {
-            if let (id, body) = SealedEnvelope.keyID(of: sealed) {
+            if let (version, id, body) = SealedEnvelope.parse(sealed) {
                 guard let key = keyring.keys[id] else {
                     throw GatewayError(.internal, "the vault entry for card \(card.id) is sealed under key '\(id)', which vault.keys no longer lists")
                 }
-                let opened = try SealedEnvelope.open(body, key: key, authenticating: Self.associatedData(card))
-                return (try JSONDecoder().decode(CardData.self, from: opened), id)
+                let current = version == Self.sealingVersion
+                guard current || olderForms else { throw older }
+                let opened = try SealedEnvelope.open(body, key: key, authenticating: current ? Self.associatedData(card) : Self.programBinding(card))
+                return (try JSONDecoder().decode(CardData.self, from: opened), id, current)
             }
+            guard olderForms else { throw older }
             // An entry from before key ids (bound to the card id only): any listed key may open it
-            // until `vault rotate` re-seals it in the current form.
+            // for `vault rotate` to re-seal it in the current form.
             for id in keyring.ids {
                 if let opened = try? AES.GCM.open(try AES.GCM.SealedBox(combined: sealed), using: keyring.keys[id]!,
                                                    authenticating: Data(card.id.rawValue.utf8)) {
-                    return (try JSONDecoder().decode(CardData.self, from: opened), "legacy:\(id)")
+                    return (try JSONDecoder().decode(CardData.self, from: opened), "legacy:\(id)", false)
                 }
             }
         } catch let error as GatewayError {
@@ -141,8 +190,8 @@ public struct CardVault: CardDataSource {
         public init() {}
     }
 
-    /// Re-seals every entry under the active key, page by page. Old keys can be removed from
-    /// `vault.keys` once this reports no unreadable entries.
+    /// Re-seals every entry under the active key and in the current form, page by page. Old keys
+    /// can be removed from `vault.keys` once this reports no unreadable entries.
     /// A store failure part-way stops it, and the report says how far it got (`interruptedBy`):
     /// the entries re-sealed until then stay re-sealed, and the caller records that much (an
     /// interrupted rotation had left no record of the entries it had changed; CLI audit).
@@ -167,14 +216,16 @@ public struct CardVault: CardDataSource {
                     continue
                 }
                 guard let sealed = try await store.vaultEntry(id) else { continue }
-                let opened: (data: CardData, keyID: String)
+                let opened: (data: CardData, keyID: String, current: Bool)
                 do {
-                    opened = try open(sealed, card: card)
+                    opened = try open(sealed, card: card, olderForms: true)
                 } catch {
                     report.unreadable.append(id)
                     continue
                 }
-                if opened.keyID == keyring.activeID {
+                // Under the active key and in the current form: nothing to do. An older form under
+                // the active key is re-sealed too.
+                if opened.keyID == keyring.activeID && opened.current {
                     report.current += 1
                     continue
                 }

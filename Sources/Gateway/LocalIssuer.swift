@@ -13,6 +13,9 @@ public struct LocalIssuer: Sendable {
     public let vault: CardVault
     public let connector: LocalConnector?
 
+    /// The sandbox's fixed activation-data key (`local.activation_key: sandbox`): public, demo only.
+    public static let sandboxActivationKey = SymmetricKey(data: SHA256.hash(data: Data("provisioning-gateway sandbox activation key (demo only)".utf8)))
+
     public static func build(config: GatewayConfig, store: any GatewayStore, environment: [String: String]) throws(ConfigError) -> LocalIssuer {
         let base = config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
         let validator = try TrustAnchors.validator(config.trust, relativeTo: base, sandboxEnabled: config.sandbox.enabled)
@@ -21,9 +24,12 @@ public struct LocalIssuer: Sendable {
             return LocalIssuer(validator: validator, vault: vault, connector: nil)
         }
         let activationKey = try CardVault.key(reference: activationReference, environment: environment, path: "local.activation_key")
-        let activation = HMACActivationData(key: activationReference == "sandbox"
-            ? SymmetricKey(data: SHA256.hash(data: Data("provisioning-gateway sandbox activation key (demo only)".utf8)))
-            : activationKey)
+        // One key, one purpose: the activation data's HMAC key is never a key the vault seals with.
+        if activationReference != "sandbox", vault.keyring.keys.values.contains(where: { $0 == activationKey }) {
+            throw ConfigError(source: "environment", problems: [.init(
+                "local.activation_key", "holds the same key as a vault key: give the activation data a key of its own")])
+        }
+        let activation = HMACActivationData(key: activationReference == "sandbox" ? sandboxActivationKey : activationKey)
         return LocalIssuer(validator: validator, vault: vault,
                            connector: LocalConnector(vault: vault, validator: validator, activation: activation))
     }

@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 import GatewayTestSupport
-import Gateway
+@testable import Gateway
 import GatewayStore
 import GRDB
 import ProvisioningCore
@@ -127,20 +127,62 @@ import Testing
         #expect(finished.resealed == 2 && finished.current == 2 && finished.interruptedBy == nil, "\(finished)")
     }
 
-    @Test func entriesFromBeforeKeyIDsStillOpenAndAreRotated() async throws {
+    /// Entries in the older forms (from before key ids, bound to the card id only; envelope
+    /// version 1, bound to the program and card id) are not opened for a request: their binding
+    /// lets an entry written back into the database open for a card since re-pointed. `vault
+    /// rotate` re-seals them in the current form, even under the active key, and says how many
+    /// there are at start-up (`olderFormCount`).
+    @Test func entriesInOlderFormsAreRefusedUntilRotationReSealsThem() async throws {
         let store = try await store()
         let key = SymmetricKey(size: .bits256)
-        let card = Self.card("legacy")
-        try await store.putCard(card)
-        // The previous format: AES-GCM combined, bound to the card id only.
+        let cards = [Self.card("legacy"), Self.card("versionOne")]
+        try await store.importCards(cards)
         let data = try CardData(number: Self.number, name: "Old", expiry: "01/30")
         let legacy = try AES.GCM.seal(try JSONEncoder().encode(data), using: key, authenticating: Data("legacy".utf8)).combined!
+        let versionOne = try SealedEnvelope.seal(try JSONEncoder().encode(data), keyID: "default", key: key,
+                                                 authenticating: CardVault.programBinding(cards[1]), version: 1)
         try await store.putVaultEntry("legacy", sealed: legacy)
+        try await store.putVaultEntry("versionOne", sealed: versionOne)
         let vault = CardVault(store: store, keyring: VaultKeyring(key))
-        #expect(try await vault.cardData(card) == data)
-        #expect(await vault.rotate().resealed == 1)
+        #expect(try await vault.olderFormCount() == 2)
+        for card in cards {
+            do {
+                _ = try await vault.cardData(card)
+                Issue.record("an entry in an older form was opened for a request")
+            } catch {
+                #expect(error.detail.contains("older form") && error.detail.contains("vault rotate"), "\(error.detail)")
+            }
+        }
+        // The key check still reads them (the key opens them: no problem to report).
+        #expect(try await vault.keyProblem() == nil)
+        let report = await vault.rotate()
+        #expect(report.resealed == 2 && report.current == 0 && report.unreadable.isEmpty, "\(report)")
         #expect(try await store.vaultEntry("legacy") != legacy)
-        #expect(try await vault.cardData(card) == data)
+        for card in cards { #expect(try await vault.cardData(card) == data) }
+        #expect(try await vault.olderFormCount() == 0)
+        #expect(await vault.rotate().current == 2)
+    }
+
+    /// An entry is bound to its card at its issuer: the same card id re-pointed at another card
+    /// (or issuer) does not open it, whatever the database says; the reference's letter case is
+    /// not part of it, as the store compares references.
+    @Test func anEntryIsBoundToItsCardAtItsIssuer() async throws {
+        let store = try await store()
+        let card = CardRecord(id: "c3", program: "acme", issuer: "bridge",
+                              issuerReference: IssuerReference(["customer_id": "Cust_1", "card_account_id": "ca_1"]))
+        try await store.putCard(card)
+        let vault = CardVault(store: store, key: SymmetricKey(size: .bits256))
+        let data = try CardData(number: Self.number, name: "J", expiry: "01/30")
+        try await vault.put(card, data)
+        var recased = card
+        recased.issuerReference = IssuerReference(["customer_id": "CUST_1", "card_account_id": "CA_1"])
+        #expect(try await vault.cardData(recased) == data)
+        var other = card
+        other.issuerReference = IssuerReference(["customer_id": "Cust_1", "card_account_id": "ca_2"])
+        await #expect(throws: GatewayError.self) { try await vault.cardData(other) }
+        var elsewhere = card
+        elsewhere.issuer = "tmp"
+        await #expect(throws: GatewayError.self) { try await vault.cardData(elsewhere) }
     }
 
     @Test func cardDataPrintsNothingOfTheCard() throws {
@@ -160,11 +202,27 @@ import Testing
         #expect(throws: ConfigError.self) { try CardVault.key(reference: "env:VK", environment: [:], path: "vault.key") }
     }
 
+    /// A key anyone can guess is refused: one byte repeated (zeros, a placeholder) or the
+    /// sandbox's public demo keys copied into the variable.
+    @Test func aKeyAnyoneCanGuessIsRefused() throws {
+        let sandbox = [CardVault.sandboxKey, LocalIssuer.sandboxActivationKey].map { $0.withUnsafeBytes { Data($0) } }
+        for bytes in [Data(repeating: 0, count: 32), Data(repeating: 0x41, count: 32)] + sandbox {
+            for text in [bytes.base64EncodedString(), bytes.map { String(format: "%02x", $0) }.joined()] {
+                let refusal = #expect(throws: ConfigError.self) { try CardVault.key(reference: "env:VK", environment: ["VK": text], path: "vault.key") }
+                #expect(refusal?.problems.first?.reason.contains("holds a key anyone can guess") == true, "\(String(describing: refusal))")
+            }
+        }
+        // Two distinct byte values are enough not to be refused for that.
+        var almost = Data(repeating: 0, count: 32)
+        almost[31] = 1
+        _ = try CardVault.key(reference: "env:VK", environment: ["VK": almost.base64EncodedString()], path: "vault.key")
+    }
+
     @Test func aKeyRingResolvesEveryKeyAndNamesMissingOnes() throws {
         var config = VaultConfig()
         config.keys = [VaultKeyConfig(id: "k1", key: "env:K1"), VaultKeyConfig(id: "k2", key: "env:K2", active: true)]
-        let value = Data(repeating: 7, count: 32).base64EncodedString()
-        let other = Data(repeating: 8, count: 32).base64EncodedString()
+        let value = Data((0..<32).map { UInt8($0 + 7) }).base64EncodedString()
+        let other = Data((0..<32).map { UInt8($0 + 8) }).base64EncodedString()
         let ring = try VaultKeyring.resolve(config, environment: ["K1": value, "K2": other])
         #expect(ring.activeID == "k2" && ring.ids == ["k1", "k2"])
         do {
@@ -175,7 +233,7 @@ import Testing
         }
         // A new variable holding the old key (as hex or base64) is named, for `vault rotate` to
         // refuse; both ids still open what they sealed.
-        let hex = Data(repeating: 7, count: 32).map { String(format: "%02x", $0) }.joined()
+        let hex = Data((0..<32).map { UInt8($0 + 7) }).map { String(format: "%02x", $0) }.joined()
         let same = try VaultKeyring.resolve(config, environment: ["K1": value, "K2": hex])
         #expect(same.sameKeys == ["vault.keys[1].key holds the same key as vault.keys[0].key"])
         #expect(ring.sameKeys.isEmpty)

@@ -46,7 +46,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         // Not the sandbox (its demo keys are public, so it listens on loopback only): a minimal
         // production file whose one secret comes from the environment the executable inherits.
-        setenv("GATEWAY_TEST_PLAINTEXT_VAULT_KEY", Data(repeating: 7, count: 32).base64EncodedString(), 1)
+        setenv("GATEWAY_TEST_PLAINTEXT_VAULT_KEY", Data((0..<32).map { UInt8($0 + 7) }).base64EncodedString(), 1)
         let config = try CommandLineTests.writeConfig("""
             server: { host: 0.0.0.0, allow_plaintext: true }
             clients:

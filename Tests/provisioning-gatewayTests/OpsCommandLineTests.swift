@@ -105,7 +105,7 @@ import Testing
         let secret = "bridge-secret-never-printed"
         let present = try await CommandLineTests.run(["config", "check", "--config", file.path], environment: [
             "GATEWAY_TEST_BRIDGE_KEY_UNSET": secret,
-            "GATEWAY_TEST_VAULT_KEY_UNSET": String(repeating: "ab", count: 32),
+            "GATEWAY_TEST_VAULT_KEY_UNSET": (0..<32).map { String(format: "%02x", $0 + 0x40) }.joined(),
         ])
         #expect(present.status == 0, "\(present.stderr)")
         #expect(present.stdout.contains("issuers: bridge (bridge, 1 endpoint)"), "\(present.stdout)")

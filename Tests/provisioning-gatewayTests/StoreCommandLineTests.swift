@@ -265,7 +265,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: file) }
         // Every secret is there: the store is what fails.
         let run = try await CommandLineTests.run(["--config", file.path, "--port", "0"],
-                                                 environment: ["GATEWAY_TEST_VAULT_KEY": Data(repeating: 7, count: 32).base64EncodedString()])
+                                                 environment: ["GATEWAY_TEST_VAULT_KEY": Data((0..<32).map { UInt8($0 + 7) }).base64EncodedString()])
         #expect(run.status != 0)
         #expect(run.stderr.contains("postgres 127.0.0.1:1/gateway"))
         #expect(!run.stderr.contains("Fatal error") && !run.stderr.contains("Stack dump"))

@@ -63,27 +63,35 @@ public struct VaultKeyring: Sendable {
 
 /// AES-256-GCM with the key's id in front, so an entry says which key opens it:
 /// `"PGS" version(1) | id length(1) | id | nonce | ciphertext | tag`. The associated data binds
-/// the bytes to what they belong to (a program and card; a client's Idempotency-Key).
+/// the bytes to what they belong to (a card; a client's Idempotency-Key); the version says which
+/// binding (1: Idempotency-Key answers, and vault entries bound to their program and card id;
+/// 2: vault entries bound to their card at its issuer too, `CardVault.associatedData`).
 enum SealedEnvelope {
     static let magic: [UInt8] = Array("PGS".utf8)
-    static let version: UInt8 = 1
+    static let versions: ClosedRange<UInt8> = 1...2
 
-    static func seal(_ plaintext: Data, keyID: String, key: SymmetricKey, authenticating aad: Data) throws -> Data {
+    static func seal(_ plaintext: Data, keyID: String, key: SymmetricKey, authenticating aad: Data, version: UInt8 = 1) throws -> Data {
         let id = Array(keyID.utf8)
-        precondition(id.count <= 255)
+        precondition(id.count <= 255 && versions.contains(version))
         let box = try AES.GCM.seal(plaintext, using: key, authenticating: aad)
         return Data(magic + [version, UInt8(id.count)] + id) + box.combined!
     }
 
-    /// The key id named by a sealed envelope, or nil when the bytes are not one.
-    static func keyID(of sealed: Data) -> (id: String, body: Data)? {
+    /// The version and key id named by a sealed envelope, or nil when the bytes are not one.
+    static func parse(_ sealed: Data) -> (version: UInt8, id: String, body: Data)? {
         let bytes = [UInt8](sealed.prefix(5))
-        guard bytes.count == 5, Array(bytes[0..<3]) == magic, bytes[3] == version else { return nil }
+        guard bytes.count == 5, Array(bytes[0..<3]) == magic, versions.contains(bytes[3]) else { return nil }
         let length = Int(bytes[4])
         guard sealed.count > 5 + length else { return nil }
         let start = sealed.startIndex + 5
         guard let id = String(bytes: sealed[start..<(start + length)], encoding: .utf8) else { return nil }
-        return (id, Data(sealed[(start + length)...]))
+        return (bytes[3], id, Data(sealed[(start + length)...]))
+    }
+
+    /// The key id named by a version 1 envelope, or nil when the bytes are not one.
+    static func keyID(of sealed: Data) -> (id: String, body: Data)? {
+        guard let (version, id, body) = parse(sealed), version == 1 else { return nil }
+        return (id, body)
     }
 
     static func open(_ body: Data, key: SymmetricKey, authenticating aad: Data) throws -> Data {

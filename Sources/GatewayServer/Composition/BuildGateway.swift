@@ -175,6 +175,13 @@ public func buildGateway(
         if let problem = try await local.vault.keyProblem() {
             throw ConfigError(source: "vault", problems: [ConfigProblem("vault", problem)])
         }
+        // Entries sealed by an older version, bound to less than their card at its issuer, are
+        // not opened for a request until re-sealed: said at start, not first at a provisioning.
+        let older = try await local.vault.olderFormCount()
+        if older > 0 {
+            logger.warning("vault entries in an older form are not opened until re-sealed: run `provisioning-gateway vault rotate`",
+                           metadata: ["older_entries_among_first_50": "\(older)"])
+        }
         if let prepare = extensions.prepareStore { try await prepare(store) }
         let endpoints = try await extensions.sandboxEndpoints?() ?? SandboxEndpoints()
         try await reloader.start(config: config, sandbox: endpoints)
