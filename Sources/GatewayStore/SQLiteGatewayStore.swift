@@ -575,18 +575,23 @@ public final class SQLiteGatewayStore: GatewayStore {
                         StoreRows.detailJSON(event.detail)])
     }
 
+    /// The page's statement with only the filters asked for, so SQLite can use the kind and card
+    /// indexes: written as `(? IS NULL OR kind = ?)` it scanned the whole table (0.1 s at 2 million
+    /// events, on one of the pool's threads; resource audit).
+    static func securityEventsStatement(_ query: SecurityEventQuery) -> (sql: String, arguments: StatementArguments) {
+        var conditions = ["id > ?"]
+        var arguments: StatementArguments = [query.after ?? 0]
+        if let kind = query.kind { conditions.append("kind = ?"); arguments += [kind.rawValue] }
+        if let actor = query.actor { conditions.append("actor = ?"); arguments += [actor] }
+        if let card = query.cardID { conditions.append("card_id = ?"); arguments += [card.rawValue] }
+        arguments += [query.limit]
+        return ("SELECT * FROM security_events WHERE \(conditions.joined(separator: " AND ")) ORDER BY id LIMIT ?", arguments)
+    }
+
     public func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] {
-        try readHere { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM security_events
-                    WHERE (? IS NULL OR kind = ?) AND (? IS NULL OR actor = ?) AND (? IS NULL OR card_id = ?) AND id > ?
-                    ORDER BY id LIMIT ?
-                    """,
-                arguments: [query.kind?.rawValue, query.kind?.rawValue, query.actor, query.actor, query.cardID?.rawValue,
-                            query.cardID?.rawValue, query.after ?? 0, query.limit]
-            ).map { row in
+        let (sql, arguments) = Self.securityEventsStatement(query)
+        return try readHere { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 try StoreRows.securityEvent(id: row["id"], at: row["at"], kind: row["kind"], actor: row["actor"], source: row["source"],
                                             cardID: row["card_id"], detailJSON: row["detail"])
             }
