@@ -299,6 +299,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: [
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 "ByteText",
                 "GatewayServer",
                 "ProvisioningGatewayClient",

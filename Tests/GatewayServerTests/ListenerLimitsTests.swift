@@ -233,7 +233,7 @@ enum LiveListener {
 /// way (one would reconnect, retry, or finish a request the test means to leave unfinished).
 final class RawConnection: Sendable {
     let channel: any Channel
-    private let received: Received
+    let received: Received
 
     private init(channel: any Channel, received: Received) {
         self.channel = channel
@@ -242,10 +242,16 @@ final class RawConnection: Sendable {
 
     /// `reading: false`: the connection never reads what the server sends (a client that stalls
     /// the server's writes).
-    static func open(port: Int, reading: Bool = true) async throws -> RawConnection {
+    /// `receiveBufferBytes`: each read takes at most this many bytes.
+    static func open(port: Int, reading: Bool = true, receiveBufferBytes: Int? = nil) async throws -> RawConnection {
         let received = Received()
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.autoRead, value: reading)
+        if let receiveBufferBytes {
+            bootstrap = bootstrap.channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: receiveBufferBytes))
+                .channelOption(.maxMessagesPerRead, value: 1)
+        }
+        let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(received)) }
             }

@@ -17,9 +17,9 @@ import ProvisioningCore
 ///   which even a slow link delivers in a few seconds, and the callers are servers. A slow-drip
 ///   client holds a slot for 10 s at most, and the 15 s provisioning deadline starts only once a
 ///   request has arrived, inside Apple's ~20 s.
-/// - `write_timeout_ms` 10 s: a client that reads none of its answers for that long, its
-///   connection's writes stalled, is not going to; a slow reader that takes some of them turns the
-///   connection writable again and starts the count afresh.
+/// - `write_timeout_ms` 10 s: a client that takes none of its answers' bytes for that long, its
+///   connection's writes stalled, is not going to; a slow reader that takes some within each
+///   period keeps its connection, however long its answers take.
 /// - `max_connections` 4096: far above what provisioning needs (tens of requests a second, each
 ///   done within the deadline, is a few hundred connections at most) and within the open-file
 ///   budget of a container (Docker's default is 1,048,576). A host whose soft `ulimit -n` is 1024

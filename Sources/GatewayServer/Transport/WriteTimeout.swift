@@ -8,17 +8,24 @@ import NIOCore
 /// client held its connection slot, and megabytes of buffers with it, for as long as it liked (the
 /// resource audit held 19 of 20 slots for minutes without a key).
 ///
-/// The timer runs from the moment the channel turns unwritable; it is cancelled when the client
-/// reads enough for the channel to be writable again, and on expiry, still unwritable, the
-/// connection is closed (no answer can be written to a client that reads none). It sits at the
-/// front of the pipeline, next to the socket, where writability is the socket's own (under TLS
-/// too).
-final class WriteStallHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// The timer runs from the moment the channel turns unwritable and is cancelled when it is
+/// writable again. On expiry, still unwritable, the connection is closed only if the client took
+/// nothing meanwhile (no byte went to the socket: those written through this handler less those
+/// the channel still holds unsent did not grow): a slow client that
+/// is still reading gets another period, however long its answers take (the review saw one
+/// reading 60 KB/s cut off mid-answer by a timer that measured unwritability alone). It sits at
+/// the front of the pipeline, next to the socket, where writability and the unsent bytes are the
+/// socket's own (under TLS too).
+final class WriteStallHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
 
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
+    /// Every byte written towards the socket through this handler.
+    private var written = 0
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -28,16 +35,37 @@ final class WriteStallHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        written += unwrapOutboundIn(data).readableBytes
+        context.write(data, promise: promise)
+    }
+
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             disarm()
         } else if deadline == nil {
-            deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
-                deadline = nil
-                if !context.channel.isWritable { context.close(promise: nil) }
-            }
+            arm(context, sent: sent(context))
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    private func arm(_ context: ChannelHandlerContext, sent before: Int) {
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+            deadline = nil
+            guard !context.channel.isWritable else { return }
+            let now = sent(context)
+            if now > before {
+                arm(context, sent: now)  // the client took some: another period
+            } else {
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    /// The bytes that have gone to the socket: written, less what the channel holds unsent (its
+    /// own queue; the kernel's is the socket's).
+    private func sent(_ context: ChannelHandlerContext) -> Int {
+        written - ((try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
