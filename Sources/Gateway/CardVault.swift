@@ -101,7 +101,9 @@ public struct CardVault: CardDataSource {
             throw GatewayError(.internal, "the vault could not be read", cause: error)
         }
         guard let sealed else { return nil }
-        return try open(sealed, card: card, olderForms: false).data
+        // Older forms still open, so that an upgrade does not stop the local issuer until `vault
+        // rotate` has run (start-up warns when it finds some; rotation re-seals them).
+        return try open(sealed, card: card).data
     }
 
     /// Checks the listed keys against the entries sealed under their ids, up to `sample` entries:
@@ -116,7 +118,7 @@ public struct CardVault: CardDataSource {
         for id in try await store.vaultCardIDs(after: nil, limit: sample) {
             guard let sealed = try await store.vaultEntry(id), let (_, keyID, _) = SealedEnvelope.parse(sealed),
                   keyring.keys[keyID] != nil, !opened.contains(keyID), let card = try await store.card(id) else { continue }
-            if (try? open(sealed, card: card, olderForms: true)) != nil {
+            if (try? open(sealed, card: card)) != nil {
                 opened.insert(keyID)
                 refused[keyID] = nil
             } else if refused[keyID] == nil {
@@ -129,7 +131,7 @@ public struct CardVault: CardDataSource {
     }
 
     /// How many of the first `sample` entries are in an older form (bound to less than their card
-    /// at its issuer): the request path opens none of them until `vault rotate` re-seals them.
+    /// at its issuer), for start-up's warning: `vault rotate` re-seals them.
     public func olderFormCount(sample: Int = 50) async throws -> Int {
         var count = 0
         for id in try await store.vaultCardIDs(after: nil, limit: sample) {
@@ -140,26 +142,22 @@ public struct CardVault: CardDataSource {
     }
 
     /// The entry's data, the id of the key that opened it, and whether it is in the current form.
-    /// `olderForms`: whether an entry bound to less than its card at its issuer (envelope version
-    /// 1, or from before key ids) is opened; only rotation and the key check read them, to re-seal
-    /// and to check keys. The request path refuses them: their binding lets an entry written back
-    /// into the database open for a card re-pointed at another card at its issuer.
-    func open(_ sealed: Data, card: CardRecord, olderForms: Bool) throws(GatewayError) -> (data: CardData, keyID: String, current: Bool) {
-        let older = GatewayError(.internal, "the vault entry for card \(card.id) is in an older form, bound to less than its card at its issuer: "
-            + "run `provisioning-gateway vault rotate` to re-seal the vault")
+    /// An entry of an earlier version, bound to less than its card at its issuer (envelope version
+    /// 1, or from before key ids), still opens until `vault rotate` re-seals it: refusing them
+    /// would stop the local issuer from an upgrade until the rotation, with no rollout that keeps
+    /// it serving (review). Their weaker binding is what the rotation ends.
+    func open(_ sealed: Data, card: CardRecord) throws(GatewayError) -> (data: CardData, keyID: String, current: Bool) {
         do {
             if let (version, id, body) = SealedEnvelope.parse(sealed) {
                 guard let key = keyring.keys[id] else {
                     throw GatewayError(.internal, "the vault entry for card \(card.id) is sealed under key '\(id)', which vault.keys no longer lists")
                 }
                 let current = version == Self.sealingVersion
-                guard current || olderForms else { throw older }
                 let opened = try SealedEnvelope.open(body, key: key, authenticating: current ? Self.associatedData(card) : Self.programBinding(card))
                 return (try JSONDecoder().decode(CardData.self, from: opened), id, current)
             }
-            guard olderForms else { throw older }
             // An entry from before key ids (bound to the card id only): any listed key may open it
-            // for `vault rotate` to re-seal it in the current form.
+            // until `vault rotate` re-seals it in the current form.
             for id in keyring.ids {
                 if let opened = try? AES.GCM.open(try AES.GCM.SealedBox(combined: sealed), using: keyring.keys[id]!,
                                                    authenticating: Data(card.id.rawValue.utf8)) {
@@ -218,7 +216,7 @@ public struct CardVault: CardDataSource {
                 guard let sealed = try await store.vaultEntry(id) else { continue }
                 let opened: (data: CardData, keyID: String, current: Bool)
                 do {
-                    opened = try open(sealed, card: card, olderForms: true)
+                    opened = try open(sealed, card: card)
                 } catch {
                     report.unreadable.append(id)
                     continue

@@ -128,11 +128,10 @@ import Testing
     }
 
     /// Entries in the older forms (from before key ids, bound to the card id only; envelope
-    /// version 1, bound to the program and card id) are not opened for a request: their binding
-    /// lets an entry written back into the database open for a card since re-pointed. `vault
-    /// rotate` re-seals them in the current form, even under the active key, and says how many
-    /// there are at start-up (`olderFormCount`).
-    @Test func entriesInOlderFormsAreRefusedUntilRotationReSealsThem() async throws {
+    /// version 1, bound to the program and card id) still open, so an upgrade keeps the local
+    /// issuer serving; `vault rotate` re-seals them in the current form, even under the active
+    /// key, and start-up counts them (`olderFormCount`).
+    @Test func entriesInOlderFormsOpenUntilRotationReSealsThemInTheCurrentForm() async throws {
         let store = try await store()
         let key = SymmetricKey(size: .bits256)
         let cards = [Self.card("legacy"), Self.card("versionOne")]
@@ -145,21 +144,20 @@ import Testing
         try await store.putVaultEntry("versionOne", sealed: versionOne)
         let vault = CardVault(store: store, keyring: VaultKeyring(key))
         #expect(try await vault.olderFormCount() == 2)
-        for card in cards {
-            do {
-                _ = try await vault.cardData(card)
-                Issue.record("an entry in an older form was opened for a request")
-            } catch {
-                #expect(error.detail.contains("older form") && error.detail.contains("vault rotate"), "\(error.detail)")
-            }
-        }
-        // The key check still reads them (the key opens them: no problem to report).
+        for card in cards { #expect(try await vault.cardData(card) == data) }
+        // Older forms do not follow the card to another issuer card as the current form does not:
+        // version 1 was bound to the program and id only, which the rotation ends.
+        var repointed = cards[1]
+        repointed.issuerReference = IssuerReference(["card_token": "other"])
+        #expect(try await vault.cardData(repointed) == data)
         #expect(try await vault.keyProblem() == nil)
         let report = await vault.rotate()
         #expect(report.resealed == 2 && report.current == 0 && report.unreadable.isEmpty, "\(report)")
         #expect(try await store.vaultEntry("legacy") != legacy)
         for card in cards { #expect(try await vault.cardData(card) == data) }
         #expect(try await vault.olderFormCount() == 0)
+        // Re-sealed, the entry is bound to its card at its issuer.
+        await #expect(throws: GatewayError.self) { try await vault.cardData(repointed) }
         #expect(await vault.rotate().current == 2)
     }
 

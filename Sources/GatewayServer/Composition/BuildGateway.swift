@@ -175,14 +175,14 @@ public func buildGateway(
         if let problem = try await local.vault.keyProblem() {
             throw ConfigError(source: "vault", problems: [ConfigProblem("vault", problem)])
         }
-        // Entries sealed by an older version, bound to less than their card at its issuer, are
-        // not opened for a request until re-sealed: said at start, not first at a provisioning.
+        if let prepare = extensions.prepareStore { try await prepare(store) }
+        // Entries sealed by an earlier version are bound to less than their card at its issuer;
+        // they still open, and `vault rotate` re-seals them (after the sandbox re-sealed its own).
         let older = try await local.vault.olderFormCount()
         if older > 0 {
-            logger.warning("vault entries in an older form are not opened until re-sealed: run `provisioning-gateway vault rotate`",
+            logger.warning("vault entries sealed by an earlier version, bound to less than their card at its issuer: run `provisioning-gateway vault rotate` to re-seal them",
                            metadata: ["older_entries_among_first_50": "\(older)"])
         }
-        if let prepare = extensions.prepareStore { try await prepare(store) }
         let endpoints = try await extensions.sandboxEndpoints?() ?? SandboxEndpoints()
         try await reloader.start(config: config, sandbox: endpoints)
     }
