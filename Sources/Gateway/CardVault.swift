@@ -25,8 +25,10 @@ public struct CardVault: CardDataSource {
         self.init(store: store, keyring: VaultKeyring(key))
     }
 
-    /// `env:NAME` holding 32 bytes as base64 or hex, or `sandbox`.
-    public static func key(reference: String, environment: [String: String], path: String) throws(ConfigError) -> SymmetricKey {
+    /// `env:NAME` holding 32 bytes as base64 or hex, or `sandbox`. `refusingGuessable`: false for
+    /// a key being rotated out, which must still open what it sealed for the rotation to end it.
+    public static func key(reference: String, environment: [String: String], path: String,
+                           refusingGuessable: Bool = true) throws(ConfigError) -> SymmetricKey {
         let resolved: SecretReference.Resolved
         do {
             resolved = try SecretReference.resolve(reference, at: path, in: environment)
@@ -41,7 +43,7 @@ public struct CardVault: CardDataSource {
         // A key anyone can guess is no key: one byte repeated (a zeroed buffer, a placeholder), or
         // the sandbox's public demo keys copied into the variable (crypto audit: all accepted).
         let known = [sandboxKey, LocalIssuer.sandboxActivationKey].map { $0.withUnsafeBytes { Data($0) } }
-        if Set(bytes).count == 1 || known.contains(bytes) {
+        if refusingGuessable && (Set(bytes).count == 1 || known.contains(bytes)) {
             throw ConfigError(source: "environment", problems: [.init(
                 path, "\(reference.dropFirst(4)) holds a key anyone can guess (one byte repeated, or the sandbox's demo key): "
                     + "make one with `openssl rand -base64 32`")])

@@ -210,6 +210,13 @@ import Testing
                 #expect(refusal?.problems.first?.reason.contains("holds a key anyone can guess") == true, "\(String(describing: refusal))")
             }
         }
+        // An old key being rotated out loads, so the rotation can end it; as the active key it is refused.
+        let zero = Data(repeating: 0, count: 32).base64EncodedString()
+        let fresh = Data((0..<32).map { UInt8($0 + 100) }).base64EncodedString()
+        var config = VaultConfig()
+        config.keys = [VaultKeyConfig(id: "old", key: "env:OLD"), VaultKeyConfig(id: "new", key: "env:NEW", active: true)]
+        #expect(try VaultKeyring.resolve(config, environment: ["OLD": zero, "NEW": fresh]).ids == ["new", "old"].sorted())
+        #expect(throws: ConfigError.self) { try VaultKeyring.resolve(config, environment: ["OLD": fresh, "NEW": zero]) }
         // Two distinct byte values are enough not to be refused for that.
         var almost = Data(repeating: 0, count: 32)
         almost[31] = 1

@@ -36,7 +36,9 @@ public struct VaultKeyring: Sendable {
         for (index, entry) in config.keyring.enumerated() {
             let path = config.key != nil && index == 0 ? "vault.key" : "vault.keys[\(config.key != nil ? index - 1 : index)].key"
             do {
-                let key = try CardVault.key(reference: entry.key, environment: environment, path: path)
+                // A guessable key is refused as the active one; an old key being rotated out must
+                // still load, or the rotation that ends it could not run (review).
+                let key = try CardVault.key(reference: entry.key, environment: environment, path: path, refusingGuessable: entry.active)
                 keys[entry.id] = key
                 // A rotation whose new variable holds the old key changes nothing while saying it
                 // did (`vault rotate` re-sealed every entry under the same bytes; CLI audit).
