@@ -55,9 +55,10 @@ enum UnknownConfigKeys {
             for (index, (item, itemShape)) in zip(sequence, items).enumerated() {
                 walk(item, itemShape, path: "\(path)[\(index)]", into: &problems)
             }
-        case (.scalar(let scalar), _) where scalar.style == .plain && readsInAnotherBase(scalar.string):
+        case (.scalar(let scalar), .number) where scalar.style == .plain && readsInAnotherBase(scalar.string):
             // YAML 1.1, which Yams reads, takes `015000` as octal (6656), `0x10` as 16 and `1:00`
-            // as base 60: a deadline or a port written so was another number without a word.
+            // as base 60: a deadline or a port written so was another number without a word. Only
+            // where the setting is a number: text (`programs: [007]`, an IPv6 host) reads as written.
             let line = scalar.mark.map { " on line \($0.line)" } ?? ""
             problems.append(.init(path.isEmpty ? "*" : path,
                                   "'\(scalar.string)'\(line) reads as a number in another base (YAML 1.1: a leading 0 is octal, 0x hexadecimal, "

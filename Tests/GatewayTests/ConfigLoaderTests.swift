@@ -607,6 +607,8 @@ import WalletCrypto
                 + "a card of this rule registered with tmp takes this deadline, and no attempt could start",
         ])
         #expect(problems(issuers.replacingOccurrences(of: "deadline_ms: 300", with: "deadline_ms: 401")).isEmpty)
+        // An issuer that serves none of the rule's program holds none of its cards.
+        #expect(problems(issuers.replacingOccurrences(of: "retry: { min_attempt_ms: 400 }", with: "retry: { min_attempt_ms: 400 }\n    programs: [other]")).isEmpty)
     }
 
     @Test func adminClientsHoldNoProgramsAndDoNotActivate() {

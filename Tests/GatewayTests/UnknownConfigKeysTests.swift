@@ -187,9 +187,12 @@ import Testing
         #expect(found.contains("server.deadline_ms: '015000' on line 15 \(base)"), "\(found)")
         #expect(found.contains("server.port: '0x1F90' on line 16 \(base)"), "\(found)")
         #expect(found.contains("routing.rules[0].deadline_ms: '1:00' on line 19 \(base)"), "\(found)")
-        // Decimal numbers, fractions, quoted text, URLs with ports and plain zero read as written.
-        let plain = ConfigLoaderTests.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme, \"007\"]\n    rate_limit: { requests_per_second: 0.5, burst: 10 }")
-            + "\nserver:\n  deadline_ms: 15000\n  shutdown_delay_ms: 0\ntelemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n"
+        // Decimal numbers, fractions, URLs with ports and plain zero read as written, and so does
+        // text where the setting is text, whatever it looks like (a program `007`, a card id
+        // prefix `04`, an IPv6 host): YAML reads those as the strings they are.
+        let plain = ConfigLoaderTests.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme, 007]\n    rate_limit: { requests_per_second: 0.5, burst: 10 }")
+            + "\nserver:\n  host: 0:0:0:0:0:0:0:1\n  allow_plaintext: true\n  deadline_ms: 15000\n  shutdown_delay_ms: 0\ntelemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n"
+            + "routing:\n  rules:\n    - { match: { program: acme, card_id_prefix: 04 }, issuer: bridge }\n"
         #expect(problems(plain) == [], "\(problems(plain))")
         for text in ["015000", "0x10", "0o17", "0b101", "1:00", "1:00:00", "-0755", "190:20:30.15"] {
             #expect(UnknownConfigKeys.readsInAnotherBase(text), "\(text)")

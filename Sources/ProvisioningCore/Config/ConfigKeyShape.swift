@@ -7,6 +7,8 @@ public indirect enum ConfigKeyShape: Sendable, Equatable {
     case mapping(keys: [String], values: [String: ConfigKeyShape])
     case list([ConfigKeyShape])
     case scalar
+    /// A scalar the types read as a number (an integer or a fraction), absent or not.
+    case number
 
     public init(of value: some Encodable) throws {
         let node = Node()
@@ -18,13 +20,15 @@ public indirect enum ConfigKeyShape: Sendable, Equatable {
 private final class Node {
     enum Kind { case scalar, mapping, list }
     var kind = Kind.scalar
+    /// A scalar encoded as a number.
+    var isNumber = false
     var keys: [String] = []
     var values: [String: Node] = [:]
     var items: [Node] = []
 
     var shape: ConfigKeyShape {
         switch kind {
-        case .scalar: .scalar
+        case .scalar: isNumber ? .number : .scalar
         case .mapping: .mapping(keys: keys, values: values.mapValues(\.shape))
         case .list: .list(items.map(\.shape))
         }
@@ -71,6 +75,7 @@ private struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let codingPath: [any CodingKey]
 
     private func record(_ key: Key) { _ = node.child(key.stringValue) }
+    private func number(_ key: Key) { node.child(key.stringValue).isNumber = true }
     private func record(_ value: (some Encodable)?, _ key: Key) throws {
         let child = node.child(key.stringValue)
         try value?.encode(to: ShapeEncoder(node: child, codingPath: codingPath + [key]))
@@ -79,35 +84,35 @@ private struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encodeNil(forKey key: Key) throws { record(key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { record(key) }
     mutating func encode(_ value: String, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { record(key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { record(key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { number(key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { number(key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try record(value, key) }
 
     // The standard library's versions skip nil; an absent optional is still a key the type accepts.
     mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { record(key) }
     mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { record(key) }
-    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { record(key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { number(key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { number(key) }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws { try record(value, key) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
@@ -136,18 +141,18 @@ private struct Unkeyed: UnkeyedEncodingContainer {
     mutating func encodeNil() throws { _ = node.item() }
     mutating func encode(_ value: Bool) throws { _ = node.item() }
     mutating func encode(_ value: String) throws { _ = node.item() }
-    mutating func encode(_ value: Double) throws { _ = node.item() }
-    mutating func encode(_ value: Float) throws { _ = node.item() }
-    mutating func encode(_ value: Int) throws { _ = node.item() }
-    mutating func encode(_ value: Int8) throws { _ = node.item() }
-    mutating func encode(_ value: Int16) throws { _ = node.item() }
-    mutating func encode(_ value: Int32) throws { _ = node.item() }
-    mutating func encode(_ value: Int64) throws { _ = node.item() }
-    mutating func encode(_ value: UInt) throws { _ = node.item() }
-    mutating func encode(_ value: UInt8) throws { _ = node.item() }
-    mutating func encode(_ value: UInt16) throws { _ = node.item() }
-    mutating func encode(_ value: UInt32) throws { _ = node.item() }
-    mutating func encode(_ value: UInt64) throws { _ = node.item() }
+    mutating func encode(_ value: Double) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Float) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Int) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Int8) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Int16) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Int32) throws { node.item().isNumber = true }
+    mutating func encode(_ value: Int64) throws { node.item().isNumber = true }
+    mutating func encode(_ value: UInt) throws { node.item().isNumber = true }
+    mutating func encode(_ value: UInt8) throws { node.item().isNumber = true }
+    mutating func encode(_ value: UInt16) throws { node.item().isNumber = true }
+    mutating func encode(_ value: UInt32) throws { node.item().isNumber = true }
+    mutating func encode(_ value: UInt64) throws { node.item().isNumber = true }
     mutating func encode<T: Encodable>(_ value: T) throws { try value.encode(to: encoder()) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
@@ -166,17 +171,17 @@ private struct Single: SingleValueEncodingContainer {
     mutating func encodeNil() throws {}
     mutating func encode(_ value: Bool) throws {}
     mutating func encode(_ value: String) throws {}
-    mutating func encode(_ value: Double) throws {}
-    mutating func encode(_ value: Float) throws {}
-    mutating func encode(_ value: Int) throws {}
-    mutating func encode(_ value: Int8) throws {}
-    mutating func encode(_ value: Int16) throws {}
-    mutating func encode(_ value: Int32) throws {}
-    mutating func encode(_ value: Int64) throws {}
-    mutating func encode(_ value: UInt) throws {}
-    mutating func encode(_ value: UInt8) throws {}
-    mutating func encode(_ value: UInt16) throws {}
-    mutating func encode(_ value: UInt32) throws {}
-    mutating func encode(_ value: UInt64) throws {}
+    mutating func encode(_ value: Double) throws { node.isNumber = true }
+    mutating func encode(_ value: Float) throws { node.isNumber = true }
+    mutating func encode(_ value: Int) throws { node.isNumber = true }
+    mutating func encode(_ value: Int8) throws { node.isNumber = true }
+    mutating func encode(_ value: Int16) throws { node.isNumber = true }
+    mutating func encode(_ value: Int32) throws { node.isNumber = true }
+    mutating func encode(_ value: Int64) throws { node.isNumber = true }
+    mutating func encode(_ value: UInt) throws { node.isNumber = true }
+    mutating func encode(_ value: UInt8) throws { node.isNumber = true }
+    mutating func encode(_ value: UInt16) throws { node.isNumber = true }
+    mutating func encode(_ value: UInt32) throws { node.isNumber = true }
+    mutating func encode(_ value: UInt64) throws { node.isNumber = true }
     mutating func encode<T: Encodable>(_ value: T) throws { try value.encode(to: ShapeEncoder(node: node, codingPath: codingPath)) }
 }

@@ -255,9 +255,12 @@ extension GatewayConfig {
                 problems.append(.init("routing.rules[\(index)].deadline_ms",
                                       "must be more than issuers.\(rule.issuer).retry.min_attempt_ms (\(minimum)): no attempt could start"))
             } else if let deadline = rule.deadlineMS,
-                      let (name, other) = issuers.filter({ deadline <= $0.value.retry.minAttemptMS }).min(by: { $0.key < $1.key }) {
+                      let (name, other) = issuers.filter({ entry in
+                          deadline <= entry.value.retry.minAttemptMS && (rule.match.program.map { entry.value.serves(program: $0) } ?? true)
+                      }).min(by: { $0.key < $1.key }) {
                 // A card whose record names its issuer keeps that issuer and still takes the rule's
-                // deadline: every issuer a card may name must be able to start an attempt in it.
+                // deadline: every issuer a card of the rule may name (one that serves its program)
+                // must be able to start an attempt in it.
                 problems.append(.init("routing.rules[\(index)].deadline_ms",
                                       "must be more than issuers.\(name).retry.min_attempt_ms (\(other.retry.minAttemptMS)): "
                                         + "a card of this rule registered with \(name) takes this deadline, and no attempt could start"))
