@@ -300,6 +300,7 @@ let package = Package(
             name: "GatewayServerTests",
             dependencies: [
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
                 "ByteText",
                 "GatewayServer",
                 "ProvisioningGatewayClient",

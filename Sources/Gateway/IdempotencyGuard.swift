@@ -108,7 +108,7 @@ public struct IdempotencyGuard: Sendable {
         _ operation: (ProvisioningID) async throws(GatewayError) -> Fresh
     ) async throws(GatewayError) -> Answer<Fresh> {
         // Without a key nothing is stored: the hash is not even computed.
-        guard let key else { return .fresh(try await operation(ProvisioningID.generate())) }
+        guard let key else { return .fresh(try await operation(ProvisioningID.generate(at: wallTime()))) }
         // The spec's rule (`^[\x21-\x24\x26-\x7E]{1,255}$`: visible ASCII without `%`), kept here
         // too so the guard does not rely on the contract check having run first.
         guard !key.isEmpty, key.utf8.count <= Self.maxKeyLength,

@@ -77,7 +77,7 @@ struct APIHandler: APIProtocol {
 
     /// An event about this request's caller.
     func event(_ kind: SecurityEvent.Kind, _ client: Client, card: CardID? = nil, detail: [String: String] = [:]) -> SecurityEvent {
-        SecurityEvent(at: Date(), kind: kind, actor: client.id.rawValue, source: SourceAddress(RequestScope.remoteAddress).description, cardID: card, detail: detail)
+        SecurityEvent(at: health.clock.date, kind: kind, actor: client.id.rawValue, source: SourceAddress(RequestScope.remoteAddress).description, cardID: card, detail: detail)
     }
 
     // MARK: Apple Pay

@@ -22,7 +22,9 @@ public final class SQLiteServeLock: Sendable {
     /// Takes the lock or throws a `StoreError` saying which process holds it (its pid, as that
     /// process wrote it into the file). Creates the file's directories as the store does (0700).
     public init(databasePath: String) throws {
-        let path = Self.lockPath(forDatabase: databasePath)
+        // By the file's real path: a second name for the same database (a symbolic link to it or
+        // to its directory) must meet the same lock (review).
+        let path = Self.lockPath(forDatabase: URL(fileURLWithPath: databasePath).resolvingSymlinksInPath().path)
         self.path = path
         let store = "sqlite \(databasePath)"
         do {

@@ -28,6 +28,23 @@ import Testing
         #expect(again.path == database + ".serve-lock")
     }
 
+    /// Another name for the same database (a symbolic link to the file, or to its directory)
+    /// meets the same lock.
+    @Test func aSecondNameForTheSameDatabaseMeetsTheSameLock() throws {
+        let database = Self.databasePath("alias")
+        let directory = URL(fileURLWithPath: database).deletingLastPathComponent()
+        let held = try SQLiteServeLock(databasePath: database)
+        FileManager.default.createFile(atPath: database, contents: nil)
+        let fileAlias = directory.appendingPathComponent("alias.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: fileAlias, withDestinationPath: database)
+        let directoryAlias = directory.deletingLastPathComponent().appendingPathComponent("state-alias").path
+        try FileManager.default.createSymbolicLink(atPath: directoryAlias, withDestinationPath: directory.path)
+        for alias in [fileAlias, directoryAlias + "/gateway.sqlite"] {
+            #expect(throws: StoreError.self, "\(alias)") { try SQLiteServeLock(databasePath: alias) }
+        }
+        #expect(held.path.hasSuffix(".serve-lock"))
+    }
+
     @Test func theLockFileIsTheGatewaysOnlyAndOtherStoresHaveTheirOwn() throws {
         let database = Self.databasePath("mode")
         let lock = try SQLiteServeLock(databasePath: database)

@@ -21,6 +21,8 @@ public final class AuthFailureEvents: Sendable {
     private let limit: RateLimitConfig
     private let limiter: RateLimiter<Int, GatewayClock>
     private let suppressed = Mutex(0)
+    /// When the counting was last said in the log: at most once a minute.
+    private let warned = Mutex<GatewayClock.Instant?>(nil)
     private let logger: Logger
 
     public init(audit: SecurityAudit, clock: GatewayClock, limit: RateLimitConfig = defaultLimit, logger: Logger) {
@@ -34,12 +36,15 @@ public final class AuthFailureEvents: Sendable {
     /// Records one failed authentication from `source` (an address) for `reason`.
     public func note(source: String, reason: String) async {
         guard limiter.take(0).isAllowed else {
-            let first = suppressed.withLock { count in
-                count += 1
-                return count == 1
+            suppressed.withLock { $0 += 1 }
+            let now = clock.now
+            let say = warned.withLock { last in
+                guard last.map({ $0.duration(to: now) >= .seconds(60) }) ?? true else { return false }
+                last = now
+                return true
             }
-            if first {
-                logger.warning("failed authentications past \(limit.requestsPerSecond) a second (bursts of \(limit.burst)) are counted, not written one by one: the next event written carries their count")
+            if say {
+                logger.warning("failed authentications past \(Self.shown(limit.requestsPerSecond)) a second (bursts of \(limit.burst)) are counted, not written one by one: the next event written carries their count")
             }
             return
         }
@@ -49,6 +54,16 @@ public final class AuthFailureEvents: Sendable {
         }
         var detail = ["reason": reason]
         if skipped > 0 { detail["suppressed"] = "\(skipped)" }
-        await audit.note(SecurityEvent(at: clock.date, kind: .authFailed, actor: "anonymous", source: source, detail: detail))
+        do {
+            try await audit.record(SecurityEvent(at: clock.date, kind: .authFailed, actor: "anonymous", source: source, detail: detail))
+        } catch {
+            // Logged by `record`; the count goes back for the next event to carry, with this one.
+            suppressed.withLock { $0 += skipped + 1 }
+        }
+    }
+
+    /// `10`, not `10.0`; a fraction as it is.
+    private static func shown(_ rate: Double) -> String {
+        rate == rate.rounded() && abs(rate) < 1e15 ? String(Int(rate)) : String(rate)
     }
 }

@@ -85,7 +85,7 @@ public func buildGateway(
     // windows, idempotency waits, rate limits, the drain delay, the purge interval.
     let clock = GatewayClock(clock, wall: wallClock)
     let metrics = GatewayMetrics()
-    let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock)
+    let health = givenHealth ?? UpstreamHealth(metrics: metrics, clock: clock, wallClock: { clock.date })
     // The pause state starts from the file; a config reload applies its file the same way.
     health.applyPauses(config: Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) }))
     let readiness = Readiness()

@@ -272,7 +272,7 @@ actor ConfigReloader {
         if !outcome.changed.isEmpty { detail["changed"] = outcome.changed.joined(separator: ",") }
         if !outcome.restartRequired.isEmpty { detail["restart_required"] = outcome.restartRequired.joined(separator: ",") }
         if !outcome.problems.isEmpty { detail["problems"] = "\(outcome.problems.count)" }
-        return SecurityEvent(at: Date(), kind: kind, actor: trigger.actor, source: trigger.source, detail: detail)
+        return SecurityEvent(at: parts.clock.date, kind: kind, actor: trigger.actor, source: trigger.source, detail: detail)
     }
 }
 

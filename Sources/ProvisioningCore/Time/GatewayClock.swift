@@ -4,8 +4,9 @@ import Foundation
 /// Retry-After, breaker open windows, idempotency waits, rate limits). It wraps any
 /// `Clock<Duration>`: production passes `ContinuousClock`, tests a clock they move by hand.
 /// Beside it, the wall time (`date`) for what is kept or compared as a date: idempotency keys'
-/// expiry and abandon times, the purge of expired keys, certificate validity, an HTTP-date
-/// `Retry-After`, audit and security events' timestamps. Production reads the system's time;
+/// expiry and abandon times, the purge of expired keys, certificate validity, audit and security
+/// events' timestamps, provisioning ids, the breakers' times shown to admins. (An HTTP-date
+/// `Retry-After` is read against its answer's own `Date` header.) Production reads the system's time;
 /// tests pass their own (`wall:`), so a key's expiry is a time they choose.
 ///
 /// `ContinuousClock.Instant` cannot be made by a test clock, so instants here are the time since

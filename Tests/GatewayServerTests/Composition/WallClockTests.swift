@@ -5,6 +5,7 @@ import HTTPTypes
 import ProvisioningCore
 import Synchronization
 import Testing
+import X509
 
 /// The wall time the composition is given decides what is kept or compared as a date: an
 /// Idempotency-Key's expiry, a certificate's validity, an event's timestamp. The test moves it;
@@ -41,8 +42,9 @@ import Testing
     }
 
     @Test func aCertificateIsValidatedAndAnEventStampedAtTheWallClocksTime() async throws {
-        // Ten years on, the sandbox device's leaf (valid five) has expired.
-        let wall = Wall(Date().addingTimeInterval(10 * 365 * 86_400))
+        // A day after the sandbox device's leaf expires, by its own notValidAfter.
+        let pem = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Config/sandbox/device-leaf.pem"), encoding: .utf8)
+        let wall = Wall(try Certificate(pemEncoded: pem).notValidAfter.addingTimeInterval(86_400))
         try await GatewayHarness.run(wallClock: wall.read) { client, _ in
             let response = try await GatewayHarness.provision(client, card: "card_local_demo", body: try GatewayHarness.requestBody())
             #expect(response.status == .unprocessableContent)
