@@ -62,7 +62,7 @@ enum UnknownConfigKeys {
             let line = scalar.mark.map { " on line \($0.line)" } ?? ""
             problems.append(.init(path.isEmpty ? "*" : path,
                                   "'\(scalar.string)'\(line) reads as a number in another base (YAML 1.1: a leading 0 is octal, 0x hexadecimal, "
-                                    + "1:00 base 60): write the number in decimal, or quote it if it is text"))
+                                    + "1:00 base 60): write the number in decimal"))
         default:
             break
         }

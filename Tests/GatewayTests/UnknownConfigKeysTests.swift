@@ -183,7 +183,7 @@ import Testing
             """
         let found = problems(yaml)
         let base = "reads as a number in another base (YAML 1.1: a leading 0 is octal, 0x hexadecimal, 1:00 base 60): "
-            + "write the number in decimal, or quote it if it is text"
+            + "write the number in decimal"
         #expect(found.contains("server.deadline_ms: '015000' on line 15 \(base)"), "\(found)")
         #expect(found.contains("server.port: '0x1F90' on line 16 \(base)"), "\(found)")
         #expect(found.contains("routing.rules[0].deadline_ms: '1:00' on line 19 \(base)"), "\(found)")

@@ -8,8 +8,9 @@ import Synchronization
 /// (`server.auth_failure_limit`), but an attacker with many addresses (an IPv6 range, a botnet)
 /// multiplied it: 300 loopback addresses wrote 3,000 events in 5 s without a key, each a synced
 /// commit and a row kept for good (resource audit). Past the limit a failure is counted, not
-/// written: the next event written carries the count (`suppressed` in its detail), and the first
-/// failure counted after a written one is logged at warning. Every failure is still answered 401
+/// written: the next event written carries the count (`suppressed` in its detail; a count whose
+/// event cannot be written goes to the next), and the counting is logged at warning, at most once
+/// a minute. Every failure is still answered 401
 /// (and counted with the other answers in `/metrics`), whatever is written.
 public final class AuthFailureEvents: Sendable {
     /// 10 events a second, bursts of 100: far above a fleet's misconfigured clients, far below

@@ -10,12 +10,12 @@ import NIOCore
 ///
 /// The timer runs from the moment the channel turns unwritable and is cancelled when it is
 /// writable again. On expiry, still unwritable, the connection is closed only if the client took
-/// nothing meanwhile (no byte went to the socket: those written through this handler less those
-/// the channel still holds unsent did not grow): a slow client that
-/// is still reading gets another period, however long its answers take (the review saw one
-/// reading 60 KB/s cut off mid-answer by a timer that measured unwritability alone). It sits at
-/// the front of the pipeline, next to the socket, where writability and the unsent bytes are the
-/// socket's own (under TLS too).
+/// nothing meanwhile (no byte went to the socket: the bytes written through this handler less
+/// those the channel still holds unsent did not grow). A slow client that is still reading gets
+/// another period, however long its answers take (the review saw one reading 60 KB/s cut off
+/// mid-answer by a timer that measured unwritability alone). It sits at the front of the
+/// pipeline, next to the socket, where writability and the unsent bytes are the socket's own
+/// (under TLS too).
 final class WriteStallHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -29,10 +29,6 @@ final class WriteStallHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
