@@ -2,9 +2,9 @@ import ByteText
 import Foundation
 
 extension GatewayConfig {
-    /// The longest `store.idempotency_ttl_seconds`: 30 days. A client retries within hours; a key's
-    /// expiry must stay a time the store's millisecond columns can hold (a larger value had trapped
-    /// on the first keyed request).
+    /// The longest `store.idempotency_ttl_seconds`: 30 days, a policy (a client retries within
+    /// hours, and every key's answer is kept that long). Without a bound, 2^63 s had passed the
+    /// check and trapped on the first keyed request (the store's millisecond columns).
     public static let maxIdempotencyTTLSeconds = 2_592_000
 
     /// Every meaning problem in the file, each with its key path. Empty means valid.
