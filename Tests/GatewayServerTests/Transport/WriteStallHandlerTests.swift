@@ -7,9 +7,12 @@ import Testing
 /// when the channel is unwritable, how many bytes it holds unsent (written, not flushed) and
 /// when time passes.
 @Suite struct WriteStallHandlerTests {
-    static func channel() throws -> EmbeddedChannel {
+    /// A connected channel holding 70,000 bytes unsent, just turned unwritable (its timer armed).
+    static func stalledChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel(handler: WriteStallHandler(timeout: .milliseconds(100)))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        hold(channel, bytes: 70_000)
+        stall(channel)
         return channel
     }
 
@@ -23,9 +26,7 @@ import Testing
     }
 
     @Test func aStallThatTakesNothingForTheTimeoutIsClosed() throws {
-        let channel = try Self.channel()
-        Self.hold(channel, bytes: 70_000)
-        Self.stall(channel)
+        let channel = try Self.stalledChannel()
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(99))
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
@@ -33,10 +34,9 @@ import Testing
     }
 
     @Test func aClientTakingSomeEveryPeriodKeepsItsConnectionUntilItStops() throws {
-        let channel = try Self.channel()
-        Self.hold(channel, bytes: 70_000)
-        Self.stall(channel)
-        // Each period the client takes some (the unsent bytes go down), still unwritable.
+        let channel = try Self.stalledChannel()
+        // Each period the client takes some (bytes go to the socket: flushed), and the channel
+        // fills again, still unwritable.
         for _ in 0..<5 {
             channel.embeddedEventLoop.advanceTime(by: .milliseconds(60))
             channel.flush()
@@ -53,9 +53,7 @@ import Testing
     }
 
     @Test func writableAgainCancelsTheTimer() throws {
-        let channel = try Self.channel()
-        Self.hold(channel, bytes: 70_000)
-        Self.stall(channel)
+        let channel = try Self.stalledChannel()
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(50))
         channel.isWritable = true
         channel.pipeline.fireChannelWritabilityChanged()

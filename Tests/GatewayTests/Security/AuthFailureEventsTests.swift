@@ -2,6 +2,7 @@ import Foundation
 import Gateway
 import GatewayStore
 import GatewayTestSupport
+import GRDB
 import Logging
 import ProvisioningCore
 import Testing
@@ -33,5 +34,28 @@ import Testing
         await events.note(source: "192.0.2.2", reason: "invalid_key")
         let last = try await store.securityEvents(SecurityEventQuery(kind: .authFailed, limit: 500)).last
         #expect(last?.detail == ["reason": "invalid_key"])
+    }
+
+    /// An event that cannot be written gives its count back, with itself: the next event written
+    /// carries every failure not written since the last one.
+    @Test func aFailedWriteGivesItsCountBackToTheNextEvent() async throws {
+        let path = TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path)
+        try await store.migrate()
+        let clock = TestClock()
+        let events = AuthFailureEvents(audit: SecurityAudit(store: store, logger: Logger(label: "test")), clock: GatewayClock(clock),
+                                       limit: RateLimitConfig(requestsPerSecond: 1, burst: 1), logger: Logger(label: "test"))
+        for _ in 0..<3 { await events.note(source: "10.0.0.1", reason: "invalid_key") }  // one written, two counted
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON security_events BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+        }
+        clock.advance(by: .seconds(1))
+        await events.note(source: "10.0.0.2", reason: "invalid_key")  // its write fails: three to carry
+        try await DatabaseQueue(path: path).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+        clock.advance(by: .seconds(1))
+        await events.note(source: "10.0.0.3", reason: "missing_key")
+        let written = try await store.securityEvents(SecurityEventQuery(kind: .authFailed))
+        #expect(written.count == 2)
+        #expect(written.last?.detail == ["reason": "missing_key", "suppressed": "3"])
     }
 }
