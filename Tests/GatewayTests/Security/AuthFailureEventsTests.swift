@@ -10,13 +10,18 @@ import Testing
 /// Failed authentications from any number of addresses write at most the limit's events; the
 /// rest are counted, and the count rides on the next event written.
 @Suite struct AuthFailureEventsTests {
-    @Test func pastTheLimitFailuresAreCountedAndTheNextEventCarriesTheCount() async throws {
-        let path = TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+    /// A fresh store, the test's clock, and the recorder under `limit`.
+    static func recorder(_ limit: RateLimitConfig) async throws -> (store: SQLiteGatewayStore, clock: TestClock, events: AuthFailureEvents) {
+        let store = try SQLiteGatewayStore(path: TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path)
         try await store.migrate()
         let clock = TestClock()
         let events = AuthFailureEvents(audit: SecurityAudit(store: store, logger: Logger(label: "test")), clock: GatewayClock(clock),
-                                       limit: RateLimitConfig(requestsPerSecond: 10, burst: 100), logger: Logger(label: "test"))
+                                       limit: limit, logger: Logger(label: "test"))
+        return (store, clock, events)
+    }
+
+    @Test func pastTheLimitFailuresAreCountedAndTheNextEventCarriesTheCount() async throws {
+        let (store, clock, events) = try await Self.recorder(RateLimitConfig(requestsPerSecond: 10, burst: 100))
         // 130 failures at one instant, each from an address of its own: the burst is written.
         for index in 0..<130 { await events.note(source: "10.0.\(index / 256).\(index % 256)", reason: "invalid_key") }
         let written = try await store.securityEvents(SecurityEventQuery(kind: .authFailed, limit: 500))
@@ -39,19 +44,14 @@ import Testing
     /// An event that cannot be written gives its count back, with itself: the next event written
     /// carries every failure not written since the last one.
     @Test func aFailedWriteGivesItsCountBackToTheNextEvent() async throws {
-        let path = TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
-        try await store.migrate()
-        let clock = TestClock()
-        let events = AuthFailureEvents(audit: SecurityAudit(store: store, logger: Logger(label: "test")), clock: GatewayClock(clock),
-                                       limit: RateLimitConfig(requestsPerSecond: 1, burst: 1), logger: Logger(label: "test"))
+        let (store, clock, events) = try await Self.recorder(RateLimitConfig(requestsPerSecond: 1, burst: 1))
         for _ in 0..<3 { await events.note(source: "10.0.0.1", reason: "invalid_key") }  // one written, two counted
-        try await DatabaseQueue(path: path).write { db in
+        try await DatabaseQueue(path: store.path).write { db in
             try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON security_events BEGIN SELECT RAISE(ABORT, 'disk full'); END")
         }
         clock.advance(by: .seconds(1))
         await events.note(source: "10.0.0.2", reason: "invalid_key")  // its write fails: three to carry
-        try await DatabaseQueue(path: path).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+        try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
         clock.advance(by: .seconds(1))
         await events.note(source: "10.0.0.3", reason: "missing_key")
         let written = try await store.securityEvents(SecurityEventQuery(kind: .authFailed))
