@@ -673,6 +673,64 @@ public final class PostgresGatewayStore: GatewayStore {
             attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, store: displayName)
     }
 
+    // MARK: Archive
+
+    public func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+        try await bounded { [self] in
+            let rows = try await client.query("""
+                SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
+                    upstream_status, latency_ms, device_type, token_id, id FROM audit_events
+                WHERE id > \(after) AND at < \(StoreRows.milliseconds(before)) ORDER BY id LIMIT \(max(limit, 0))
+                """, logger: logger)
+            var events: [StoredAuditEvent] = []
+            for try await row in rows {
+                let (provisioning, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token, id) =
+                    try row.decode((String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?, String?,
+                                    Int64).self)
+                events.append(StoredAuditEvent(id: id, event: try StoreRows.auditEvent(
+                    provisioningID: provisioning, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, tokenID: token,
+                    issuer: issuer, endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status,
+                    latencyMS: latency, store: displayName)))
+            }
+            return events
+        }
+    }
+
+    public func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
+        try await bounded { [self] in
+            var events: [SecurityEvent] = []
+            let rows = try await client.query("""
+                SELECT id, at, kind, actor, source, card_id, detail FROM security_events
+                WHERE id > \(after) AND at < \(StoreRows.milliseconds(before)) ORDER BY id LIMIT \(max(limit, 0))
+                """, logger: logger)
+            for try await (id, at, kind, actor, source, card, detail) in rows.decode((Int64, Int64, String, String, String?, String?, String).self) {
+                events.append(try StoreRows.securityEvent(id: id, at: at, kind: kind, actor: actor, source: source, cardID: card, detailJSON: detail))
+            }
+            return events
+        }
+    }
+
+    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
+        -> ArchivedEventCounts
+    {
+        let cutoff = StoreRows.milliseconds(before)
+        return try await bounded(shielded: true) { [self] in
+            try await committed { connection in
+                var counts = ArchivedEventCounts(audit: 0, security: 0)
+                for try await _ in try await connection.query(
+                    "DELETE FROM audit_events WHERE at < \(cutoff) AND id = ANY(\(audit)) RETURNING id", logger: self.logger).decode(Int64.self) {
+                    counts.audit += 1
+                }
+                for try await _ in try await connection.query(
+                    "DELETE FROM security_events WHERE at < \(cutoff) AND id = ANY(\(security)) RETURNING id", logger: self.logger).decode(Int64.self) {
+                    counts.security += 1
+                }
+                try await self.insert(event, on: connection)
+                return counts
+            }
+        }
+    }
+
     public func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] {
         try await bounded { [self] in
             let rows = try await client.query(Self.auditSelect(provisioningID, limit: max(limit, 0)), logger: logger)

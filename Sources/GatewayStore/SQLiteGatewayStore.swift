@@ -642,6 +642,50 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    // MARK: Archive
+
+    public func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+        try readHere { db in
+            // By the primary key, from `after`: old events have the low ids, so a page reads about
+            // its own rows (the last page reads on to the table's end once).
+            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE id > ? AND at < ? ORDER BY id LIMIT ?",
+                             arguments: [after, StoreRows.milliseconds(before), max(limit, 0)])
+                .map { row in StoredAuditEvent(id: row["id"], event: try Self.auditEvent(row)) }
+        }
+    }
+
+    public func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
+        try readHere { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM security_events WHERE id > ? AND at < ? ORDER BY id LIMIT ?",
+                             arguments: [after, StoreRows.milliseconds(before), max(limit, 0)]).map { row in
+                try StoreRows.securityEvent(id: row["id"], at: row["at"], kind: row["kind"], actor: row["actor"], source: row["source"],
+                                            cardID: row["card_id"], detailJSON: row["detail"])
+            }
+        }
+    }
+
+    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
+        -> ArchivedEventCounts
+    {
+        let cutoff = StoreRows.milliseconds(before)
+        return try await writeAlone { db in
+            func delete(_ table: String, _ ids: [Int64]) throws -> Int {
+                // A page at a time, well under SQLite's bound on a statement's parameters.
+                var deleted = 0
+                for chunk in stride(from: 0, to: ids.count, by: 500).map({ ids[$0..<min($0 + 500, ids.count)] }) {
+                    let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                    try db.execute(sql: "DELETE FROM \(table) WHERE at < ? AND id IN (\(marks))",
+                                   arguments: StatementArguments([cutoff as (any DatabaseValueConvertible)?] + chunk.map { $0 as (any DatabaseValueConvertible)? }))
+                    deleted += db.changesCount
+                }
+                return deleted
+            }
+            let counts = ArchivedEventCounts(audit: try delete("audit_events", audit), security: try delete("security_events", security))
+            try Self.insert(event, db)
+            return counts
+        }
+    }
+
     /// The group commit's figures: every write of the request path (audit events, claims, kept
     /// answers) goes through it.
     public var commitCounts: StoreCommitCounts? {

@@ -123,6 +123,18 @@ public protocol GatewayStore: CardRegistry {
     /// replay of its key, so no reader on the request path takes it whole.
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent]
 
+    /// `store archive`: up to `limit` audit events recorded before `before` whose id is above
+    /// `after`, in id order, each with its id. Ids only grow (neither store reuses one), so a
+    /// page after another misses nothing recorded before `before`.
+    func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent]
+    /// The same for security events (whose id is their own).
+    func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent]
+    /// Deletes the audit and security events of these ids that were recorded before `before` (an
+    /// id whose event is newer is left alone), with `event` (kind `events_archived`) in the same
+    /// transaction: no event goes without a record that it went. How many of each it deleted.
+    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
+        -> ArchivedEventCounts
+
     /// Claims `key` for this request. The claim keeps `abandonAt`, the time from which, still
     /// unfinished, it belonged to a request that died (a crash, a killed instance) and is
     /// `abandoned`: never taken over, since that request may have reached the issuer before it
@@ -155,6 +167,26 @@ public protocol GatewayStore: CardRegistry {
     /// concurrent requests' writes into shared commits (SQLite's group commit); nil for one whose
     /// every write is its own transaction (PostgreSQL, whose own statistics count them).
     var commitCounts: StoreCommitCounts? { get }
+}
+
+/// An audit event with the id its store gave it (`store archive` names each line by it).
+public struct StoredAuditEvent: Sendable, Equatable {
+    public var id: Int64
+    public var event: AuditEvent
+    public init(id: Int64, event: AuditEvent) {
+        self.id = id
+        self.event = event
+    }
+}
+
+/// How many events one `deleteArchivedEvents` deleted.
+public struct ArchivedEventCounts: Sendable, Equatable {
+    public var audit: Int
+    public var security: Int
+    public init(audit: Int, security: Int) {
+        self.audit = audit
+        self.security = security
+    }
 }
 
 /// How a store's request-path writes were committed: `writes` over `commits` is how many

@@ -24,6 +24,9 @@ public struct SecurityEvent: Sendable, Equatable {
         /// refused (`config_reload_failed`, with `problems`): by an admin client or a signal.
         case configReloaded = "config_reloaded"
         case configReloadFailed = "config_reload_failed"
+        /// `store archive` moved events recorded before a time to a file and deleted them from the
+        /// store (`before`, `audit_events`, `security_events`, `file`, `file_sha256` in the detail).
+        case eventsArchived = "events_archived"
     }
 
     /// Assigned by the store, increasing; 0 before it is stored.

@@ -146,6 +146,17 @@ final class LostAcknowledgementStore: GatewayStore {
         try unanswered("audit")
     }
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
+    func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+        try await inner.auditEvents(recordedBefore: before, after: after, limit: limit)
+    }
+    func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
+        try await inner.securityEvents(recordedBefore: before, after: after, limit: limit)
+    }
+    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
+        -> ArchivedEventCounts
+    {
+        try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, event: event)
+    }
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
                              abandonAt: Date) async throws -> IdempotencyClaim
     {

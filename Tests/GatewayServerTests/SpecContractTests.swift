@@ -301,6 +301,18 @@ import Yams
     }
 
     /// The spec's accepted issuer-reference field names are exactly those the issuer kinds name.
+    /// The admin audit's `kind` filter lists every kind of security event the gateway writes, so
+    /// a new kind (`events_archived`) is one a client can ask for.
+    @Test func theAuditKindFilterListsEveryKind() throws {
+        let paths = try #require(Self.document["paths"] as? [String: Any])
+        let audit = try #require((paths["/v1/admin/audit"] as? [String: Any])?["get"] as? [String: Any])
+        let parameters = try #require(audit["parameters"] as? [[String: Any]])
+        let kind = try #require(parameters.first { $0["name"] as? String == "kind" })
+        let listed = try #require((kind["schema"] as? [String: Any])?["enum"] as? [String])
+        #expect(Set(listed) == Set(SecurityEvent.Kind.allCases.map(\.rawValue)))
+        #expect(listed.count == SecurityEvent.Kind.allCases.count)
+    }
+
     @Test func referenceFieldNamesAreTheIssuerKindsOwn() {
         let names = (Self.property("CardRegistration", "issuer_reference")["propertyNames"] as? [String: Any])?["enum"] as? [String] ?? []
         #expect(Set(names) == CardRegistration.referenceFields)

@@ -36,6 +36,7 @@ enum StoreConformance {
         .init(name: "CLI changes and their events are one transaction", run: cliChangesAndTheirEventsAreOneTransaction),
         .init(name: "an audit event is recorded once", run: anAuditEventIsRecordedOnce),
         .init(name: "a cancelled request's last writes still land", run: aCancelledRequestsLastWritesStillLand),
+        .init(name: "events recorded before a time are archived with a record of their going", run: eventsBeforeATimeAreArchived),
     ]
 
     /// Raw SQL on a store's own database, for the scenarios that break it on purpose (each
@@ -509,6 +510,49 @@ enum StoreConformance {
         #expect(try await store.securityEvents(SecurityEventQuery(cardID: "c1")).map(\.kind) == [.cardRegistered, .cardDeleted])
         #expect(try await store.securityEvents(SecurityEventQuery(actor: "cli:ops")).count == 1)
         #expect(try await store.securityEvents(SecurityEventQuery(after: all[0].id, limit: 1)).map(\.kind) == [.cardRegistered])
+    }
+
+    /// `store archive`'s reads and delete: pages of events recorded before a time, in id order;
+    /// the delete takes only the ids given whose events are that old, writes its
+    /// `events_archived` event with them, and ids are never reused after it.
+    static func eventsBeforeATimeAreArchived(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let old1 = success("prv_old1", at: instant(1)), old2 = success("prv_old2", at: instant(2)), recent = success("prv_new", at: instant(100))
+        for event in [old1, recent, old2] { try await store.appendAudit(event) }
+        let oldFailure = SecurityEvent(at: instant(3), kind: .authFailed, actor: "anonymous", source: "10.0.0.1", detail: ["reason": "missing_key"])
+        let newFailure = SecurityEvent(at: instant(101), kind: .authFailed, actor: "anonymous", source: "10.0.0.2", detail: [:])
+        for event in [oldFailure, newFailure] { try await store.appendSecurityEvent(event) }
+
+        let cutoff = instant(50)
+        let first = try await store.auditEvents(recordedBefore: cutoff, after: 0, limit: 1)
+        #expect(first.map(\.event) == [old1])
+        let second = try await store.auditEvents(recordedBefore: cutoff, after: try #require(first.first).id, limit: 10)
+        #expect(second.map(\.event) == [old2], "the recent event, between them by id, is not in the page")
+        #expect(try await store.auditEvents(recordedBefore: cutoff, after: try #require(second.first).id, limit: 10).isEmpty)
+        let security = try await store.securityEvents(recordedBefore: cutoff, after: 0, limit: 10)
+        #expect(security.map(\.source) == ["10.0.0.1"])
+
+        // The recent event's id given too: it is left, being newer than the cutoff.
+        let recentID = try #require(try await store.auditEvents(recordedBefore: instant(200), after: 0, limit: 10).first { $0.event == recent }).id
+        let record = SecurityEvent(at: instant(102), kind: .eventsArchived, actor: "cli:ops", detail: ["file": "a.jsonl"])
+        let counts = try await store.deleteArchivedEvents(audit: first.map(\.id) + second.map(\.id) + [recentID],
+                                                          security: security.map(\.id), recordedBefore: cutoff, event: record)
+        #expect(counts == ArchivedEventCounts(audit: 2, security: 1))
+        #expect(try await store.auditEvents("prv_old1").isEmpty)
+        #expect(try await store.auditEvents("prv_old2").isEmpty)
+        #expect(try await store.auditEvents("prv_new") == [recent])
+        let left = try await store.securityEvents(SecurityEventQuery())
+        #expect(left.map(\.kind) == [.authFailed, .eventsArchived] && left.first?.source == "10.0.0.2")
+        #expect(left.last?.detail == ["file": "a.jsonl"])
+        #expect(try await store.auditEvents(recordedBefore: cutoff, after: 0, limit: 10).isEmpty)
+
+        // Ids only grow: an event written after the archive never takes an archived one's id,
+        // which a reader paging by `after` would miss.
+        try await store.appendAudit(success("prv_after", at: instant(103)))
+        let ids = try await store.auditEvents(recordedBefore: instant(200), after: 0, limit: 10).map(\.id)
+        #expect(ids.count == 2 && ids.last! > second[0].id && ids.last! > recentID)
+        try await store.appendSecurityEvent(newFailure)
+        #expect(try await store.securityEvents(SecurityEventQuery()).map(\.id).allSatisfy { $0 > security[0].id })
     }
 
     /// A Bridge-shaped card whose reference is its own unless `ref` says otherwise.

@@ -1,0 +1,288 @@
+import ByteText
+import Crypto
+import Foundation
+import ProvisioningCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `store archive`: moves the audit trail's and the security events' rows recorded before a time
+/// out of the store, into a file of JSON lines, so that the store stops growing without an
+/// audit record ever being lost.
+///
+/// A page at a time (audit events, then security events): the page's lines are written and synced
+/// to the file (`fsync`) before the page is deleted, and its deletion writes an `events_archived`
+/// security event in the same transaction, naming the file, the page's ids and the file's SHA-256
+/// so far. A crash or a failure therefore leaves every row in the store, in the file, or in both
+/// (a later run archives the rest again, to another file; each line names its table and id, so a
+/// row in two files is told as one), never in neither.
+public enum EventArchive {
+    /// Rows per page (each page one synced write of the file and one transaction).
+    public static let defaultPageSize = 1_000
+
+    /// How recent `--before` may be: 30 days, the longest an Idempotency-Key lives
+    /// (`store.idempotency_ttl_seconds`' bound), since a key's replays and refused repeats read
+    /// the first event of its provisioning's trail, and an abandoned claim points its retry there.
+    public static let minimumAge: TimeInterval = TimeInterval(GatewayConfig.maxIdempotencyTTLSeconds)
+
+    /// `--before` as given: a day (`2025-11-01`, its midnight in UTC) or an ISO 8601 time with its
+    /// offset (`2025-11-01T12:00:00Z`); nil for anything else.
+    public static func parseTime(_ text: String) -> Date? {
+        guard text.utf8.count <= 40 else { return nil }
+        if let day = try? Date(text, strategy: Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!).year().month().day()) {
+            return day
+        }
+        if let time = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return time }
+        return try? Date(text, strategy: Date.ISO8601FormatStyle())
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    /// One line of the file: an audit event, with the id its store gave it.
+    struct AuditLine: Encodable {
+        let table = "audit_events"
+        let id: Int64
+        let provisioningID: String
+        let at: String
+        let client: String
+        let cardID: String
+        let operation: String
+        let deviceType: String?
+        let tokenID: String?
+        let issuer: String?
+        let endpoint: String?
+        let attempt: Int
+        let outcome: String
+        let errorCode: String?
+        let upstreamStatus: Int?
+        let latencyMS: Int
+
+        init(_ stored: StoredAuditEvent) {
+            let event = stored.event
+            id = stored.id
+            provisioningID = event.provisioningID.rawValue
+            at = EventArchive.timestamp(event.at)
+            client = event.client.rawValue
+            cardID = event.cardID.rawValue
+            operation = event.operation.rawValue
+            deviceType = event.deviceType?.rawValue
+            tokenID = event.tokenID
+            issuer = event.issuer?.rawValue
+            endpoint = event.endpoint
+            attempt = event.attempt
+            outcome = event.outcome.rawValue
+            errorCode = event.errorCode?.rawValue
+            upstreamStatus = event.upstreamStatus
+            latencyMS = event.latencyMS
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case table, id, at, client = "client_id", operation, issuer, endpoint, attempt, outcome
+            case provisioningID = "provisioning_id", cardID = "card_id", deviceType = "device_type", tokenID = "token_id"
+            case errorCode = "error_code", upstreamStatus = "upstream_status", latencyMS = "latency_ms"
+        }
+    }
+
+    /// One line of the file: a security event.
+    struct SecurityLine: Encodable {
+        let table = "security_events"
+        let id: Int64
+        let at: String
+        let kind: String
+        let actor: String
+        let source: String?
+        let cardID: String?
+        let detail: [String: String]
+
+        init(_ event: SecurityEvent) {
+            id = event.id
+            at = EventArchive.timestamp(event.at)
+            kind = event.kind.rawValue
+            actor = event.actor
+            source = event.source
+            cardID = event.cardID?.rawValue
+            detail = event.detail
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case table, id, at, kind, actor, source, detail, cardID = "card_id"
+        }
+    }
+
+    /// The file, opened for this archive only: made new (never over an existing file), 0600, its
+    /// directory entry synced, every page synced before the store lets its rows go.
+    final class ArchiveFile {
+        let descriptor: Int32
+        private(set) var hash = SHA256()
+        private(set) var bytes = 0
+
+        init(path: String) throws(ArchiveProblem) {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                let reason = String(cString: strerror(errno))
+                throw ArchiveProblem(errno == EEXIST
+                    ? "\(path) already exists: archive to a new file (an archive is never written over); nothing archived"
+                    : "cannot make \(path): \(reason); nothing archived")
+            }
+            self.descriptor = descriptor
+            // The new name must survive a power loss as surely as the lines in it.
+            let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if directoryDescriptor >= 0 {
+                defer { close(directoryDescriptor) }
+                if fsync(directoryDescriptor) != 0 {
+                    close(descriptor)
+                    throw ArchiveProblem("cannot sync the directory of \(path): \(String(cString: strerror(errno))); nothing archived")
+                }
+            }
+        }
+
+        deinit { close(descriptor) }
+
+        /// Appends `data` and syncs it to the disk; throws unless every byte is there.
+        func appendSynced(_ data: Data) throws(ArchiveProblem) {
+            var failure: String?
+            data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+                var offset = 0
+                while offset < buffer.count {
+                    let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        failure = String(cString: strerror(errno))
+                        return
+                    }
+                    offset += written
+                }
+            }
+            if let failure { throw ArchiveProblem("cannot write the archive: \(failure)") }
+            guard fsync(descriptor) == 0 else { throw ArchiveProblem("cannot sync the archive: \(String(cString: strerror(errno)))") }
+            hash.update(data: data)
+            bytes += data.count
+        }
+
+        var sha256: String { Data(hash.finalize()).lowercaseHex }
+    }
+
+    struct ArchiveProblem: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// What a run did, for its report.
+    struct Totals {
+        var audit = 0
+        var security = 0
+        /// Rows written to the file but found gone when their page was deleted (another archive
+        /// run beside this one took them): in both files.
+        var goneMeanwhile = 0
+        var pages = 0
+    }
+
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
+    /// Moves the rows recorded before `before` into `file`. See the type's comment.
+    static func run(store: any GatewayStore, before: Date, file: String, actor: String, pageSize: Int, now: @escaping @Sendable () -> Date)
+        async throws -> ToolOutcome
+    {
+        let output: ArchiveFile
+        do {
+            output = try ArchiveFile(path: file)
+        } catch {
+            return .failed(error.description)
+        }
+        let encoder = encoder()
+        var totals = Totals()
+        let name = String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))
+
+        func page(_ table: String, ids: [Int64], lines: [Data]) async throws {
+            var text = Data()
+            for line in lines {
+                text.append(line)
+                text.append(0x0A)
+            }
+            do {
+                try output.appendSynced(text)
+            } catch {
+                throw ArchiveProblem("\(error): stopped after \(totals.audit + totals.security) events, whose lines are in \(file); "
+                    + "this page's events are still in the store")
+            }
+            let event = SecurityEvent(at: now(), kind: .eventsArchived, actor: actor, detail: [
+                "before": timestamp(before), "table": table, "count": "\(ids.count)", "first_id": "\(ids.first ?? 0)",
+                "last_id": "\(ids.last ?? 0)", "file": name, "file_sha256": output.sha256,
+            ])
+            let deleted: ArchivedEventCounts
+            do {
+                deleted = try await store.deleteArchivedEvents(audit: table == "audit_events" ? ids : [],
+                                                               security: table == "security_events" ? ids : [],
+                                                               recordedBefore: before, event: event)
+            } catch {
+                throw ArchiveProblem("the store did not delete the last page (\(error)): stopped after \(totals.audit + totals.security) "
+                    + "events; its \(ids.count) events are in \(file) and still in the store, where the next run archives them again")
+            }
+            totals.audit += deleted.audit
+            totals.security += deleted.security
+            totals.goneMeanwhile += ids.count - deleted.audit - deleted.security
+            totals.pages += 1
+        }
+
+        do {
+            var after: Int64 = 0
+            while true {
+                let events = try await store.auditEvents(recordedBefore: before, after: after, limit: pageSize)
+                guard let last = events.last else { break }
+                try await page("audit_events", ids: events.map(\.id), lines: try events.map { try encoder.encode(AuditLine($0)) })
+                after = last.id
+            }
+            after = 0
+            while true {
+                let events = try await store.securityEvents(recordedBefore: before, after: after, limit: pageSize)
+                guard let last = events.last else { break }
+                try await page("security_events", ids: events.map(\.id), lines: try events.map { try encoder.encode(SecurityLine($0)) })
+                after = last.id
+            }
+        } catch let problem as ArchiveProblem {
+            return .failed(problem.description)
+        } catch {
+            // A read of the next page failed: what went before is in the file and gone from the store.
+            return .failed("the store failed (\(error)): stopped after \(totals.audit + totals.security) events, which are in \(file) "
+                + "and gone from the store; run again, to a new file, for the rest")
+        }
+        if totals.pages == 0 {
+            unlink(file)
+            return .ok("nothing was recorded before \(timestamp(before)): nothing archived, no file written")
+        }
+        let meanwhile = totals.goneMeanwhile == 0 ? ""
+            : "; \(totals.goneMeanwhile) of the lines' events were already gone from the store (another archive run took them too)"
+        return .ok("archived \(totals.audit) audit events and \(totals.security) security events recorded before \(timestamp(before)) "
+            + "to \(file) (\(output.bytes) bytes, sha256 \(output.sha256)), and deleted them from the store\(meanwhile)")
+    }
+}
+
+extension OperatorTools {
+    /// `store archive`: see `EventArchive`. `before` must be at least `EventArchive.minimumAge`
+    /// before `now`.
+    public static func archiveEvents(
+        config path: String, before: Date, to file: String, actor: String, pageSize: Int = EventArchive.defaultPageSize,
+        now: @escaping @Sendable () -> Date = { Date() }, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async -> ToolOutcome {
+        let latest = now().addingTimeInterval(-EventArchive.minimumAge)
+        guard before <= latest else {
+            return .failed("--before \(EventArchive.timestamp(before)) is too recent: it must be at least 30 days ago "
+                + "(\(EventArchive.timestamp(latest)) or earlier), the longest an Idempotency-Key lives, whose repeats read their "
+                + "provisioning's trail; nothing archived")
+        }
+        guard pageSize >= 1 else { return .failed("the page size must be at least 1") }
+        return await withStore(config: path, environment: environment) { _, store in
+            try await EventArchive.run(store: store, before: before, file: file, actor: actor, pageSize: pageSize, now: now)
+        }
+    }
+}

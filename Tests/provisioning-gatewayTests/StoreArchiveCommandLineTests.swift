@@ -1,0 +1,146 @@
+import Foundation
+import GatewayStore
+import GatewayTestSupport
+import GRDB
+import ProvisioningCore
+import Testing
+
+/// `store archive`, as ops run it: old audit and security events leave the store for a synced
+/// file, each page's deletion recorded, and no event is ever in neither place.
+extension StoreCommandLineTests {
+    static let day: TimeInterval = 86_400
+
+    /// Writes `audit` audit events and `security` security events recorded at `at`, in one
+    /// transaction (the request path would sync each); answers their ids.
+    static func seedEvents(_ database: String, audit: Int, security: Int, at: Date, tag: String) async throws -> (audit: [Int64], security: [Int64]) {
+        let milliseconds = Int64((at.timeIntervalSince1970 * 1000).rounded())
+        return try await DatabaseQueue(path: database).write { db in
+            var ids: (audit: [Int64], security: [Int64]) = ([], [])
+            for index in 0..<audit {
+                try db.execute(sql: """
+                    INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint, attempt,
+                        outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, 'demo', 'card_demo', 'apple_pay', 'phone', NULL, 'bridge',
+                        'https://api.bridge.xyz/v0', 1, 'failed', 'upstream_unavailable', 503, ?)
+                    """, arguments: ["prv_\(tag)_\(index)", milliseconds, index])
+                ids.audit.append(db.lastInsertedRowID)
+            }
+            for index in 0..<security {
+                try db.execute(sql: "INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, 'auth_failed', 'anonymous', ?, NULL, ?)",
+                               arguments: [milliseconds, "10.0.0.\(index)", #"{"reason":"missing_key"}"#])
+                ids.security.append(db.lastInsertedRowID)
+            }
+            return ids
+        }
+    }
+
+    static func count(_ database: String, _ sql: String) async throws -> Int {
+        try await DatabaseQueue(path: database).read { db in try Int.fetchOne(db, sql: sql) ?? -1 }
+    }
+
+    /// The file's lines, parsed: each a JSON object.
+    static func lines(_ file: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+    }
+
+    static func archive(_ config: URL, before: String, to file: String) async throws -> Command.Result {
+        try await CommandLineTests.run(["store", "archive", "--config", config.path, "--before", before, "--to", file])
+    }
+
+    /// Events recorded before `--before` leave the store for the file, over several pages, in id
+    /// order and whole; later ones stay. Each page's deletion wrote an `events_archived` event,
+    /// the last holding the SHA-256 of the whole file as `sha256sum` reads it. The file is new
+    /// and 0600; an existing file, a `--before` within 30 days or one that is no time are refused
+    /// with nothing changed; a run with nothing to move writes no file.
+    @Test func archiveMovesOldEventsIntoASyncedFileAndRecordsEachPage() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
+        let now = Date()
+        let old = try await Self.seedEvents(database, audit: 2_300, security: 3, at: now.addingTimeInterval(-60 * Self.day), tag: "old")
+        let recent = try await Self.seedEvents(database, audit: 5, security: 2, at: now.addingTimeInterval(-Self.day), tag: "new")
+        let file = config.deletingLastPathComponent().appendingPathComponent("archive-1.jsonl").path
+        let before = now.addingTimeInterval(-40 * Self.day).formatted(Date.ISO8601FormatStyle())
+
+        let run = try await Self.archive(config, before: before, to: file)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("archived 2300 audit events and 3 security events"), "\(run.stdout)")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+
+        let lines = try Self.lines(file)
+        #expect(lines.count == 2_303)
+        #expect(lines.filter { $0["table"] as? String == "audit_events" }.compactMap { ($0["id"] as? NSNumber)?.int64Value } == old.audit)
+        #expect(lines.filter { $0["table"] as? String == "security_events" }.compactMap { ($0["id"] as? NSNumber)?.int64Value } == old.security)
+        let first = lines[0]
+        #expect(first["provisioning_id"] as? String == "prv_old_0" && first["outcome"] as? String == "failed"
+            && first["error_code"] as? String == "upstream_unavailable" && (first["upstream_status"] as? NSNumber)?.intValue == 503
+            && first["device_type"] as? String == "phone" && first["endpoint"] as? String == "https://api.bridge.xyz/v0")
+        let shown = try #require(first["at"] as? String)
+        let at = try Date(shown, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        #expect(abs(at.timeIntervalSince(now.addingTimeInterval(-60 * Self.day))) < 0.002, "\(shown)")
+        let security = try #require(lines.last)
+        #expect(security["kind"] as? String == "auth_failed" && security["source"] as? String == "10.0.0.2"
+            && (security["detail"] as? [String: String]) == ["reason": "missing_key"])
+
+        // The store keeps the later events, and one record per page (3 pages of audit events, 1 of security events).
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count)
+        #expect(try await Self.count(database, "SELECT min(id) FROM audit_events") == Int(recent.audit[0]))
+        let store = try SQLiteGatewayStore(path: database)
+        let records = try await store.securityEvents(SecurityEventQuery(kind: .eventsArchived))
+        #expect(records.map { $0.detail["count"] } == ["1000", "1000", "300", "3"])
+        #expect(records.map { $0.detail["table"] } == ["audit_events", "audit_events", "audit_events", "security_events"])
+        #expect(records.allSatisfy { $0.actor.hasPrefix("cli:") && $0.detail["file"] == "archive-1.jsonl" })
+        #expect(records[0].detail["first_id"] == "\(old.audit[0])" && records[2].detail["last_id"] == "\(old.audit.last!)")
+        let sum = try await Command.run("/usr/bin/sha256sum", [file])
+        let digest = String(sum.stdout.prefix(64))
+        #expect(digest.count == 64 && records.last?.detail["file_sha256"] == digest && run.stdout.contains(digest), "\(run.stdout)")
+        #expect(try await store.securityEvents(SecurityEventQuery(kind: .authFailed)).map(\.id) == recent.security)
+
+        // Refused, with nothing changed.
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        let again = try await Self.archive(config, before: before, to: file)
+        #expect(again.status == 2 && again.stderr.contains("already exists") && again.stderr.contains("nothing archived"), "\(again.stderr)")
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == size)
+        let other = config.deletingLastPathComponent().appendingPathComponent("archive-2.jsonl").path
+        let tooRecent = try await Self.archive(config, before: now.addingTimeInterval(-10 * Self.day).formatted(Date.ISO8601FormatStyle()), to: other)
+        #expect(tooRecent.status == 2 && tooRecent.stderr.contains("too recent") && tooRecent.stderr.contains("30 days"), "\(tooRecent.stderr)")
+        let notATime = try await Self.archive(config, before: "last month", to: other)
+        #expect(notATime.status != 0 && notATime.stderr.contains("--before must be a day"), "\(notATime.stderr)")
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count)
+
+        // A day (midnight UTC) is a time too; nothing older is left, so no file is written.
+        let day = now.addingTimeInterval(-35 * Self.day).formatted(Date.ISO8601FormatStyle().year().month().day())
+        let empty = try await Self.archive(config, before: day, to: other)
+        #expect(empty.status == 0 && empty.stdout.contains("nothing was recorded before"), "\(empty.stdout)\(empty.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: other))
+    }
+
+    /// A page whose deletion cannot write its `events_archived` record is not deleted: the run
+    /// stops saying so, its events are both in the file and still in the store, and a later run
+    /// moves them (to a new file). No event is ever in neither.
+    @Test func aPageWhoseDeletionCannotBeRecordedStaysInTheStore() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
+        let old = try await Self.seedEvents(database, audit: 3, security: 0, at: Date().addingTimeInterval(-90 * Self.day), tag: "old")
+        try await DatabaseQueue(path: database).write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER refuse_archive_record BEFORE INSERT ON security_events WHEN NEW.kind = 'events_archived'
+                BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                """)
+        }
+        let before = Date().addingTimeInterval(-31 * Self.day).formatted(Date.ISO8601FormatStyle())
+        let first = config.deletingLastPathComponent().appendingPathComponent("first.jsonl").path
+        let stopped = try await Self.archive(config, before: before, to: first)
+        #expect(stopped.status == 2 && stopped.stderr.contains("still in the store"), "\(stopped.stdout)\(stopped.stderr)")
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == 3)
+        #expect(try Self.lines(first).compactMap { ($0["id"] as? NSNumber)?.int64Value } == old.audit)
+
+        try await DatabaseQueue(path: database).write { db in try db.execute(sql: "DROP TRIGGER refuse_archive_record") }
+        let second = config.deletingLastPathComponent().appendingPathComponent("second.jsonl").path
+        let moved = try await Self.archive(config, before: before, to: second)
+        #expect(moved.status == 0 && moved.stdout.contains("archived 3 audit events"), "\(moved.stderr)")
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == 0)
+        #expect(try Self.lines(second).compactMap { ($0["id"] as? NSNumber)?.int64Value } == old.audit)
+    }
+}
