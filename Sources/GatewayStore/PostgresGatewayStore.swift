@@ -675,12 +675,12 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Archive
 
-    public func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+    public func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
         try await bounded { [self] in
             let rows = try await client.query("""
                 SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
                     upstream_status, latency_ms, device_type, token_id, id FROM audit_events
-                WHERE id > \(after) AND at < \(StoreRows.milliseconds(before)) ORDER BY id LIMIT \(max(limit, 0))
+                WHERE id > \(after) ORDER BY id LIMIT \(max(limit, 0))
                 """, logger: logger)
             var events: [StoredAuditEvent] = []
             for try await row in rows {
@@ -691,20 +691,6 @@ public final class PostgresGatewayStore: GatewayStore {
                     provisioningID: provisioning, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, tokenID: token,
                     issuer: issuer, endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status,
                     latencyMS: latency, store: displayName)))
-            }
-            return events
-        }
-    }
-
-    public func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
-        try await bounded { [self] in
-            var events: [SecurityEvent] = []
-            let rows = try await client.query("""
-                SELECT id, at, kind, actor, source, card_id, detail FROM security_events
-                WHERE id > \(after) AND at < \(StoreRows.milliseconds(before)) ORDER BY id LIMIT \(max(limit, 0))
-                """, logger: logger)
-            for try await (id, at, kind, actor, source, card, detail) in rows.decode((Int64, Int64, String, String, String?, String?, String).self) {
-                events.append(try StoreRows.securityEvent(id: id, at: at, kind: kind, actor: actor, source: source, cardID: card, detailJSON: detail))
             }
             return events
         }

@@ -644,23 +644,10 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Archive
 
-    public func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+    public func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
         try readHere { db in
-            // By the primary key, from `after`: old events have the low ids, so a page reads about
-            // its own rows (the last page reads on to the table's end once).
-            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE id > ? AND at < ? ORDER BY id LIMIT ?",
-                             arguments: [after, StoreRows.milliseconds(before), max(limit, 0)])
+            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, max(limit, 0)])
                 .map { row in StoredAuditEvent(id: row["id"], event: try Self.auditEvent(row)) }
-        }
-    }
-
-    public func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
-        try readHere { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM security_events WHERE id > ? AND at < ? ORDER BY id LIMIT ?",
-                             arguments: [after, StoreRows.milliseconds(before), max(limit, 0)]).map { row in
-                try StoreRows.securityEvent(id: row["id"], at: row["at"], kind: row["kind"], actor: row["actor"], source: row["source"],
-                                            cardID: row["card_id"], detailJSON: row["detail"])
-            }
         }
     }
 

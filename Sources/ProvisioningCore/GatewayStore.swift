@@ -123,12 +123,11 @@ public protocol GatewayStore: CardRegistry {
     /// replay of its key, so no reader on the request path takes it whole.
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent]
 
-    /// `store archive`: up to `limit` audit events recorded before `before` whose id is above
-    /// `after`, in id order, each with its id. Ids only grow (neither store reuses one), so a
-    /// page after another misses nothing recorded before `before`.
-    func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent]
-    /// The same for security events (whose id is their own).
-    func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent]
+    /// `store archive`: up to `limit` audit events whose id is above `after`, in id order, each
+    /// with its id (a read by the primary key: a page costs its own rows). Ids only grow
+    /// (neither store reuses one), so a page after another misses nothing. Security events are
+    /// read by `securityEvents(_:)` with `after`.
+    func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent]
     /// Deletes the audit and security events of these ids that were recorded before `before` (an
     /// id whose event is newer is left alone), with `event` (kind `events_archived`) in the same
     /// transaction: no event goes without a record that it went. How many of each it deleted.

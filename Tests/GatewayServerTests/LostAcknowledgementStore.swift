@@ -146,12 +146,7 @@ final class LostAcknowledgementStore: GatewayStore {
         try unanswered("audit")
     }
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
-    func auditEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
-        try await inner.auditEvents(recordedBefore: before, after: after, limit: limit)
-    }
-    func securityEvents(recordedBefore before: Date, after: Int64, limit: Int) async throws -> [SecurityEvent] {
-        try await inner.securityEvents(recordedBefore: before, after: after, limit: limit)
-    }
+    func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] { try await inner.auditEvents(after: after, limit: limit) }
     func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
         -> ArchivedEventCounts
     {

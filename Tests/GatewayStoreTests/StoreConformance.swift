@@ -512,8 +512,8 @@ enum StoreConformance {
         #expect(try await store.securityEvents(SecurityEventQuery(after: all[0].id, limit: 1)).map(\.kind) == [.cardRegistered])
     }
 
-    /// `store archive`'s reads and delete: pages of events recorded before a time, in id order;
-    /// the delete takes only the ids given whose events are that old, writes its
+    /// `store archive`'s reads and delete: pages of audit events in id order, with their ids;
+    /// the delete takes only the ids given whose events are older than its time, writes its
     /// `events_archived` event with them, and ids are never reused after it.
     static func eventsBeforeATimeAreArchived(_ store: any GatewayStore) async throws {
         try await store.migrate()
@@ -524,16 +524,17 @@ enum StoreConformance {
         for event in [oldFailure, newFailure] { try await store.appendSecurityEvent(event) }
 
         let cutoff = instant(50)
-        let first = try await store.auditEvents(recordedBefore: cutoff, after: 0, limit: 1)
+        let first = try await store.auditEvents(after: 0, limit: 1)
         #expect(first.map(\.event) == [old1])
-        let second = try await store.auditEvents(recordedBefore: cutoff, after: try #require(first.first).id, limit: 10)
-        #expect(second.map(\.event) == [old2], "the recent event, between them by id, is not in the page")
-        #expect(try await store.auditEvents(recordedBefore: cutoff, after: try #require(second.first).id, limit: 10).isEmpty)
-        let security = try await store.securityEvents(recordedBefore: cutoff, after: 0, limit: 10)
+        let rest = try await store.auditEvents(after: try #require(first.first).id, limit: 10)
+        #expect(rest.map(\.event) == [recent, old2], "in id order, each with its id")
+        #expect(try await store.auditEvents(after: try #require(rest.last).id, limit: 10).isEmpty)
+        let second = Array(rest.suffix(1))
+        let security = try await store.securityEvents(SecurityEventQuery()).filter { $0.at < cutoff }
         #expect(security.map(\.source) == ["10.0.0.1"])
 
         // The recent event's id given too: it is left, being newer than the cutoff.
-        let recentID = try #require(try await store.auditEvents(recordedBefore: instant(200), after: 0, limit: 10).first { $0.event == recent }).id
+        let recentID = rest[0].id
         let record = SecurityEvent(at: instant(102), kind: .eventsArchived, actor: "cli:ops", detail: ["file": "a.jsonl"])
         let counts = try await store.deleteArchivedEvents(audit: first.map(\.id) + second.map(\.id) + [recentID],
                                                           security: security.map(\.id), recordedBefore: cutoff, event: record)
@@ -544,12 +545,12 @@ enum StoreConformance {
         let left = try await store.securityEvents(SecurityEventQuery())
         #expect(left.map(\.kind) == [.authFailed, .eventsArchived] && left.first?.source == "10.0.0.2")
         #expect(left.last?.detail == ["file": "a.jsonl"])
-        #expect(try await store.auditEvents(recordedBefore: cutoff, after: 0, limit: 10).isEmpty)
+        #expect(try await store.auditEvents(after: 0, limit: 10).map(\.event) == [recent])
 
         // Ids only grow: an event written after the archive never takes an archived one's id,
         // which a reader paging by `after` would miss.
         try await store.appendAudit(success("prv_after", at: instant(103)))
-        let ids = try await store.auditEvents(recordedBefore: instant(200), after: 0, limit: 10).map(\.id)
+        let ids = try await store.auditEvents(after: 0, limit: 10).map(\.id)
         #expect(ids.count == 2 && ids.last! > second[0].id && ids.last! > recentID)
         try await store.appendSecurityEvent(newFailure)
         #expect(try await store.securityEvents(SecurityEventQuery()).map(\.id).allSatisfy { $0 > security[0].id })

@@ -49,7 +49,8 @@ extension StoreCommandLineTests {
     }
 
     /// Events recorded before `--before` leave the store for the file, over several pages, in id
-    /// order and whole; later ones stay. Each page's deletion wrote an `events_archived` event,
+    /// order and whole; later ones stay, and so does an old one recorded after them (the scan
+    /// stops a day past `--before`). Each page's deletion wrote an `events_archived` event,
     /// the last holding the SHA-256 of the whole file as `sha256sum` reads it. The file is new
     /// and 0600; an existing file, a `--before` within 30 days or one that is no time are refused
     /// with nothing changed; a run with nothing to move writes no file.
@@ -59,6 +60,9 @@ extension StoreCommandLineTests {
         let now = Date()
         let old = try await Self.seedEvents(database, audit: 2_300, security: 3, at: now.addingTimeInterval(-60 * Self.day), tag: "old")
         let recent = try await Self.seedEvents(database, audit: 5, security: 2, at: now.addingTimeInterval(-Self.day), tag: "new")
+        // Recorded as old, but after the recent ones (an instance whose clock was months behind):
+        // past the scan's end, so it stays in the store, never lost.
+        _ = try await Self.seedEvents(database, audit: 1, security: 0, at: now.addingTimeInterval(-60 * Self.day), tag: "straggler")
         let file = config.deletingLastPathComponent().appendingPathComponent("archive-1.jsonl").path
         let before = now.addingTimeInterval(-40 * Self.day).formatted(Date.ISO8601FormatStyle())
 
@@ -84,8 +88,9 @@ extension StoreCommandLineTests {
             && (security["detail"] as? [String: String]) == ["reason": "missing_key"])
 
         // The store keeps the later events, and one record per page (3 pages of audit events, 1 of security events).
-        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count)
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count + 1)
         #expect(try await Self.count(database, "SELECT min(id) FROM audit_events") == Int(recent.audit[0]))
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events WHERE provisioning_id = 'prv_straggler_0'") == 1)
         let store = try SQLiteGatewayStore(path: database)
         let records = try await store.securityEvents(SecurityEventQuery(kind: .eventsArchived))
         #expect(records.map { $0.detail["count"] } == ["1000", "1000", "300", "3"])
@@ -107,12 +112,12 @@ extension StoreCommandLineTests {
         #expect(tooRecent.status == 2 && tooRecent.stderr.contains("too recent") && tooRecent.stderr.contains("30 days"), "\(tooRecent.stderr)")
         let notATime = try await Self.archive(config, before: "last month", to: other)
         #expect(notATime.status != 0 && notATime.stderr.contains("--before must be a day"), "\(notATime.stderr)")
-        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count)
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count + 1)
 
-        // A day (midnight UTC) is a time too; nothing older is left, so no file is written.
+        // A day (midnight UTC) is a time too; nothing older is found, so no file is written.
         let day = now.addingTimeInterval(-35 * Self.day).formatted(Date.ISO8601FormatStyle().year().month().day())
         let empty = try await Self.archive(config, before: day, to: other)
-        #expect(empty.status == 0 && empty.stdout.contains("nothing was recorded before"), "\(empty.stdout)\(empty.stderr)")
+        #expect(empty.status == 0 && empty.stdout.contains("no event recorded before"), "\(empty.stdout)\(empty.stderr)")
         #expect(!FileManager.default.fileExists(atPath: other))
     }
 

@@ -23,6 +23,12 @@ public enum EventArchive {
     /// Rows per page (each page one synced write of the file and one transaction).
     public static let defaultPageSize = 1_000
 
+    /// The scan of a table stops at the first event recorded this long after `before`. Ids
+    /// follow the time events are recorded at, but for instances whose clocks differ and events
+    /// written a few seconds late (`LateAudit`): a day covers both. An older event after that
+    /// point (clocks a day apart) stays in the store, where a later run finds it.
+    static let scanSlack: TimeInterval = 86_400
+
     /// How recent `--before` may be: 30 days, the longest an Idempotency-Key lives
     /// (`store.idempotency_ttl_seconds`' bound), since a key's replays and refused repeats read
     /// the first event of its provisioning's trail, and an abandoned claim points its retry there.
@@ -235,18 +241,29 @@ public enum EventArchive {
         }
 
         do {
+            // Each table by id, a page at a time, until the end or the first event recorded a
+            // day or more after `before` (`scanSlack`): ids follow time but for clocks apart, so
+            // what comes after that is newer, and the table's recent part is never read whole.
             var after: Int64 = 0
             while true {
-                let events = try await store.auditEvents(recordedBefore: before, after: after, limit: pageSize)
-                guard let last = events.last else { break }
-                try await page("audit_events", ids: events.map(\.id), lines: try events.map { try encoder.encode(AuditLine($0)) })
+                let events = try await store.auditEvents(after: after, limit: pageSize)
+                let read = events.prefix { $0.event.at < before.addingTimeInterval(scanSlack) }
+                let old = read.filter { $0.event.at < before }
+                if !old.isEmpty {
+                    try await page("audit_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(AuditLine($0)) })
+                }
+                guard let last = events.last, read.count == events.count else { break }
                 after = last.id
             }
             after = 0
             while true {
-                let events = try await store.securityEvents(recordedBefore: before, after: after, limit: pageSize)
-                guard let last = events.last else { break }
-                try await page("security_events", ids: events.map(\.id), lines: try events.map { try encoder.encode(SecurityLine($0)) })
+                let events = try await store.securityEvents(SecurityEventQuery(after: after, limit: pageSize))
+                let read = events.prefix { $0.at < before.addingTimeInterval(scanSlack) }
+                let old = read.filter { $0.at < before }
+                if !old.isEmpty {
+                    try await page("security_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(SecurityLine($0)) })
+                }
+                guard let last = events.last, read.count == events.count else { break }
                 after = last.id
             }
         } catch let problem as ArchiveProblem {
@@ -258,7 +275,8 @@ public enum EventArchive {
         }
         if totals.pages == 0 {
             unlink(file)
-            return .ok("nothing was recorded before \(timestamp(before)): nothing archived, no file written")
+            return .ok("no event recorded before \(timestamp(before)) was found (each table is read up to its first event recorded a day "
+                + "after that): nothing archived, no file written")
         }
         let meanwhile = totals.goneMeanwhile == 0 ? ""
             : "; \(totals.goneMeanwhile) of the lines' events were already gone from the store (another archive run took them too)"
