@@ -93,7 +93,7 @@ struct Serve: AsyncParsableCommand {
         if let warning = OpenFileLimit.raise(for: gatewayConfig.server.maxConnections).warning {
             logger.warning("\(warning)")
         }
-        for warning in KeyFilePermissions.warnings(config: gatewayConfig) { logger.warning("\(warning)") }
+        for warning in gatewayConfig.advisories + KeyFilePermissions.warnings(config: gatewayConfig) { logger.warning("\(warning)") }
         let allocator = ProcessAllocator.report()
         logger.log(level: allocator.isWarning ? .warning : .info, "allocator: \(allocator.text)")
         if executor == .eventLoops {

@@ -23,7 +23,7 @@ public enum ConfigCheck {
             .filter { $0.path.isEmpty || !reported.contains($0.path) }
         guard problems.isEmpty else { return failed(path: path, problems: problems) }
         return ToolOutcome(output: ["configuration \(path) is valid"] + summary(config),
-                           diagnostics: KeyFilePermissions.warnings(config: config).map { "warning: \($0)" }, failure: nil)
+                           diagnostics: (config.advisories + KeyFilePermissions.warnings(config: config)).map { "warning: \($0)" }, failure: nil)
     }
 
     static func failed(path: String, problems: [ConfigProblem]) -> ToolOutcome {

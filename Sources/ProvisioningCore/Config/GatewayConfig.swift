@@ -43,6 +43,19 @@ public struct GatewayConfig: Sendable, Codable {
     public var shutdownTimeout: Duration {
         server.shutdownTimeoutMS.map { .milliseconds($0) } ?? .milliseconds(longestDeadlineMS) + Self.shutdownMargin
     }
+
+    /// What a valid file does that ops most likely did not mean, said by `config check` and at
+    /// `serve`'s start as warnings (nothing is refused).
+    public var advisories: [String] {
+        var advice: [String] = []
+        if let timeout = server.shutdownTimeoutMS, timeout < longestDeadlineMS {
+            advice.append("server.shutdown_timeout_ms (\(timeout)) is shorter than the longest deadline (\(longestDeadlineMS) ms): a request "
+                + "still at its issuer when a shutdown's time is up is cut off, recorded as upstream_unavailable though the issuer may "
+                + "have acted, and its Idempotency-Key answers idempotency_outcome_unknown; leave it unset for the longest deadline + "
+                + "\(Self.shutdownMargin.components.seconds) s")
+        }
+        return advice
+    }
 }
 
 public struct ServerConfig: ConfigSection {
