@@ -353,7 +353,7 @@ public struct ProvisioningService: Sendable {
             let deadline = started.advanced(by: rule?.deadline ?? self.deadline)
             let requestLogger = logger
             let context = ProvisioningContext(
-                provisioningID: provisioningID, deadline: deadline, clock: clock,
+                provisioningID: provisioningID, deadline: deadline, clock: clock, party: client.id.rawValue,
                 logMetadata: requestLogger.handler.metadata.mapValues { "\($0)" })
             do throws(GatewayError) {
                 let value = try await serve(issuer, card: card, client: client, context: context, trail: &trail, prepare: prepare, call: call)

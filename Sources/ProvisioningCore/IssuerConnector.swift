@@ -17,11 +17,16 @@ public struct ProvisioningContext: Sendable {
     /// The trace of the attempt in progress, set by the resilience runtime for each attempt (nil
     /// outside one): `UpstreamHTTP` sends its headers and tells it the HTTP status.
     public private(set) var attemptTrace: UpstreamAttemptTrace?
+    /// Who the request is made for (the client's id): when an issuer host's connections are all
+    /// in use, the next one goes to the waiting call whose party holds the fewest of them, so one
+    /// tenant's burst cannot starve another's calls at an issuer account they share.
+    public let party: String
 
     public init(
         provisioningID: ProvisioningID, idempotencyKey: String? = nil, deadline: GatewayClock.Instant, clock: GatewayClock,
-        logMetadata: @escaping @autoclosure @Sendable () -> [String: String] = [:]
+        party: String = "", logMetadata: @escaping @autoclosure @Sendable () -> [String: String] = [:]
     ) {
+        self.party = party
         self.provisioningID = provisioningID
         self.idempotencyKey = idempotencyKey ?? provisioningID.rawValue
         self.deadline = deadline

@@ -38,9 +38,10 @@ enum Fixtures {
             nonceSignature: Data(base64Encoded: body["nonce_signature"] as! String)!)
     }
 
-    static func context(id: String = "prv_test_\(UUID().uuidString.prefix(8))", seconds: Int64 = 10) -> ProvisioningContext {
+    static func context(id: String = "prv_test_\(UUID().uuidString.prefix(8))", seconds: Int64 = 10, party: String = "") -> ProvisioningContext {
         let clock = GatewayClock.continuous
-        return ProvisioningContext(provisioningID: ProvisioningID(id), deadline: clock.now.advanced(by: .seconds(seconds)), clock: clock)
+        return ProvisioningContext(provisioningID: ProvisioningID(id), deadline: clock.now.advanced(by: .seconds(seconds)), clock: clock,
+                                   party: party)
     }
 
     static let logger = Logger(label: "issuers-tests")

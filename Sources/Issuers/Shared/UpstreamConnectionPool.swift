@@ -34,9 +34,27 @@ struct UpstreamExchange: Sendable {
     let body: ByteBuffer?
     let timeout: TimeAmount
     let promise: EventLoopPromise<UpstreamHTTP.Response>
+    /// The call's hold on its connection, given back when the exchange ends (before the
+    /// connection goes to the next waiting call, so the choice sees it gone).
+    let lease: PartyLease
     /// Set by the caller's cancellation, from any thread: an exchange that finds it set when it
     /// reaches the handler is never sent.
     let cancellation = ExchangeCancellation()
+}
+
+/// One call's claim on a connection of a host, on behalf of its party (the client it is made
+/// for): granted once (a connection or a slot to open one), given back once, whichever path
+/// ends the call. The pool counts each party's granted leases per host under its lock.
+final class PartyLease: Sendable {
+    let party: String
+    /// 0 waiting, 1 granted, 2 given back; changed only under the pool's lock.
+    private let phase = Atomic<UInt8>(0)
+    init(party: String) { self.party = party }
+
+    /// True the first time: the lease now counts against its party.
+    func grant() -> Bool { phase.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged }
+    /// True once, for a granted lease: it no longer counts.
+    func giveBack() -> Bool { phase.compareExchange(expected: 1, desired: 2, ordering: .relaxed).exchanged }
 }
 
 final class ExchangeCancellation: Sendable {
@@ -47,7 +65,11 @@ final class ExchangeCancellation: Sendable {
 
 /// HTTP/1.1 connections to one issuer's hosts on SwiftNIO, kept open between calls: a call takes an
 /// idle connection (the one used last first) or opens one, up to `maxConnectionsPerHost`; beyond
-/// that it waits its turn, within its timeout. A connection goes back to the idle list only after a
+/// that it waits its turn, within its timeout. Turns are fair between parties (the clients calls
+/// are made for): a connection freed goes to the waiting call whose party holds the fewest of the
+/// host's connections now, among equals the party served longest ago, and within a party to its
+/// first waiter; so a tenant whose burst fills the pool cannot keep another tenant's calls to an
+/// issuer account they share waiting behind all of its own. A connection goes back to the idle list only after a
 /// whole answer that allows it (`Connection: close` closes it), and one the issuer closed, or idle for
 /// longer than `idleTimeout`, is never used again. Nothing here retries: one call, at most one
 /// request on the wire, and the caller's resilience runtime decides what follows a failure.
@@ -73,6 +95,7 @@ final class UpstreamConnectionPool: Sendable {
     private struct Waiter {
         let id: Int
         let promise: EventLoopPromise<Lease>
+        let lease: PartyLease
     }
 
     private struct Host {
@@ -80,6 +103,49 @@ final class UpstreamConnectionPool: Sendable {
         /// Connecting, idle and in use.
         var open = 0
         var waiters: [Waiter] = []
+        /// Granted leases by party (none kept at zero).
+        var held: [String: Int] = [:]
+        /// When each party was last granted a lease (`grants` then), to break ties between
+        /// parties holding as many: the one served longest ago goes first.
+        var lastGranted: [String: UInt64] = [:]
+        var grants: UInt64 = 0
+
+        /// Counts `lease` against its party (once).
+        mutating func grant(_ lease: PartyLease) {
+            guard lease.grant() else { return }
+            held[lease.party, default: 0] += 1
+            grants += 1
+            lastGranted[lease.party] = grants
+            // Bounded: parties are clients, but forget the ones neither holding nor waiting.
+            if lastGranted.count > 1_024 {
+                let waiting = Set(waiters.map(\.lease.party))
+                lastGranted = lastGranted.filter { held[$0.key] != nil || waiting.contains($0.key) }
+            }
+        }
+
+        /// `lease` no longer counts (once, and only if it was granted).
+        mutating func giveBack(_ lease: PartyLease) {
+            guard lease.giveBack(), let count = held[lease.party] else { return }
+            held[lease.party] = count > 1 ? count - 1 : nil
+        }
+
+        /// Takes the waiter whose turn it is (see the type's comment) and grants its lease.
+        mutating func nextWaiter() -> Waiter? {
+            guard !waiters.isEmpty else { return nil }
+            var chosen = 0
+            var best = (held[waiters[0].lease.party] ?? 0, lastGranted[waiters[0].lease.party] ?? 0)
+            for index in waiters.indices.dropFirst() {
+                let party = waiters[index].lease.party
+                let rank = (held[party] ?? 0, lastGranted[party] ?? 0)
+                if rank < best {
+                    best = rank
+                    chosen = index
+                }
+            }
+            let waiter = waiters.remove(at: chosen)
+            grant(waiter.lease)
+            return waiter
+        }
     }
 
     private struct State {
@@ -122,20 +188,23 @@ final class UpstreamConnectionPool: Sendable {
     /// Sends one request and gathers its whole answer. `timeout` bounds all of it: waiting for a
     /// connection, connecting, sending and reading.
     func execute(
-        _ target: Target, head: HTTPRequestHead, body: ByteBuffer?, timeout: TimeAmount
+        _ target: Target, head: HTTPRequestHead, body: ByteBuffer?, timeout: TimeAmount, party: String = ""
     ) async throws -> UpstreamHTTP.Response {
         let deadline = NIODeadline.now() + timeout
-        let channel = try await lease(target, deadline: deadline)
+        let partyLease = PartyLease(party: party)
+        // Whichever way the call ends; a no-op once the exchange gave it back itself.
+        defer { giveBack(partyLease, target: target) }
+        let channel = try await lease(target, deadline: deadline, partyLease)
         let left = deadline - NIODeadline.now()
         guard left > .zero else {
             // Getting the connection (connecting and its TLS handshake, or a wait handed one over
             // at the last moment) took all the time: the request is not sent late, and the
             // connection is kept. Said as a connection not made in time, which it is to the caller.
-            release(channel, target: target)
+            release(channel, target: target, from: partyLease)
             throw UpstreamTransportError.connect(UpstreamTransportError.waitedTooLong)
         }
         let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
-        let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise)
+        let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise, lease: partyLease)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (caller: CheckedContinuation<UpstreamHTTP.Response, any Error>) in
                 // One hop to the connection's event loop, which writes the exchange and hands the
@@ -201,7 +270,7 @@ final class UpstreamConnectionPool: Sendable {
         case refuse
     }
 
-    private func lease(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
+    private func lease(_ target: Target, deadline: NIODeadline, _ partyLease: PartyLease) async throws -> any Channel {
         while true {
             let now = clock.now
             var stale: [any Channel] = []
@@ -210,14 +279,18 @@ final class UpstreamConnectionPool: Sendable {
                 var host = state.hosts[target] ?? Host()
                 defer { state.hosts[target] = host }
                 while let idle = host.idle.popLast() {
-                    if idle.channel.isActive, idle.since.duration(to: now) < idleTimeout { return .use(idle.channel) }
+                    if idle.channel.isActive, idle.since.duration(to: now) < idleTimeout {
+                        host.grant(partyLease)
+                        return .use(idle.channel)
+                    }
                     stale.append(idle.channel)
                 }
                 if host.open < maxConnectionsPerHost {
                     host.open += 1
+                    host.grant(partyLease)
                     return .open
                 }
-                let waiter = Waiter(id: state.nextWaiter, promise: group.any().makePromise(of: Lease.self))
+                let waiter = Waiter(id: state.nextWaiter, promise: group.any().makePromise(of: Lease.self), lease: partyLease)
                 state.nextWaiter += 1
                 host.waiters.append(waiter)
                 return .wait(waiter)
@@ -265,29 +338,36 @@ final class UpstreamConnectionPool: Sendable {
         }
     }
 
-    /// A slot freed (a connection closed, or one could not be made): the first waiter may open one.
+    /// A slot freed (a connection closed, or one could not be made): the waiter whose turn it is
+    /// may open one.
     private func slotFreed(_ target: Target) {
         let waiter = state.withLockedValue { state -> Waiter? in
             guard var host = state.hosts[target] else { return nil }
             defer { state.hosts[target] = host }
             host.open -= 1
-            guard !host.waiters.isEmpty else { return nil }
+            guard let waiter = host.nextWaiter() else { return nil }
             host.open += 1
-            return host.waiters.removeFirst()
+            return waiter
         }
         waiter?.promise.succeed(.open)
     }
 
-    /// After a whole answer on a connection that stays open: to the first waiter, else to the idle
-    /// list; closed once the pool is shut down.
-    func release(_ channel: any Channel, target: Target) {
+    /// The call holding `partyLease` is over: its party holds one connection fewer.
+    func giveBack(_ partyLease: PartyLease, target: Target) {
+        state.withLockedValue { state in state.hosts[target]?.giveBack(partyLease) }
+    }
+
+    /// After a whole answer on a connection that stays open (its call's lease given back first):
+    /// to the waiter whose turn it is, else to the idle list; closed once the pool is shut down.
+    func release(_ channel: any Channel, target: Target, from partyLease: PartyLease) {
         enum Handoff { case kept, waiter(Waiter), close }
         // Closing runs `closed(_:)`, which takes the lock: never inside it.
         let handoff = state.withLockedValue { state -> Handoff in
+            state.hosts[target]?.giveBack(partyLease)
             guard !state.shutDown else { return .close }
             var host = state.hosts[target] ?? Host()
             defer { state.hosts[target] = host }
-            if !host.waiters.isEmpty { return .waiter(host.waiters.removeFirst()) }
+            if let waiter = host.nextWaiter() { return .waiter(waiter) }
             host.idle.append(Idle(channel: channel, since: clock.now))
             return .kept
         }
@@ -404,6 +484,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
 
     private struct Current {
         let promise: EventLoopPromise<UpstreamHTTP.Response>
+        let lease: PartyLease
         let timeout: Scheduled<Void>
         var requestKeepAlive: Bool
         var head: HTTPResponseHead?
@@ -426,7 +507,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
             // as clean as it came.
             exchange.promise.fail(CancellationError())
             promise?.fail(CancellationError())
-            pool.release(context.channel, target: target)
+            pool.release(context.channel, target: target, from: exchange.lease)
             return
         }
         guard current == nil, context.channel.isActive else {
@@ -438,7 +519,7 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
         let timeout = context.eventLoop.assumeIsolated().scheduleTask(in: exchange.timeout) { [self] in
             finish(context, .failure(UpstreamTransportError.timedOut), reusable: false)
         }
-        current = Current(promise: exchange.promise, timeout: timeout, requestKeepAlive: exchange.head.isKeepAlive)
+        current = Current(promise: exchange.promise, lease: exchange.lease, timeout: timeout, requestKeepAlive: exchange.head.isKeepAlive)
         context.write(wrapOutboundOut(.head(exchange.head)), promise: nil)
         if let body = exchange.body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
@@ -499,8 +580,10 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
         current = nil
         exchange.timeout.cancel()
         if reusable {
-            pool.release(context.channel, target: target)
+            pool.release(context.channel, target: target, from: exchange.lease)
         } else {
+            // Given back before the close frees its slot, which goes to the next waiting call.
+            pool.giveBack(exchange.lease, target: target)
             context.close(promise: nil)
         }
         exchange.promise.completeWith(result)

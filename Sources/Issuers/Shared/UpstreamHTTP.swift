@@ -145,7 +145,7 @@ public final class UpstreamHTTP: Sendable {
             head.headers.add(name: "Accept", value: "application/json")
 
             var response = try await pool.execute(target, head: head, body: buffer,
-                                                  timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)))
+                                                  timeout: .nanoseconds(Int64(timeout.wholeNanoseconds)), party: context.party)
             // Only a refusal's code is ever shown, so only a refusal needs what it must not repeat.
             if !(200..<300).contains(response.status) { response.withheld = Self.withheld(headers) }
             context.attemptTrace?.answered(status: response.status)

@@ -145,6 +145,68 @@ import Testing
         }
     }
 
+    /// Turns are fair between parties (the clients calls are made for): with the host's one
+    /// connection held by party a and four more of a's calls waiting, a call of party b that came
+    /// last is the next to reach the issuer, after which a's go in their order. First come, first
+    /// served, b's call had waited behind all of a's, as another tenant's would behind a burst at
+    /// an issuer account they share.
+    @Test func aFreedConnectionGoesToThePartyHoldingFewestThenServedLongestAgo() async throws {
+        try await ScriptedUpstream.with(byPath: ["/a0": .hang]) { server in
+            try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
+                func call(_ party: String, _ number: Int) -> Task<Int?, Never> {
+                    Task {
+                        try? await http.send(method: .GET, url: server.url.appendingPathComponent("\(party)\(number)"), headers: [], body: nil,
+                                             context: Fixtures.context(party: party)).status
+                    }
+                }
+                let holder = call("a", 0)
+                #expect(await Self.eventually { server.seen.count == 1 })
+                var waiting: [Task<Int?, Never>] = []
+                for (index, (party, number)) in [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)].enumerated() {
+                    waiting.append(call(party, number))
+                    #expect(await Self.eventually { http.connections.waiting == index + 1 })
+                }
+                // a0 gives up: its connection closes, and the slot goes to the waiter whose turn it is.
+                holder.cancel()
+                _ = await holder.value
+                for task in waiting { #expect(await task.value == 200) }
+            }
+            #expect(server.seen.map(\.head.uri) == ["/a0", "/b0", "/a1", "/a2", "/a3", "/a4"])
+        }
+    }
+
+    /// The party holding fewer connections goes first, and among parties holding as many, the one
+    /// served longest ago; a party's own calls keep their order. With the host's two connections
+    /// held by a0 and c0, and c1, a1, c2, b0 waiting in that order, a0's end frees one: b (holding
+    /// none, never served) goes first, then a (holding none, while c holds c0), then c's in order.
+    @Test func partiesHoldingFewerGoFirstThenThoseServedLongestAgo() async throws {
+        try await ScriptedUpstream.with(byPath: ["/a0": .hang, "/c0": .hang]) { server in
+            try await Self.with(Self.http(maxConnectionsPerHost: 2)) { http in
+                func call(_ party: String, _ number: Int) -> Task<Int?, Never> {
+                    Task {
+                        try? await http.send(method: .GET, url: server.url.appendingPathComponent("\(party)\(number)"), headers: [], body: nil,
+                                             context: Fixtures.context(party: party)).status
+                    }
+                }
+                let first = call("a", 0)
+                #expect(await Self.eventually { server.seen.count == 1 })
+                let second = call("c", 0)
+                #expect(await Self.eventually { server.seen.count == 2 })
+                var waiting: [Task<Int?, Never>] = []
+                for (index, (party, number)) in [("c", 1), ("a", 1), ("c", 2), ("b", 0)].enumerated() {
+                    waiting.append(call(party, number))
+                    #expect(await Self.eventually { http.connections.waiting == index + 1 })
+                }
+                first.cancel()
+                _ = await first.value
+                for task in waiting { #expect(await task.value == 200) }
+                second.cancel()
+                _ = await second.value
+            }
+            #expect(server.seen.map(\.head.uri) == ["/a0", "/c0", "/b0", "/a1", "/c1", "/c2"])
+        }
+    }
+
     /// A call that finds every connection busy until its timeout sends nothing: the issuer sees
     /// only the request that holds the connection.
     @Test func aCallThatWaitsPastItsTimeoutForAConnectionSendsNothing() async throws {
