@@ -353,9 +353,19 @@ struct APIHandler: APIProtocol {
                 throw await refuse(GatewayError(.forbidden, "the program is not one of this client's"), "foreign_program")
             }
         }
-        let card = try registration.record(
-            id: id.rawValue, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties,
-            namingIssuers: client.admin)
+        // A registration the rules refuse (an issuer that serves none of the client's programs, a
+        // reference of the wrong shape) is a refused change too: a tenant probing which issuers
+        // exist leaves a trace (the observability audit found none).
+        let recorded = Result { () throws(GatewayError) -> CardRecord in
+            try registration.record(
+                id: id.rawValue, program: body.program, issuer: body.issuer, reference: body.issuerReference.additionalProperties,
+                namingIssuers: client.admin)
+        }
+        let card: CardRecord
+        switch recorded {
+        case .success(let record): card = record
+        case .failure(let error): throw await refuse(error, error.code.rawValue)
+        }
         // The ownership check, the write and its security event are one transaction in the store:
         // another tenant racing for the same id cannot take the card, and no change goes unaudited.
         let change = event(.cardUpdated, client, card: id, detail: [
@@ -386,7 +396,14 @@ struct APIHandler: APIProtocol {
         let id = try Self.cardID(input.path.cardId)
         // Ownership, deletion (with the vault entry) and the security event in one transaction.
         guard try await store.deleteCard(id, owners: client.admin ? nil : client.programs, event: event(.cardDeleted, client, card: id)) != nil
-        else { throw GatewayError.cardNotAmongClients(id) }
+        else {
+            // Refused, as a PUT to another program's card is: on record, with whether the id was
+            // another program's card (the caller hears 404 either way; only admins read this).
+            let foreign = (try? await store.card(id)) != nil
+            await audit.note(event(.cardChangeRefused, client, card: id, detail: ["reason": foreign ? "foreign_card" : "no_card",
+                                                                                   "operation": "delete"]))
+            throw GatewayError.cardNotAmongClients(id)
+        }
         return .noContent(.init())
     }
 
@@ -457,8 +474,12 @@ struct APIHandler: APIProtocol {
         // A trail names its card, issuer and endpoint: it is read only while its card is still
         // among the client's programs (or gone), as every route reads a card. A client whose
         // program was taken away, or whose card an admin moved to another program, reads it no
-        // more (the config audit read one after its program was removed).
-        for cardID in Set(events.map(\.cardID)) where !cardID.rawValue.isEmpty {
+        // more (the config audit read one after its program was removed). Only events that
+        // reached an issuer are held to it: a refusal before any issuer (`card_not_found`, ...)
+        // tells nothing of the card, and holding it to the card's owner made the trail of a
+        // refused probe an oracle: 404 once another tenant registered the id, 200 while it was
+        // free (the observability audit).
+        for cardID in Set(events.filter { $0.issuer != nil || $0.endpoint != nil }.map(\.cardID)) where !cardID.rawValue.isEmpty {
             let card: CardRecord?
             do { card = try await store.card(cardID) } catch { throw GatewayError(.internal, "the card registry failed", cause: error) }
             if let card, !client.manages(card) { throw notFound }

@@ -378,6 +378,58 @@ import Testing
         }
     }
 
+    /// The trail of a refused probe tells nothing about the card it named: a probe of another
+    /// tenant's card and one of a free id both leave a readable trail of the prober's own
+    /// refusal, and a free id's stays readable once another tenant registers it (the
+    /// observability audit read 404 for a foreign card and 200 for a free id, before and after).
+    @Test func aRefusedProbesTrailIsNoOracleForOtherTenantsCards() async throws {
+        try await GatewayHarness.run { client, _ in
+            func probe(_ id: String) async throws -> String {
+                let refused = try await Self.send(client, .get, "/v1/cards/\(id)/wallet-tokens", nil, Self.other)
+                #expect(refused.status == .notFound && refused.json["code"] as? String == "card_not_found")
+                return try #require(refused.json["provisioning_id"] as? String)
+            }
+            func trail(_ provisioning: String) async throws -> GatewayResponse {
+                try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, Self.other)
+            }
+            let foreign = try await probe("card_bridge_demo")
+            let free = try await probe("card_free_42")
+            let foreignTrail = try await trail(foreign), freeTrail = try await trail(free)
+            #expect(foreignTrail.status == .ok && freeTrail.status == .ok)
+            let codes = { (response: GatewayResponse) in ((response.json["events"] as? [[String: Any]]) ?? []).map { $0["error_code"] as? String } }
+            #expect(codes(foreignTrail) == ["card_not_found"] && codes(freeTrail) == ["card_not_found"])
+            let card = #"{"issuer":"crossmint","program":"demo","issuer_reference":{"issuer_card_id":"cm_free_42"}}"#
+            #expect(try await Self.put(client, "card_free_42", card, key: GatewayHarness.demoKey).status == .created)
+            #expect(try await trail(free).status == .ok)
+            // A trail that reached an issuer still follows its card: demo's own, read by demo, until it is another's.
+            let own = try await GatewayHarness.provision(client, card: "card_free_42", body: try GatewayHarness.requestBody())
+            let provisioning = try #require(own.json["provisioning_id"] as? String)
+            #expect(try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, GatewayHarness.demoKey).status == .ok)
+            let moved = #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_free_42"}}"#
+            #expect(try await Self.put(client, "card_free_42", moved, key: Self.ops).status == .ok)
+            #expect(try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, GatewayHarness.demoKey).status == .notFound)
+        }
+    }
+
+    /// Every refused registry change is a security event: a DELETE of another program's card (or
+    /// of no card), and a PUT the registration rules refuse (naming an issuer that serves only
+    /// other programs), not only a PUT over another program's card (the observability audit).
+    @Test func refusedDeletesAndRegistrationsAreSecurityEventsToo() async throws {
+        try await GatewayHarness.run { client, _ in
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_bridge_demo", nil, Self.other).status == .notFound)
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_none_7", nil, Self.other).status == .notFound)
+            let tmp = #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_other_7"}}"#
+            let refused = try await Self.put(client, "card_other_7", tmp, key: Self.other)
+            #expect(refused.status.code == 422 && refused.json["code"] as? String == "registration_refused")
+            let audit = try await Self.send(client, .get, "/v1/admin/audit?actor=other&kind=card_change_refused", nil, Self.ops)
+            let events = (audit.json["events"] as? [[String: Any]]) ?? []
+            #expect(events.map { $0["card_id"] as? String } == ["card_bridge_demo", "card_none_7", "card_other_7"])
+            #expect(events.map { ($0["detail"] as? [String: String])?["reason"] } == ["foreign_card", "no_card", "registration_refused"])
+            #expect((events.first?["detail"] as? [String: String])?["operation"] == "delete")
+            #expect(try await Self.send(client, .get, "/v1/cards/card_bridge_demo", nil, GatewayHarness.demoKey).status == .ok)
+        }
+    }
+
     @Test func registryChangesAndRefusalsAreSecurityEventsOnlyAdminsRead() async throws {
         try await GatewayHarness.run { client, _ in
             let card = #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_other_9"}}"#
