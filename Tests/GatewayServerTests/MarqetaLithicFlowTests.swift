@@ -94,8 +94,9 @@ import WalletCrypto
         }
     }
 
-    /// Neither takes an idempotency key: a reset after the request arrived is not resent, while a
-    /// 503 (Marqeta or Lithic said it did not handle it) is.
+    /// Neither takes an idempotency key: a reset after the request arrived is not resent, nor is a
+    /// 503 (a proxy in front of the issuer answers one after the request reached it), while a 429
+    /// (throttled: nothing was done) is.
     @Test(arguments: ["marqeta", "lithic"])
     func aRequestThatMayHaveArrivedIsNeverSentAgain(issuer: String) async throws {
         let card = "card_\(issuer)_demo"
@@ -108,9 +109,14 @@ import WalletCrypto
             #expect(await sandbox.instance(issuer: issuer)?.log.count == 1)
 
             await faults.add(Fault(mode: .unavailable))
+            let unavailable = try await GatewayHarness.provision(client, card: card, body: try GatewayHarness.requestBody())
+            #expect(unavailable.status == .serviceUnavailable && unavailable.json["retryable"] as? Bool == false)
+            #expect(await sandbox.instance(issuer: issuer)?.log.count == 2)
+
+            await faults.add(Fault(mode: .throttled, retryAfterSeconds: 0))
             let retried = try await GatewayHarness.provision(client, card: card, body: try GatewayHarness.requestBody())
             #expect(retried.status == .ok, "\(String(buffer: retried.body))")
-            #expect(await sandbox.instance(issuer: issuer)?.log.count == 3)
+            #expect(await sandbox.instance(issuer: issuer)?.log.count == 4)
         }
     }
 

@@ -46,11 +46,12 @@ import Testing
     @Test(arguments: [IssuerKind.marqeta, .lithic])
     func theRetryTableNeverResendsAMarqetaOrLithicRequestThatMayHaveArrived(kind: IssuerKind) throws {
         let table = RetryDecisionTable.defaults(resendSafe: try #require(IssuerCatalog.profiles[kind]).resendSafe)
-        for condition in [UpstreamCondition.timedOut, .connectionReset, .malformed, .status(500), .status(502)] {
+        // A 503 too: a proxy in front of the issuer answers one after the request reached it.
+        for condition in [UpstreamCondition.timedOut, .connectionReset, .malformed, .status(500), .status(502), .status(503)] {
             #expect(table.decide(condition)?.action == .fail, "\(kind) \(condition)")
         }
         #expect(table.decide(.connectFailed)?.action == .failover)
-        #expect(table.decide(.status(503))?.action == .retry)
+        #expect(table.decide(.status(429))?.action == .retry)
     }
 
     /// What `issuers.<name>.wallets` may narrow is what the kind's connector serves.

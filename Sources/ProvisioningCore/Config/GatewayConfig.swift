@@ -306,7 +306,7 @@ public struct RetryDecisionConfig: Sendable, Codable {
             return "a 4xx is never sent again (only 429 is)"
         case .statusClass(4):
             return "a 4xx is never sent again (only 429 is)"
-        case .condition(.connectFailed), .condition(.status(429)), .condition(.status(503)):
+        case .condition(.connectFailed), .condition(.status(429)):
             return nil
         default:
             return profile.resendSafe ? nil

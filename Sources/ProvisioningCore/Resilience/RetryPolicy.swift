@@ -23,15 +23,17 @@ public enum UpstreamCondition: Sendable, Hashable, CustomStringConvertible {
 
     /// True when the attempt may have reached the issuer and been acted on, with no answer that
     /// says so: what the default table sends again only where resending is safe. A connection never
-    /// made, a 429 or a 503 (the upstream did not handle it) and a 4xx (it refused) say what
-    /// happened; a timeout, a lost connection, an undocumented answer and any other status do not:
-    /// a 5xx, and also a 2xx other than the call's documented one (a 201 or 202 to a POST may well
-    /// mean it was done) or a 3xx (the gateway follows no redirect).
+    /// made, a 429 (throttled before anything was done) and a 4xx (it refused) say what happened; a
+    /// timeout, a lost connection, an undocumented answer and any other status do not: a 5xx, a 503
+    /// included (a proxy in front of the issuer answers 503 when the issuer's connection reset
+    /// after the request reached it, as Envoy's "upstream connect error or disconnect/reset before
+    /// headers" does; the upstream audit), and also a 2xx other than the call's documented one (a
+    /// 201 or 202 to a POST may well mean it was done) or a 3xx (the gateway follows no redirect).
     public var leavesOutcomeUnknown: Bool {
         switch self {
         case .connectFailed: false
         case .timedOut, .connectionReset, .malformed: true
-        case .status(let status): !((400..<500).contains(status) || status == 503)
+        case .status(let status): !(400..<500).contains(status)
         }
     }
 
@@ -125,14 +127,15 @@ public struct RetryDecisionTable: Sendable, Equatable {
     /// The default table. `resendSafe` is true when sending the same request twice cannot
     /// provision twice: the upstream honours an idempotency key that stays the same across
     /// attempts (Bridge), or the call is a safe method (Crossmint's GET). Otherwise a request is
-    /// sent again only when it provably never left (no connection) or the upstream said it did
-    /// not handle it (429, 503).
+    /// sent again only when it provably never left (no connection) or the upstream throttled it
+    /// (429); a 503 may come from a proxy after the request reached the issuer, so it is sent again
+    /// only where resending is safe.
     public static func defaults(resendSafe: Bool) -> RetryDecisionTable {
         let ifSafe: RetryAction = resendSafe ? .retry : .fail
         return RetryDecisionTable(rules: [
             RetryRule(.condition(.connectFailed), .upstreamUnavailable, .failover),
             RetryRule(.condition(.status(429)), .upstreamUnavailable, .retry),
-            RetryRule(.condition(.status(503)), .upstreamUnavailable, .retry),
+            RetryRule(.condition(.status(503)), .upstreamUnavailable, ifSafe),
             RetryRule(.condition(.status(504)), .upstreamTimeout, ifSafe),
             // A 4xx, even 408, is never sent again (only 429, which says "later").
             RetryRule(.condition(.status(408)), .upstreamTimeout, .fail),

@@ -25,7 +25,9 @@ struct RetryPolicyTests {
         // condition, resend-safe action, not-safe action, code
         (UpstreamCondition.connectFailed, RetryAction.failover, RetryAction.failover, GatewayError.Code.upstreamUnavailable),
         (.status(429), .retry, .retry, .upstreamUnavailable),
-        (.status(503), .retry, .retry, .upstreamUnavailable),
+        // A proxy in front of the issuer answers 503 after the request reached it (Envoy's reset
+        // before headers): sent again only where resending is safe (the upstream audit).
+        (.status(503), .retry, .fail, .upstreamUnavailable),
         (.status(500), .retry, .fail, .upstreamUnavailable),
         (.status(502), .retry, .fail, .upstreamUnavailable),
         (.status(504), .retry, .fail, .upstreamTimeout),
@@ -79,11 +81,14 @@ struct RetryPolicyTests {
         #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(for: Profile(resendSafe: false))?.contains("idempotency") == true)
         #expect(RetryDecisionConfig(on: "timeout", action: .retry).refusal(for: Profile(resendSafe: true)) == nil)
         #expect(RetryDecisionConfig(on: "500", action: .fail).refusal(for: Profile(resendSafe: false)) == nil)
+        // Nor a 503 (a proxy answers one after the request reached the issuer), where a 429 is taken.
+        #expect(RetryDecisionConfig(on: "503", action: .retry).refusal(for: Profile(resendSafe: false))?.contains("idempotency") == true)
+        #expect(RetryDecisionConfig(on: "503", action: .retry).refusal(for: Profile(resendSafe: true)) == nil)
     }
 
     /// What leaves an issuer's outcome unknown (so an Idempotency-Key is never run again) agrees
     /// with what the default table sends again to an issuer where resending is not safe: every
-    /// condition it sends again (no connection, 429, 503) says the request was not handled, and
+    /// condition it sends again (no connection, 429) says the request was not handled, and
     /// every condition it stops on leaves the outcome unknown, but for the 4xx the issuer refused.
     @Test func anOutcomeIsUnknownExactlyWhereAnUnsafeIssuerIsNotSentAgain() {
         let unsafe = RetryDecisionTable.defaults(resendSafe: false)
