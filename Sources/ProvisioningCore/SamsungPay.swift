@@ -20,6 +20,8 @@ public struct SamsungPayProvisioningRequest: Sendable, Equatable {
 /// The issuer's answer for Samsung Pay: `provisionPayload` is exactly the string the issuer
 /// returned for Samsung Pay's add-card call (never re-encoded), with display fields when given.
 public struct SamsungPayPayload: Sendable, Equatable {
+    /// The longest payload passed on (Samsung Pay's are a few kilobytes).
+    public static let maxPayloadBytes = 65_536
     public let provisionPayload: String
     public var displayName: String?
     public var lastDigits: String?
@@ -30,6 +32,19 @@ public struct SamsungPayPayload: Sendable, Equatable {
     public init(provisionPayload: String, displayName: String? = nil, lastDigits: String? = nil, network: String? = nil,
                 tokenServiceProvider: String? = nil, cardType: String? = nil) throws(GatewayError) {
         guard !provisionPayload.isEmpty else { throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is empty") }
+        // Opaque, but an encrypted payload's text (base64, base64url, a JWE's dotted parts):
+        // visible ASCII within a bound, and no card number in the clear. Anything else is not
+        // passed to a phone (every other issuer text the caller gets is screened; this one was
+        // not: the upstream audit had a card number and terminal escapes reach the caller).
+        guard provisionPayload.utf8.count <= Self.maxPayloadBytes else {
+            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is over \(Self.maxPayloadBytes) bytes")
+        }
+        guard provisionPayload.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload holds characters an encrypted payload's text does not")
+        }
+        guard !InputRules.holdsCardNumber(provisionPayload) else {
+            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload holds a card number in the clear")
+        }
         self.provisionPayload = provisionPayload
         // Display fields as the phone may show them (`InputRules.phoneText`); last digits are
         // four digits (the spec's `last_digits`) or left out.

@@ -38,8 +38,9 @@ public struct TestPKI: Sendable {
     }
 
     /// A leaf for `localhost`, 127.0.0.1 and ::1 (server and client use), as `<name>.pem` and
-    /// `<name>-key.pem` (the key file 0600, as PostgreSQL requires).
-    public func issue(_ name: String, commonName: String = "localhost") throws -> Issued {
+    /// `<name>-key.pem` (the key file 0600, as PostgreSQL requires); `onlyFor` names one other
+    /// host instead (a certificate for another host).
+    public func issue(_ name: String, commonName: String = "localhost", onlyFor host: String? = nil) throws -> Issued {
         let key = P256.Signing.PrivateKey()
         let now = Date()
         let certificate = try Certificate(
@@ -51,7 +52,7 @@ public struct TestPKI: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true, keyEncipherment: true))
                 try ExtendedKeyUsage([.serverAuth, .clientAuth])
-                SubjectAlternativeNames([
+                SubjectAlternativeNames(host.map { [.dnsName($0)] } ?? [
                     .dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
                     .ipAddress(ASN1OctetString(contentBytes: ArraySlice([UInt8](repeating: 0, count: 15) + [1]))),
                 ])

@@ -39,6 +39,21 @@ struct PhoneTextTests {
         #expect(samsung.tokenServiceProvider == "VISA" && samsung.cardType == "CREDIT")
         #expect(try SamsungPayPayload(provisionPayload: "p", lastDigits: "1234").lastDigits == "1234")
 
+        // The payload itself is an encrypted payload's text: base64 or a JWE passes as it came;
+        // a card number in the clear, controls, spaces, other scripts or an oversized one are
+        // the issuer's protocol error, never passed on (the upstream audit).
+        let jwe = "eyJhbGciOiJSU0EtT0FFUC0yNTYiLCJlbmMiOiJBMjU2R0NNIn0.OKOawDo13gRp2ojaHV7LFpZcgV7T6DVZKTyKOMTYUmKoTCVJRgckCL9kiMT03JGe"
+            + ".48V1_ALb6US04U3b.5eym8TW_c8SuK0ltJ3rpYIzOeDQz7TALvtu6UG9oMo4vpzs9tX_EFShS8iB7j6jiSdiwkIr3ajwQzaBtQD_A.XFBoMYUZodetZdvTiFvSkQ"
+        #expect(try SamsungPayPayload(provisionPayload: jwe).provisionPayload == jwe)
+        let base64 = Data((0..<3_000).map { UInt8($0 % 251) }).base64EncodedString()
+        #expect(try SamsungPayPayload(provisionPayload: base64).provisionPayload == base64)
+        for refused in ["PAN 4111111111111111 exp 12/30", "4111111111111111", "abc\u{1B}]0;x\u{07}", "a\u{202E}b", "ａｂｃ",
+                        String(repeating: "A", count: SamsungPayPayload.maxPayloadBytes + 1)] {
+            #expect(throws: GatewayError.self, "\(refused.prefix(40))") { try SamsungPayPayload(provisionPayload: refused) }
+        }
+        #expect(try SamsungPayPayload(provisionPayload: String(repeating: "A", count: SamsungPayPayload.maxPayloadBytes)).provisionPayload.count
+            == SamsungPayPayload.maxPayloadBytes)
+
         let google = try GooglePayPayload(opaquePaymentCard: Data([1]), displayName: "a\u{202E}b", lastDigits: "1234", network: "MASTERCARD")
         #expect(google.displayName == nil && google.network == "MASTERCARD" && google.lastDigits == "1234")
         // Digits other than ASCII's are not last digits (`Character.isNumber` had taken them).

@@ -22,6 +22,10 @@ enum UpstreamTransportError: Error, Sendable {
     case closedBeforeAnswer
     /// The answer's body is larger than `UpstreamHTTP.maxResponseBytes`.
     case answerTooLarge
+    /// `101 Switching Protocols`: after it SwiftNIO's decoder parses nothing more and keeps every
+    /// byte that follows, without a bound (an issuer streaming after a 101 took the gateway to
+    /// 1.9 GB in one per-try timeout; the upstream audit). No issuer's contract has one.
+    case switchedProtocols
     /// The URL is not `http` or `https` with a host.
     case unsupportedURL
     /// `shutdown()` was called.
@@ -389,17 +393,21 @@ final class UpstreamConnectionPool: Sendable {
 
     private func open(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
         let channel: any Channel
+        let handshake: EventLoopFuture<Void>?
         do {
-            channel = try await connect(target, deadline: deadline)
+            (channel, handshake) = try await connect(target, deadline: deadline)
         } catch {
             slotFreed(target)
             throw error
         }
         // From here the slot is the channel's, freed when it closes (at once if it already has).
         channel.closeFuture.whenComplete { [self] _ in closed(channel, target: target) }
-        if target.https {
+        if let handshake {
             do {
-                try await channel.pipeline.handler(type: TLSHandshakeWaiter.self).flatMap(\.handshake).get()
+                // The waiter's own future, kept from the channel's set-up: looked up in the
+                // pipeline, it was gone when a refused handshake had already closed the channel,
+                // and the reason (CERTIFICATE_VERIFY_FAILED) with it.
+                try await handshake.get()
             } catch {
                 channel.close(promise: nil)
                 throw UpstreamTransportError.connect(error)
@@ -408,7 +416,8 @@ final class UpstreamConnectionPool: Sendable {
         return channel
     }
 
-    private func connect(_ target: Target, deadline: NIODeadline) async throws -> any Channel {
+    /// The connected channel, and for HTTPS its handshake's outcome.
+    private func connect(_ target: Target, deadline: NIODeadline) async throws -> (any Channel, EventLoopFuture<Void>?) {
         let sslContext: NIOSSLContext?
         if target.https {
             guard let tls else { throw UpstreamTransportError.connect(tlsError ?? UpstreamTransportError.unsupportedURL) }
@@ -420,6 +429,7 @@ final class UpstreamConnectionPool: Sendable {
         let serverName = (try? SocketAddress(ipAddress: target.host, port: 0)) == nil ? target.host : nil
         let timeout = min(connectTimeout, deadline - NIODeadline.now())
         guard timeout > .zero else { throw UpstreamTransportError.waitedTooLong }
+        let handshake = NIOLockedValueBox<EventLoopFuture<Void>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -428,7 +438,9 @@ final class UpstreamConnectionPool: Sendable {
                     let sync = channel.pipeline.syncOperations
                     if let sslContext {
                         try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                        try sync.addHandler(TLSHandshakeWaiter(promise: channel.eventLoop.makePromise()))
+                        let waiter = TLSHandshakeWaiter(promise: channel.eventLoop.makePromise())
+                        handshake.withLockedValue { $0 = waiter.handshake }
+                        try sync.addHandler(waiter)
                     }
                     try sync.addHTTPClientHandlers()
                     try sync.addHandler(UpstreamExchangeHandler(pool: self, target: target))
@@ -438,7 +450,8 @@ final class UpstreamConnectionPool: Sendable {
                 }
             }
         do {
-            return try await bootstrap.connect(host: target.host, port: target.port).get()
+            let channel = try await bootstrap.connect(host: target.host, port: target.port).get()
+            return (channel, handshake.withLockedValue { $0 })
         } catch {
             throw UpstreamTransportError.connect(error)
         }
@@ -529,7 +542,11 @@ final class UpstreamExchangeHandler: ChannelDuplexHandler {
         guard var exchange = current else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
-            // 1xx answers (100 Continue) precede the real one.
+            // Never an answer to wait past: the connection is closed at once.
+            if head.status == .switchingProtocols {
+                return finish(context, .failure(UpstreamTransportError.switchedProtocols), reusable: false)
+            }
+            // Other 1xx answers (100 Continue) precede the real one.
             guard head.status.code >= 200 else { return }
             if let length = head.headers.first(name: "content-length").flatMap(Int.init), length > UpstreamHTTP.maxResponseBytes {
                 return finish(context, .failure(UpstreamTransportError.answerTooLarge), reusable: false)

@@ -220,6 +220,9 @@ public final class UpstreamHTTP: Sendable {
             return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
         case .answerTooLarge:
             return GatewayError(.upstreamProtocolError, "\(issuer) answered with an oversized body", condition: .malformed)
+        case .switchedProtocols:
+            return GatewayError(.upstreamProtocolError, "\(issuer) answered 101 Switching Protocols, which no issuer's API does",
+                                condition: .malformed)
         case .unsupportedURL:
             return GatewayError(.upstreamUnavailable, "\(issuer)'s URL is not http or https with a host", condition: .connectFailed)
         case .shutDown:
@@ -242,8 +245,36 @@ public final class UpstreamHTTP: Sendable {
 
     /// A TLS failure, with its reason (which ops need and which names no secret), or nil.
     private static func tlsFailure(_ error: any Error, issuer: IssuerID, condition: UpstreamCondition) -> GatewayError? {
+        guard let reason = tlsReason(error) else { return nil }
+        return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(reason))", condition: condition)
+    }
+
+    /// What a TLS error says, in words safe to show a caller: the error's case and BoringSSL's
+    /// reason codes (`CERTIFICATE_VERIFY_FAILED`), never its whole printout, which carried the
+    /// library's source paths and internals to every tenant (the upstream audit). A certificate
+    /// for another host is said as one: it had been "could not connect".
+    static func tlsReason(_ error: any Error) -> String? {
+        if let error = error as? NIOSSLExtraError {
+            return error == .failedToValidateHostname ? "the certificate does not name the issuer's host" : caseName(error)
+        }
         guard error is NIOSSLError || error is BoringSSLError else { return nil }
-        return GatewayError(.upstreamUnavailable, "TLS with \(issuer) failed (\(String(describing: error).prefix(200)))", condition: condition)
+        let text = String(describing: error)
+        var codes: [String] = []
+        var rest = text[...]
+        while let marker = rest.range(of: "OPENSSL_internal:") {
+            let code = rest[marker.upperBound...].prefix { $0.isASCII && ($0.isUppercase || $0.isNumber || $0 == "_") }
+            if !code.isEmpty, !codes.contains(String(code)), codes.count < 4 { codes.append(String(code)) }
+            rest = rest[marker.upperBound...]
+        }
+        let name = caseName(error)
+        return codes.isEmpty ? name : "\(name): \(codes.joined(separator: ", "))"
+    }
+
+    /// An error's case name alone (`handshakeFailed`), without its associated values.
+    private static func caseName(_ error: any Error) -> String {
+        let head = String(describing: error).prefix { $0 != "(" && $0 != ":" && $0 != " " }
+        let plain = (head.split(separator: ".").last ?? "").prefix { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        return plain.isEmpty ? "\(type(of: error))" : String(plain)
     }
 
     /// The request may have been sent: a reset, a TLS failure after the handshake (TLS 1.3 servers

@@ -75,6 +75,8 @@ import Testing
         "NOT HTTP AT ALL\r\n\r\n",
         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
         "HTTP/1.1 200 OK\r\nBad\u{01}Header: x\r\nContent-Length: 2\r\n\r\n{}",
+        // After a 101 the decoder keeps every byte without a bound: refused at its head.
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + String(repeating: "\u{0}", count: 4_096),
     ])
     func anAnswerThatIsNotHTTPIsAProtocolError(raw: String) async throws {
         let error = try await ScriptedUpstream.with([.raw(raw)]) { server in
