@@ -59,6 +59,8 @@ final class PartyLease: Sendable {
     func grant() -> Bool { phase.compareExchange(expected: 0, desired: 1, ordering: .relaxed).exchanged }
     /// True once, for a granted lease: it no longer counts.
     func giveBack() -> Bool { phase.compareExchange(expected: 1, desired: 2, ordering: .relaxed).exchanged }
+    /// Granted and not given back yet (read without the lock: only to skip taking it).
+    var isOutstanding: Bool { phase.load(ordering: .relaxed) == 1 }
 }
 
 final class ExchangeCancellation: Sendable {
@@ -358,6 +360,8 @@ final class UpstreamConnectionPool: Sendable {
 
     /// The call holding `partyLease` is over: its party holds one connection fewer.
     func giveBack(_ partyLease: PartyLease, target: Target) {
+        // Most calls gave theirs back with their answer (`release`): no second trip to the lock.
+        guard partyLease.isOutstanding else { return }
         state.withLockedValue { state in state.hosts[target]?.giveBack(partyLease) }
     }
 

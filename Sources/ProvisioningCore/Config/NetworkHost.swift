@@ -1,9 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Host names and addresses the gateway treats as this machine: traffic to them never leaves it,
 /// so it may go without TLS.
