@@ -696,8 +696,8 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
-        -> ArchivedEventCounts
+    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
+                                     record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
     {
         let cutoff = StoreRows.milliseconds(before)
         return try await bounded(shielded: true) { [self] in
@@ -711,7 +711,7 @@ public final class PostgresGatewayStore: GatewayStore {
                     "DELETE FROM security_events WHERE at < \(cutoff) AND id = ANY(\(security)) RETURNING id", logger: self.logger).decode(Int64.self) {
                     counts.security += 1
                 }
-                try await self.insert(event, on: connection)
+                try await self.insert(record(counts), on: connection)
                 return counts
             }
         }

@@ -651,8 +651,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
-        -> ArchivedEventCounts
+    public func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
+                                     record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
     {
         let cutoff = StoreRows.milliseconds(before)
         return try await writeAlone { db in
@@ -668,7 +668,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 return deleted
             }
             let counts = ArchivedEventCounts(audit: try delete("audit_events", audit), security: try delete("security_events", security))
-            try Self.insert(event, db)
+            try Self.insert(record(counts), db)
             return counts
         }
     }

@@ -129,10 +129,11 @@ public protocol GatewayStore: CardRegistry {
     /// read by `securityEvents(_:)` with `after`.
     func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent]
     /// Deletes the audit and security events of these ids that were recorded before `before` (an
-    /// id whose event is newer is left alone), with `event` (kind `events_archived`) in the same
-    /// transaction: no event goes without a record that it went. How many of each it deleted.
-    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
-        -> ArchivedEventCounts
+    /// id whose event is newer is left alone), with the event `record` makes of how many of each
+    /// it deleted (kind `events_archived`) in the same transaction: no event goes without a
+    /// record that it went, and the record says what went. How many of each it deleted.
+    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
+                              record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
 
     /// Claims `key` for this request. The claim keeps `abandonAt`, the time from which, still
     /// unfinished, it belonged to a request that died (a crash, a killed instance) and is

@@ -24,8 +24,9 @@ public struct SecurityEvent: Sendable, Equatable {
         /// refused (`config_reload_failed`, with `problems`): by an admin client or a signal.
         case configReloaded = "config_reloaded"
         case configReloadFailed = "config_reload_failed"
-        /// `store archive` moved events recorded before a time to a file and deleted them from the
-        /// store (`before`, `audit_events`, `security_events`, `file`, `file_sha256` in the detail).
+        /// `store archive` moved a page of events recorded before a time to a file and deleted
+        /// them from the store (`before`, `table`, `written`, `deleted`, `first_id`, `last_id`,
+        /// `file`, `file_sha256` in the detail), in the deletion's transaction.
         case eventsArchived = "events_archived"
     }
 

@@ -147,10 +147,10 @@ final class LostAcknowledgementStore: GatewayStore {
     }
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
     func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] { try await inner.auditEvents(after: after, limit: limit) }
-    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date, event: SecurityEvent) async throws
-        -> ArchivedEventCounts
+    func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
+                              record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
     {
-        try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, event: event)
+        try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, record: record)
     }
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
                              abandonAt: Date) async throws -> IdempotencyClaim

@@ -300,7 +300,6 @@ import Yams
         #expect(codes.map { GatewayError.Code(rawValue: $0)?.httpStatus } == [415])
     }
 
-    /// The spec's accepted issuer-reference field names are exactly those the issuer kinds name.
     /// The admin audit's `kind` filter lists every kind of security event the gateway writes, so
     /// a new kind (`events_archived`) is one a client can ask for.
     @Test func theAuditKindFilterListsEveryKind() throws {
@@ -313,6 +312,7 @@ import Yams
         #expect(listed.count == SecurityEvent.Kind.allCases.count)
     }
 
+    /// The spec's accepted issuer-reference field names are exactly those the issuer kinds name.
     @Test func referenceFieldNamesAreTheIssuerKindsOwn() {
         let names = (Self.property("CardRegistration", "issuer_reference")["propertyNames"] as? [String: Any])?["enum"] as? [String] ?? []
         #expect(Set(names) == CardRegistration.referenceFields)

@@ -116,6 +116,19 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    @Test func anArchiveDeletionWithoutItsRecordDeletesNothing() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.anArchiveDeletionWithoutItsRecordDeletesNothing(
+                store, sql: sql,
+                refuseRecord: """
+                    CREATE FUNCTION refuse_record() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'record refused'; END $$;
+                    CREATE TRIGGER refuse_record BEFORE INSERT ON security_events FOR EACH ROW
+                        WHEN (NEW.kind = 'events_archived') EXECUTE FUNCTION refuse_record();
+                    """,
+                allowRecord: "DROP TRIGGER refuse_record ON security_events")
+        }
+    }
+
     @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.anAnswerAndItsEventsCommitTogetherOrNotAtAll(

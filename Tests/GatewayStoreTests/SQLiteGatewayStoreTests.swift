@@ -156,6 +156,19 @@ import Testing
         return { sql in try await DatabaseQueue(path: path).write { db in try db.execute(sql: sql) } }
     }
 
+    /// An archive page's deletion and its `events_archived` record: both or neither.
+    @Test func anArchiveDeletionWithoutItsRecordDeletesNothing() async throws {
+        try await withStore { store in
+            try await StoreConformance.anArchiveDeletionWithoutItsRecordDeletesNothing(
+                store, sql: Self.sql(store),
+                refuseRecord: """
+                    CREATE TRIGGER refuse_record BEFORE INSERT ON security_events WHEN NEW.kind = 'events_archived'
+                    BEGIN SELECT RAISE(ABORT, 'record refused'); END
+                    """,
+                allowRecord: "DROP TRIGGER refuse_record")
+        }
+    }
+
     /// A keyed request's answer and its success event are one commit: both kept or neither, and
     /// one WAL sync rather than two.
     @Test func anAnswerAndItsAuditEventsCommitTogetherOrNotAtAll() async throws {

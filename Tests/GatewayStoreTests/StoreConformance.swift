@@ -535,16 +535,20 @@ enum StoreConformance {
 
         // The recent event's id given too: it is left, being newer than the cutoff.
         let recentID = rest[0].id
-        let record = SecurityEvent(at: instant(102), kind: .eventsArchived, actor: "cli:ops", detail: ["file": "a.jsonl"])
+        let record = { @Sendable (deleted: ArchivedEventCounts) in
+            SecurityEvent(at: instant(102), kind: .eventsArchived, actor: "cli:ops",
+                          detail: ["file": "a.jsonl", "deleted": "\(deleted.audit)+\(deleted.security)"])
+        }
         let counts = try await store.deleteArchivedEvents(audit: first.map(\.id) + second.map(\.id) + [recentID],
-                                                          security: security.map(\.id), recordedBefore: cutoff, event: record)
+                                                          security: security.map(\.id), recordedBefore: cutoff, record: record)
         #expect(counts == ArchivedEventCounts(audit: 2, security: 1))
         #expect(try await store.auditEvents("prv_old1").isEmpty)
         #expect(try await store.auditEvents("prv_old2").isEmpty)
         #expect(try await store.auditEvents("prv_new") == [recent])
         let left = try await store.securityEvents(SecurityEventQuery())
         #expect(left.map(\.kind) == [.authFailed, .eventsArchived] && left.first?.source == "10.0.0.2")
-        #expect(left.last?.detail == ["file": "a.jsonl"])
+        // The record says what its transaction deleted.
+        #expect(left.last?.detail == ["file": "a.jsonl", "deleted": "2+1"])
         #expect(try await store.auditEvents(after: 0, limit: 10).map(\.event) == [recent])
 
         // Ids only grow: an event written after the archive never takes an archived one's id,
@@ -554,6 +558,30 @@ enum StoreConformance {
         #expect(ids.count == 2 && ids.last! > second[0].id && ids.last! > recentID)
         try await store.appendSecurityEvent(newFailure)
         #expect(try await store.securityEvents(SecurityEventQuery()).map(\.id).allSatisfy { $0 > security[0].id })
+    }
+
+    /// An archive page whose `events_archived` record cannot be written deletes nothing: the
+    /// deletion and its record are one transaction. `refuseRecord` makes inserting that event
+    /// fail (a trigger), `allowRecord` undoes it.
+    static func anArchiveDeletionWithoutItsRecordDeletesNothing(
+        _ store: any GatewayStore, sql: RawSQL, refuseRecord: String, allowRecord: String
+    ) async throws {
+        try await store.migrate()
+        try await store.appendAudit(success("prv_kept", at: instant(1)))
+        try await store.appendSecurityEvent(SecurityEvent(at: instant(2), kind: .authFailed, actor: "anonymous", source: "10.0.0.9"))
+        let audit = try await store.auditEvents(after: 0, limit: 10).map(\.id)
+        let security = try await store.securityEvents(SecurityEventQuery()).map(\.id)
+        let record = { @Sendable (_: ArchivedEventCounts) in SecurityEvent(at: instant(3), kind: .eventsArchived, actor: "cli:ops") }
+        try await sql(refuseRecord)
+        await #expect(throws: (any Error).self) {
+            try await store.deleteArchivedEvents(audit: audit, security: security, recordedBefore: instant(50), record: record)
+        }
+        #expect(try await store.auditEvents("prv_kept").count == 1)
+        #expect(try await store.securityEvents(SecurityEventQuery()).map(\.kind) == [.authFailed])
+        try await sql(allowRecord)
+        #expect(try await store.deleteArchivedEvents(audit: audit, security: security, recordedBefore: instant(50), record: record)
+            == ArchivedEventCounts(audit: 1, security: 1))
+        #expect(try await store.securityEvents(SecurityEventQuery()).map(\.kind) == [.eventsArchived])
     }
 
     /// A Bridge-shaped card whose reference is its own unless `ref` says otherwise.

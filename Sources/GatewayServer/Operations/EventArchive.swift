@@ -15,10 +15,11 @@ import Darwin
 ///
 /// A page at a time (audit events, then security events): the page's lines are written and synced
 /// to the file (`fsync`) before the page is deleted, and its deletion writes an `events_archived`
-/// security event in the same transaction, naming the file, the page's ids and the file's SHA-256
-/// so far. A crash or a failure therefore leaves every row in the store, in the file, or in both
-/// (a later run archives the rest again, to another file; each line names its table and id, so a
-/// row in two files is told as one), never in neither.
+/// security event in the same transaction, naming the file, the page's first and last id, how
+/// many lines it wrote and rows it deleted, and the file's SHA-256 so far. A crash or a failure
+/// therefore leaves every row in the store, in the file, or in both (a later run archives the
+/// rest again, to another file; each line names its table and id, so a row in two files is told
+/// as one), never in neither.
 public enum EventArchive {
     /// Rows per page (each page one synced write of the file and one transaction).
     public static let defaultPageSize = 1_000
@@ -45,8 +46,22 @@ public enum EventArchive {
         return try? Date(text, strategy: Date.ISO8601FormatStyle())
     }
 
+    /// A time to the millisecond, as the stores keep it.
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    /// `2025-11-01T12:00:00.123Z`, from the whole milliseconds: the whole seconds formatted, the
+    /// milliseconds written as digits (Foundation's fractional seconds truncate a binary
+    /// fraction, and wrote about half of all times 1 ms early: the review).
     static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        timestamp(milliseconds: milliseconds(date))
+    }
+
+    static func timestamp(milliseconds: Int64) -> String {
+        let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
+        let (wholeSeconds, ms) = fraction < 0 ? (seconds - 1, fraction + 1000) : (seconds, fraction)
+        let text = Date(timeIntervalSince1970: TimeInterval(wholeSeconds)).formatted(Date.ISO8601FormatStyle())
+        let digits = String(ms)
+        return String(text.dropLast()) + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
     /// One line of the file: an audit event, with the id its store gave it.
@@ -55,6 +70,7 @@ public enum EventArchive {
         let id: Int64
         let provisioningID: String
         let at: String
+        let atMS: Int64
         let client: String
         let cardID: String
         let operation: String
@@ -72,7 +88,8 @@ public enum EventArchive {
             let event = stored.event
             id = stored.id
             provisioningID = event.provisioningID.rawValue
-            at = EventArchive.timestamp(event.at)
+            atMS = EventArchive.milliseconds(event.at)
+            at = EventArchive.timestamp(milliseconds: atMS)
             client = event.client.rawValue
             cardID = event.cardID.rawValue
             operation = event.operation.rawValue
@@ -88,7 +105,7 @@ public enum EventArchive {
         }
 
         enum CodingKeys: String, CodingKey {
-            case table, id, at, client = "client_id", operation, issuer, endpoint, attempt, outcome
+            case table, id, at, atMS = "at_ms", client = "client_id", operation, issuer, endpoint, attempt, outcome
             case provisioningID = "provisioning_id", cardID = "card_id", deviceType = "device_type", tokenID = "token_id"
             case errorCode = "error_code", upstreamStatus = "upstream_status", latencyMS = "latency_ms"
         }
@@ -99,6 +116,7 @@ public enum EventArchive {
         let table = "security_events"
         let id: Int64
         let at: String
+        let atMS: Int64
         let kind: String
         let actor: String
         let source: String?
@@ -107,7 +125,8 @@ public enum EventArchive {
 
         init(_ event: SecurityEvent) {
             id = event.id
-            at = EventArchive.timestamp(event.at)
+            atMS = EventArchive.milliseconds(event.at)
+            at = EventArchive.timestamp(milliseconds: atMS)
             kind = event.kind.rawValue
             actor = event.actor
             source = event.source
@@ -116,7 +135,7 @@ public enum EventArchive {
         }
 
         enum CodingKeys: String, CodingKey {
-            case table, id, at, kind, actor, source, detail, cardID = "card_id"
+            case table, id, at, atMS = "at_ms", kind, actor, source, detail, cardID = "card_id"
         }
     }
 
@@ -135,22 +154,27 @@ public enum EventArchive {
                     ? "\(path) already exists: archive to a new file (an archive is never written over); nothing archived"
                     : "cannot make \(path): \(reason); nothing archived")
             }
-            self.descriptor = descriptor
-            // The new name must survive a power loss as surely as the lines in it.
+            // The new name must survive a power loss as surely as the lines in it: a directory
+            // that cannot be synced stops the run before anything is deleted, and the new,
+            // empty file goes (closed here once: `deinit` does not run for a failed `init`).
             let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
             let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if directoryDescriptor >= 0 {
-                defer { close(directoryDescriptor) }
-                if fsync(directoryDescriptor) != 0 {
-                    close(descriptor)
-                    throw ArchiveProblem("cannot sync the directory of \(path): \(String(cString: strerror(errno))); nothing archived")
-                }
+            let synced = directoryDescriptor >= 0 && fsync(directoryDescriptor) == 0
+            let reason = String(cString: strerror(errno))
+            if directoryDescriptor >= 0 { close(directoryDescriptor) }
+            guard synced else {
+                close(descriptor)
+                unlink(path)
+                throw ArchiveProblem("cannot sync the directory of \(path): \(reason); nothing archived")
             }
+            self.descriptor = descriptor
         }
 
         deinit { close(descriptor) }
 
-        /// Appends `data` and syncs it to the disk; throws unless every byte is there.
+        /// Appends `data` and syncs it to the disk; throws unless every byte is there, and then
+        /// cuts the file back to what was synced before, so that it ends with a whole line and
+        /// matches the SHA-256 its last `events_archived` event names.
         func appendSynced(_ data: Data) throws(ArchiveProblem) {
             var failure: String?
             data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
@@ -165,8 +189,12 @@ public enum EventArchive {
                     offset += written
                 }
             }
-            if let failure { throw ArchiveProblem("cannot write the archive: \(failure)") }
-            guard fsync(descriptor) == 0 else { throw ArchiveProblem("cannot sync the archive: \(String(cString: strerror(errno)))") }
+            if failure == nil, fsync(descriptor) != 0 { failure = "cannot sync it: " + String(cString: strerror(errno)) }
+            if let failure {
+                _ = ftruncate(descriptor, off_t(bytes))
+                _ = fsync(descriptor)
+                throw ArchiveProblem("cannot write the archive (\(failure))")
+            }
             hash.update(data: data)
             bytes += data.count
         }
@@ -196,9 +224,14 @@ public enum EventArchive {
     }
 
     /// Moves the rows recorded before `before` into `file`. See the type's comment.
-    static func run(store: any GatewayStore, before: Date, file: String, actor: String, pageSize: Int, now: @escaping @Sendable () -> Date)
-        async throws -> ToolOutcome
+    static func run(store: any GatewayStore, before requested: Date, file: String, actor: String, pageSize: Int,
+                    now: @escaping @Sendable () -> Date) async throws -> ToolOutcome
     {
+        // One cutoff, in whole milliseconds as the stores keep times, for the pages here and the
+        // deletions there alike.
+        let beforeMS = milliseconds(requested)
+        let before = Date(timeIntervalSince1970: TimeInterval(beforeMS) / 1000)
+        let scanEndMS = beforeMS + Int64(scanSlack * 1000)
         let output: ArchiveFile
         do {
             output = try ArchiveFile(path: file)
@@ -208,6 +241,10 @@ public enum EventArchive {
         let encoder = encoder()
         var totals = Totals()
         let name = String(URL(fileURLWithPath: file).lastPathComponent.prefix(128))
+        /// Said with every failure: a file holds events that may be nowhere else.
+        func kept() -> String {
+            "keep \(file) (\(output.bytes) bytes, sha256 \(output.sha256)): its lines may be the only copy of their events"
+        }
 
         func page(_ table: String, ids: [Int64], lines: [Data]) async throws {
             var text = Data()
@@ -218,21 +255,28 @@ public enum EventArchive {
             do {
                 try output.appendSynced(text)
             } catch {
-                throw ArchiveProblem("\(error): stopped after \(totals.audit + totals.security) events, whose lines are in \(file); "
-                    + "this page's events are still in the store")
+                throw ArchiveProblem("\(error): stopped after deleting \(totals.audit + totals.security) events; this page's events "
+                    + "are still in the store; \(kept())")
             }
-            let event = SecurityEvent(at: now(), kind: .eventsArchived, actor: actor, detail: [
-                "before": timestamp(before), "table": table, "count": "\(ids.count)", "first_id": "\(ids.first ?? 0)",
-                "last_id": "\(ids.last ?? 0)", "file": name, "file_sha256": output.sha256,
-            ])
+            let stamp = now(), sha256 = output.sha256, written = ids.count
+            let record = { @Sendable (deleted: ArchivedEventCounts) in
+                SecurityEvent(at: stamp, kind: .eventsArchived, actor: actor, detail: [
+                    "before": timestamp(milliseconds: beforeMS), "table": table, "written": "\(written)",
+                    "deleted": "\(deleted.audit + deleted.security)", "first_id": "\(ids.first ?? 0)", "last_id": "\(ids.last ?? 0)",
+                    "file": name, "file_sha256": sha256,
+                ])
+            }
             let deleted: ArchivedEventCounts
             do {
                 deleted = try await store.deleteArchivedEvents(audit: table == "audit_events" ? ids : [],
                                                                security: table == "security_events" ? ids : [],
-                                                               recordedBefore: before, event: event)
+                                                               recordedBefore: before, record: record)
             } catch {
-                throw ArchiveProblem("the store did not delete the last page (\(error)): stopped after \(totals.audit + totals.security) "
-                    + "events; its \(ids.count) events are in \(file) and still in the store, where the next run archives them again")
+                // A store that did not answer in time (PostgreSQL's operation timeout) may still
+                // commit the deletion: the page may be gone from the store, or not.
+                throw ArchiveProblem("the store did not confirm the last page's deletion (\(error)): stopped after deleting "
+                    + "\(totals.audit + totals.security) events; the last page's \(ids.count) events are in the file and may or may not "
+                    + "still be in the store (a later run, to a new file, archives what is left); \(kept())")
             }
             totals.audit += deleted.audit
             totals.security += deleted.security
@@ -247,8 +291,8 @@ public enum EventArchive {
             var after: Int64 = 0
             while true {
                 let events = try await store.auditEvents(after: after, limit: pageSize)
-                let read = events.prefix { $0.event.at < before.addingTimeInterval(scanSlack) }
-                let old = read.filter { $0.event.at < before }
+                let read = events.prefix { milliseconds($0.event.at) < scanEndMS }
+                let old = read.filter { milliseconds($0.event.at) < beforeMS }
                 if !old.isEmpty {
                     try await page("audit_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(AuditLine($0)) })
                 }
@@ -258,8 +302,8 @@ public enum EventArchive {
             after = 0
             while true {
                 let events = try await store.securityEvents(SecurityEventQuery(after: after, limit: pageSize))
-                let read = events.prefix { $0.at < before.addingTimeInterval(scanSlack) }
-                let old = read.filter { $0.at < before }
+                let read = events.prefix { milliseconds($0.at) < scanEndMS }
+                let old = read.filter { milliseconds($0.at) < beforeMS }
                 if !old.isEmpty {
                     try await page("security_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(SecurityLine($0)) })
                 }
@@ -270,18 +314,19 @@ public enum EventArchive {
             return .failed(problem.description)
         } catch {
             // A read of the next page failed: what went before is in the file and gone from the store.
-            return .failed("the store failed (\(error)): stopped after \(totals.audit + totals.security) events, which are in \(file) "
-                + "and gone from the store; run again, to a new file, for the rest")
+            return .failed("the store failed (\(error)): stopped after deleting \(totals.audit + totals.security) events, which are in "
+                + "the file; run again, to a new file, for the rest; \(kept())")
         }
         if totals.pages == 0 {
             unlink(file)
-            return .ok("no event recorded before \(timestamp(before)) was found (each table is read up to its first event recorded a day "
-                + "after that): nothing archived, no file written")
+            return .ok("no event recorded before \(timestamp(milliseconds: beforeMS)) was found (each table is read up to its first "
+                + "event recorded a day after that): nothing archived, no file written")
         }
         let meanwhile = totals.goneMeanwhile == 0 ? ""
             : "; \(totals.goneMeanwhile) of the lines' events were already gone from the store (another archive run took them too)"
-        return .ok("archived \(totals.audit) audit events and \(totals.security) security events recorded before \(timestamp(before)) "
-            + "to \(file) (\(output.bytes) bytes, sha256 \(output.sha256)), and deleted them from the store\(meanwhile)")
+        return .ok("archived \(totals.audit) audit events and \(totals.security) security events recorded before "
+            + "\(timestamp(milliseconds: beforeMS)) to \(file) (\(output.bytes) bytes, sha256 \(output.sha256)), and deleted them from the "
+            + "store\(meanwhile)")
     }
 }
 

@@ -251,6 +251,12 @@ final class UpstreamConnectionPool: Sendable {
         }
     }
 
+    /// Leases counted against parties now, over all hosts: zero once every call has ended
+    /// (tests check that no path keeps one).
+    var leasesHeld: Int {
+        state.withLockedValue { state in state.hosts.values.reduce(0) { $0 + $1.held.values.reduce(0, +) } }
+    }
+
     /// Closes the idle connections and fails the calls waiting for one; calls made afterwards fail at once.
     func shutdown() async {
         let (idle, waiters) = state.withLockedValue { state -> ([any Channel], [Waiter]) in

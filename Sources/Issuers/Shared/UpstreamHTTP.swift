@@ -88,6 +88,8 @@ public final class UpstreamHTTP: Sendable {
     }
 
     public var connections: ConnectionCounts { pool.counts }
+    /// Connections counted against the clients that hold them (`UpstreamConnectionPool.leasesHeld`).
+    var leasesHeld: Int { pool.leasesHeld }
 
     public func shutdown() async throws {
         await pool.shutdown()

@@ -48,11 +48,12 @@ public struct GatewayConfig: Sendable, Codable {
     /// `serve`'s start as warnings (nothing is refused).
     public var advisories: [String] {
         var advice: [String] = []
-        if let timeout = server.shutdownTimeoutMS, timeout < longestDeadlineMS {
-            advice.append("server.shutdown_timeout_ms (\(timeout)) is shorter than the longest deadline (\(longestDeadlineMS) ms): a request "
-                + "still at its issuer when a shutdown's time is up is cut off, recorded as upstream_unavailable though the issuer may "
-                + "have acted, and its Idempotency-Key answers idempotency_outcome_unknown; leave it unset for the longest deadline + "
-                + "\(Self.shutdownMargin.components.seconds) s")
+        let margin = Int(Self.shutdownMargin.components.seconds) * 1000
+        if let timeout = server.shutdownTimeoutMS, timeout < longestDeadlineMS + margin {
+            advice.append("server.shutdown_timeout_ms (\(timeout)) is shorter than the longest deadline + \(margin / 1000) s "
+                + "(\(longestDeadlineMS + margin) ms): a request accepted as a shutdown begins may be cut off at its issuer or before its "
+                + "last writes, recorded as upstream_unavailable though the issuer may have acted, and its Idempotency-Key then answers "
+                + "idempotency_outcome_unknown; leave it unset for that default")
         }
         return advice
     }

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayTestSupport
-import Issuers
+@testable import Issuers
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -27,8 +27,15 @@ import Testing
             pool: ConnectionPoolConfig(maxPerHost: maxConnectionsPerHost, idleTimeoutMS: idleTimeoutMS), clock: clock)
     }
 
+    /// Runs `body`, then checks that every call it made gave back its hold on a connection
+    /// (whatever ended it: an answer, a timeout, a cancellation, a refused connection), so the
+    /// fair turns never count a connection a client no longer has.
     static func with<T: Sendable>(_ http: UpstreamHTTP, _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
-        try await withCleanup({ try await body(http) }, cleanup: { try await http.shutdown() })
+        try await withCleanup({
+            let value = try await body(http)
+            #expect(await eventually { http.leasesHeld == 0 }, "a call kept its hold on a connection: \(http.leasesHeld)")
+            return value
+        }, cleanup: { try await http.shutdown() })
     }
 
     static func get(_ http: UpstreamHTTP, _ url: URL) async throws -> UpstreamHTTP.Response {
