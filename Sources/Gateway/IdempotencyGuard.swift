@@ -67,17 +67,40 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
+    /// What a request under a key asked for, put on the trail when the key refuses it: the
+    /// operation, and the card and token it named (ids the API already checked).
+    public struct Asked: Sendable {
+        public var operation: AuditOperation
+        public var cardID: CardID?
+        public var tokenID: String?
+        public init(_ operation: AuditOperation, cardID: CardID?, tokenID: String? = nil) {
+            self.operation = operation
+            self.cardID = cardID
+            self.tokenID = tokenID
+        }
+    }
+
     /// A repeat of the key refused (another request under it, or the first's outcome unknown) is
     /// on the trail of the provisioning the key ran as, before the refusal is answered: a
-    /// `replayed` event with the refusal's code, its card, operation and issuer copied from the
-    /// trail's first event (the key is the client's own, so the trail is too). Probing a key, or a
-    /// client retrying a lost request with a changed body, shows there. A trail without events
-    /// (its request died before its first) gets none; a write that fails is the caller's answer.
-    private func noteRefusedRepeat(_ provisioningID: ProvisioningID?, code: GatewayError.Code) async throws(GatewayError) {
+    /// `replayed` event with the refusal's code and what the repeat asked for (`asked`: its
+    /// operation, card and token; without it, the trail's first event's), naming no issuer, as
+    /// none was called (the key is the client's own, so the trail is too). Probing a key, or a
+    /// client retrying a lost request with a changed body, shows there with what it changed (the
+    /// token audit: a reuse for another token or action had been recorded as the first's). A
+    /// trail without events (its request died before its first) gets none; a write that fails is
+    /// the caller's answer.
+    private func noteRefusedRepeat(_ provisioningID: ProvisioningID?, code: GatewayError.Code, asked: Asked?) async throws(GatewayError) {
         guard let provisioningID else { return }
         do {
             // The first event alone: the trail grows with every replay of the key.
             guard var event = try await store.auditEvents(provisioningID, limit: 1).first else { return }
+            if let asked {
+                event.operation = asked.operation
+                event.cardID = asked.cardID ?? CardID("")
+                event.tokenID = asked.tokenID
+                event.deviceType = nil
+                event.issuer = nil
+            }
             event.at = wallTime()
             event.endpoint = nil
             event.attempt = 0
@@ -103,7 +126,7 @@ public struct IdempotencyGuard: Sendable {
     /// `operation` runs as the provisioning id it is given, which the key's claim keeps: a claim
     /// found abandoned later names it (`idempotency_outcome_unknown` with `provisioning_id`).
     public func run<Fresh: Sendable>(
-        client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String,
+        client: ClientID, key: String?, requestHash makeRequestHash: @autoclosure () -> String, asked: Asked? = nil,
         stored toStored: (Fresh) -> StoredResponse,
         _ operation: (ProvisioningID) async throws(GatewayError) -> Fresh
     ) async throws(GatewayError) -> Answer<Fresh> {
@@ -216,10 +239,10 @@ public struct IdempotencyGuard: Sendable {
                     throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened", cause: error)
                 }
             case .mismatch(let provisioningID):
-                try await noteRefusedRepeat(provisioningID, code: .idempotencyKeyReused)
+                try await noteRefusedRepeat(provisioningID, code: .idempotencyKeyReused, asked: asked)
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")
             case .abandoned(let provisioningID):
-                try await noteRefusedRepeat(provisioningID, code: .idempotencyOutcomeUnknown)
+                try await noteRefusedRepeat(provisioningID, code: .idempotencyOutcomeUnknown, asked: asked)
                 // The retry is pointed at the provisioning whose outcome is unknown: its audit
                 // trail (`GET /v1/provisionings/{id}`) says which issuer was called and how it ended.
                 throw provisioningID.map { Self.outcomeUnknown.with(provisioningID: $0) } ?? Self.outcomeUnknown

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Issuers
 import ProvisioningCore
+import Synchronization
 import Tracing
 import WalletCrypto
 
@@ -68,14 +69,17 @@ public struct ProvisioningService: Sendable {
     let everyClientProgram: Set<ProgramID>
     /// Deadlines and latencies are read from it.
     let clock: GatewayClock
+    /// The token transitions under way in this process: one at a time per token.
+    let transitions: TokenTransitionsUnderWay
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
         issuerPrograms: [IssuerID: Set<ProgramID>] = [:], everyClientProgram: Set<ProgramID> = [], clock: GatewayClock = .continuous,
-        tracer: any Tracer = NoOpTracer(), logger: Logger
+        tracer: any Tracer = NoOpTracer(), logger: Logger, transitions: TokenTransitionsUnderWay = TokenTransitionsUnderWay()
     ) {
+        self.transitions = transitions
         self.clock = clock
         self.activationIssuer = activationIssuer
         self.issuerPrograms = issuerPrograms
@@ -190,6 +194,17 @@ public struct ProvisioningService: Sendable {
             fallbackAllowed: false,
             logger: logger
         ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
+            // One transition of a token at a time, from its listing to the issuer's answer: two
+            // identical requests at once had both listed the token active and both suspended it,
+            // and a second deactivate went to a token the first had just deactivated (the token
+            // audit). Claimed here, after the card was found to be the caller's, so no other
+            // tenant can hold a token's claim.
+            let underWay = "\(connector.issuer.rawValue)\n\(tokenID)"
+            guard transitions.claim(underWay) else {
+                throw GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
+                    + "card's tokens for its outcome; nothing was sent").nothingActed()
+            }
+            defer { transitions.release(underWay) }
             // The list only reads: however it fails, no transition was sent, so the failure leaves no
             // outcome unknown (an Idempotency-Key is released, the attempt may be made again).
             let tokens: [WalletToken]
@@ -214,6 +229,7 @@ public struct ProvisioningService: Sendable {
     }
 
     /// Why a token in `status` cannot take `action`, or nil when it may.
+    /// (`TokenTransitionsUnderWay` keeps a second request from judging a state the first is changing.)
     static func stateConflict(_ status: WalletToken.Status, _ action: WalletTokenAction) -> String? {
         switch (status, action) {
         case (.deactivated, _): "a deactivated token is final"
@@ -616,4 +632,18 @@ public struct ProvisioningService: Sendable {
         guard let record else { throw .cardNotAmongClients(id) }
         return record
     }
+}
+
+/// The wallet token transitions under way in this process, by issuer and token id: a second
+/// transition of a token waits for nothing and is refused (409 `token_state_conflict`) while the
+/// first runs, from its listing to the issuer's answer. Per process: instances behind one balancer
+/// do not see each other's (an `Idempotency-Key` per change is what makes a client's retries safe
+/// across them).
+public final class TokenTransitionsUnderWay: Sendable {
+    private let held = Mutex<Set<String>>([])
+    public init() {}
+
+    /// True when nobody held `key`; it is now the caller's until `release`.
+    func claim(_ key: String) -> Bool { held.withLock { $0.insert(key).inserted } }
+    func release(_ key: String) { _ = held.withLock { $0.remove(key) } }
 }

@@ -89,6 +89,7 @@ struct APIHandler: APIProtocol {
         let request = try Self.decode(body)
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: body, operation: .applePay),
+            asked: .init(.applePay, cardID: cardID),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
         ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.ApplePayProvisioningResponse in
             let result = try await service.provisionApplePay(cardID: cardID, request: request, client: client, provisioningID: provisioningID, logger: RequestScope.logger)
@@ -113,6 +114,7 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: cardID, body: body, operation: .googlePay),
+            asked: .init(.googlePay, cardID: cardID),
             stored: { (answer: Components.Schemas.GooglePayProvisioningResponse) in
                 // The stored copy for replays leaves out the cardholder's name and address: they are
                 // personal data the store should not keep in clear (the app can push tokenize without them).
@@ -149,6 +151,7 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: cardID, body: body, operation: .samsungPay),
+            asked: .init(.samsungPay, cardID: cardID),
             stored: { (answer: Components.Schemas.SamsungPayProvisioningResponse) in
                 // As for Google Pay, the replayed copy leaves out the cardholder's name.
                 var stored = answer
@@ -206,6 +209,8 @@ struct APIHandler: APIProtocol {
         let operation = AuditOperation(action)
         let outcome = try await idempotency.run(
             client: client.id, key: idempotencyKey, requestHash: Self.requestHash(cardID: cardID, body: ["token_id": tokenID], operation: operation),
+            // The token id only once it passed its rule (the service checks it in the run).
+            asked: .init(operation, cardID: cardID, tokenID: WalletToken.isTokenID(tokenID) ? tokenID : nil),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
         ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.WalletTokenTransition in
             // The service checks the token id before anything else.
@@ -230,6 +235,7 @@ struct APIHandler: APIProtocol {
         let outcome = try await idempotency.run(
             client: client.id, key: input.headers.idempotencyKey,
             requestHash: Self.requestHash(cardID: cardID ?? CardID(""), body: body, operation: .tokenActivation),
+            asked: .init(.tokenActivation, cardID: cardID, tokenID: request.tokenUniqueReference),
             stored: { StoredResponse(status: 200, body: Self.encode($0)) }
         ) { (provisioningID: ProvisioningID) async throws(GatewayError) -> Components.Schemas.TokenActivationResponse in
             let activation = try await service.activateToken(request, cardID: cardID, client: client, provisioningID: provisioningID, logger: RequestScope.logger)

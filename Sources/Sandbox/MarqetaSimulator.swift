@@ -321,9 +321,18 @@ public actor MarqetaTokens {
     public func list(cardToken: String) -> [Token] {
         if let tokens = byCard[cardToken] { return tokens }
         let created = MarqetaSimulator.timestamp()
+        // Ids unique over every card, as Marqeta's are: cards whose tokens share their first 24
+        // characters had got the same ids, and a transition changed the first card's (the token audit).
+        let taken = Set(byCard.values.flatMap { $0.map(\.token) })
         let tokens = [("APPLE_PAY", "MOBILE_PHONE"), ("GOOGLE_PAY", "WATCH")].enumerated().map { index, kind in
-            Token(token: "dwt-\(index + 1)-\(cardToken.prefix(24))", cardToken: cardToken, state: "ACTIVE", deviceType: kind.1,
-                  requestor: kind.0, reference: "DM4MMC\(String(format: "%010d", index + 1))", created: created)
+            var id = "dwt-\(index + 1)-\(cardToken.prefix(24))"
+            var salt = 0
+            while taken.contains(id) {
+                salt += 1
+                id = "dwt-\(index + 1)-\(cardToken.prefix(20))-x\(salt)"
+            }
+            return Token(token: id, cardToken: cardToken, state: "ACTIVE", deviceType: kind.1,
+                         requestor: kind.0, reference: "DM4MMC\(String(format: "%010d", index + 1))", created: created)
         }
         byCard[cardToken] = tokens
         return tokens

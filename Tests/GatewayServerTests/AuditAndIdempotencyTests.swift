@@ -75,7 +75,7 @@ import Testing
             #expect(events.first?["outcome"] as? String == "succeeded")
             #expect(events.first?["attempt"] as? Int == 1)
             #expect(audit.json["truncated"] as? Bool == true)
-            // A refused repeat is still noted, from the first event.
+            // A refused repeat is still noted (the first event alone read), as what it asked for.
             var other = try GatewayHarness.requestBody()
             other.append(contentsOf: Array(" ".utf8))
             let refused = try await Self.provision(client, card: "card_tmp_demo", body: other, idempotencyKey: key)
@@ -83,7 +83,7 @@ import Testing
             let all = try await store.auditEvents(ProvisioningID(id))
             #expect(all.count == 1_002)
             #expect(all.last?.errorCode == .idempotencyKeyReused)
-            #expect(all.last?.cardID == "card_bridge_demo")
+            #expect(all.last?.cardID == "card_tmp_demo" && all.last?.issuer == nil)
             // A trail of fewer events says nothing of truncation.
             let short = try await GatewayHarness.provision(client, card: "card_tmp_demo", body: try GatewayHarness.requestBody())
             let shortID = try #require(short.json["provisioning_id"] as? String)
@@ -228,12 +228,14 @@ import Testing
             #expect(await sandbox.bridge.log.count == 1)
             #expect(await sandbox.tmp.log.count == 0)
             // Each refused repeat is on the trail of the provisioning the key ran as: a `replayed`
-            // event with the refusal's code, after what was there.
+            // event with the refusal's code and the card it asked for, naming no issuer (none was
+            // called), after what was there.
             let after = try await ResilienceTests.events(client, served)
             #expect(after.count == before.count + 2, "\(after)")
             let refusals = after.suffix(2)
             #expect(refusals.allSatisfy { $0["outcome"] as? String == "replayed" && $0["error_code"] as? String == "idempotency_key_reused" })
-            #expect(refusals.allSatisfy { $0["card_id"] as? String == "card_bridge_demo" && $0["endpoint"] == nil && $0["attempt"] as? Int == 0 })
+            #expect(refusals.map { $0["card_id"] as? String } == ["card_bridge_demo", "card_tmp_demo"])
+            #expect(refusals.allSatisfy { $0["issuer"] == nil && $0["endpoint"] == nil && $0["attempt"] as? Int == 0 })
         }
     }
 

@@ -93,6 +93,36 @@ import Testing
 
     /// UPSTREAMS.md, Lithic: Samsung Pay's `provisioning_payload` is a STRING; `pause`, `unpause`
     /// and `deactivate` are asynchronous (a success means the request reached the network).
+    /// Two identical transitions at once: one goes to the issuer, the other is refused with 409
+    /// `token_state_conflict` while the first runs, nothing sent (the token audit: both had
+    /// listed the token active and both suspended it; a second deactivate reached a terminated token).
+    @Test func twoTransitionsOfOneTokenAtOnceSendOne() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            // The first listing is slowed (1.5 s); the second request goes on a connection of its
+            // own 0.2 s later, well inside it, so without the claim both would list the token
+            // active before either sent. Which of the two is first does not matter.
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(1_500)))
+            let simulator = try #require(sandbox.instance(issuer: "marqeta"))
+            let before = await simulator.log.count
+            async let first = WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "deactivate")
+            let second = try await GatewayClient.with(port: client.port) { other in
+                try await Task.sleep(for: .milliseconds(200))
+                return try await WalletTokenAPITests.transition(other, card: "card_marqeta_demo", token: id, "deactivate")
+            }
+            let answers = [try await first, second].sorted { $0.status.code < $1.status.code }
+            #expect(answers.map(\.status.code) == [200, 409])
+            #expect((answers.last?.json["detail"] as? String)?.contains("another request is changing this token") == true,
+                    "\(String(buffer: answers.last?.body ?? ByteBuffer()))")
+            #expect(await simulator.log.count - before == 2, "the first's listing and transition only")
+            #expect(await sandbox.marqeta.tokens.transitions.count == 1, "a second transition of the token was sent")
+            // Once it is over, the token takes requests again (and is final now).
+            let after = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "resume")
+            #expect(after.status.code == 409 && (after.json["detail"] as? String)?.contains("deactivated token is final") == true)
+        }
+    }
+
     @Test func lithicSamsungPayAndAsynchronousTransitions() async throws {
         try await GatewayHarness.run { client, sandbox in
             let samsung = try await WalletTokenAPITests.samsungPay(client, card: "card_lithic_demo")
@@ -156,6 +186,14 @@ import Testing
             #expect(events.map { $0["token_id"] as? String } == [ids[0], ids[0]], "the replay names the token too")
             let otherToken = try await Self.post(client, "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[1])/suspend", idempotencyKey: "suspend-1")
             #expect(otherToken.status == .unprocessableContent && otherToken.json["code"] as? String == "idempotency_key_reused")
+            let otherAction = try await Self.post(client, "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[0])/resume", idempotencyKey: "suspend-1")
+            #expect(otherAction.json["code"] as? String == "idempotency_key_reused")
+            // Each refused reuse is on the key's trail as what it asked for (the token audit: both
+            // had been recorded as the first request's suspend of the first token), naming no issuer.
+            let refused = try await ResilienceTests.events(client, again).suffix(2)
+            #expect(refused.map { $0["wallet"] as? String } == ["token_suspend", "token_resume"])
+            #expect(refused.map { $0["token_id"] as? String } == [ids[1], ids[0]])
+            #expect(refused.allSatisfy { $0["error_code"] as? String == "idempotency_key_reused" && $0["issuer"] == nil })
 
             // The list answers; the transition is held past its timeout.
             try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"slow","count":1,"delay_ms":0}"#)

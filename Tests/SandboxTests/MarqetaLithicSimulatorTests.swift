@@ -1,5 +1,5 @@
 import Foundation
-import Sandbox
+@testable import Sandbox
 import Testing
 
 /// Marqeta's simulator enforces the swagger's provision request schemas and HTTP Basic; Lithic's
@@ -13,6 +13,22 @@ extension SimulatorContractTests {
         ["card_token": "mq1", "device_type": "MOBILE_PHONE", "provisioning_app_version": "1.0",
          "certificates": [Self.der.base64EncodedString(), Self.der.base64EncodedString()],
          "nonce": Data([1, 2, 3, 4]).base64EncodedString(), "nonce_signature": Data([5, 6, 7, 8]).base64EncodedString()]
+    }
+
+    /// Token ids are unique over every card, as a transition names only the token: two cards
+    /// whose tokens share their first 24 characters had got the same ids, and a transition of one
+    /// card's token changed the other's (the token audit).
+    @Test func marqetaTokenIdsAreUniqueOverCards() async throws {
+        let tokens = MarqetaTokens()
+        let first = await tokens.list(cardToken: "shared_prefix_card_token_0000_DEMO").map(\.token)
+        let second = await tokens.list(cardToken: "shared_prefix_card_token_0000_ACME").map(\.token)
+        #expect(Set(first).isDisjoint(with: second), "\(first) \(second)")
+        #expect(await tokens.list(cardToken: "shared_prefix_card_token_0000_DEMO").map(\.token) == first, "a card keeps its ids")
+        guard case .applied(let card) = await tokens.apply(token: second[0], state: "SUSPENDED") else {
+            Issue.record("not applied"); return
+        }
+        #expect(card == "shared_prefix_card_token_0000_ACME")
+        #expect(await tokens.list(cardToken: "shared_prefix_card_token_0000_DEMO").allSatisfy { $0.state == "ACTIVE" })
     }
 
     @Test func marqetaAnswers201WithTheDocumentedFields() async throws {

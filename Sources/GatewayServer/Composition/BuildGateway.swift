@@ -106,7 +106,8 @@ public func buildGateway(
     let reloader = ConfigReloader(
         source: configSource, live: live,
         parts: GenerationParts(store: store, local: local, health: health, metrics: metrics,
-                               sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, tracer: tracing.tracer, logger: logger),
+                               sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, tracer: tracing.tracer, logger: logger,
+                               transitions: TokenTransitionsUnderWay()),
         environment: environment, audit: securityAudit, clientLimits: clientLimits, failureLimits: failureLimits)
 
     let router = Router(context: GatewayRequestContext.self)

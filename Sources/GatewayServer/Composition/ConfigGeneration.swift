@@ -41,7 +41,7 @@ final class ConfigGeneration: Sendable {
                 if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
             },
             everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
-            clock: parts.clock, tracer: parts.tracer, logger: parts.logger)
+            clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions)
         registration = CardRegistration(config: config)
         routes = RouteExplainer(config: config)
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
@@ -72,6 +72,9 @@ struct GenerationParts: Sendable {
     /// The request and upstream-attempt spans' tracer (`telemetry`, which takes a restart).
     let tracer: any Tracer
     let logger: Logger
+    /// Token transitions under way, shared by every generation (a reload does not let a second
+    /// transition of a token past the first).
+    let transitions: TokenTransitionsUnderWay
 }
 
 /// The generation serving requests, and the retired ones that still have requests in flight. A

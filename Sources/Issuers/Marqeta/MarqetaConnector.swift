@@ -78,6 +78,15 @@ public struct MarqetaConnector: IssuerConnector {
             reasonCode: MarqetaWire.transitionReasonCode, channel: "API")
         let response = try await post(body, to: MarqetaWire.transitionsPath, context: context)
         let answer = try WireJSON.decode(MarqetaWire.TransitionResponse.self, from: response.body, issuer: issuer)
+        // The answer names the token it acted on, and may name its card: another token or card
+        // than the one asked about is an issuer acting on someone else's, never reported as
+        // applied to this one (the token audit saw a transition change another tenant's token
+        // and answer 200 "applied", the listing's card check having no match here).
+        let actedOn = answer.digitalWalletToken
+        if actedOn?.token.map({ $0 != token.tokenID }) == true || actedOn?.cardToken.map({ $0 != (try? cardToken(card)) }) == true {
+            throw GatewayError(.upstreamProtocolError, "\(issuer) answered the transition naming another wallet token or card than the one asked about",
+                               upstreamStatus: response.status, condition: .malformed)
+        }
         // The swagger's states: the one asked for (applied), REQUESTED (applied later),
         // REQUEST_DECLINED (refused), or another, which is no transition to what was asked.
         let asked = MarqetaWire.state(for: action)

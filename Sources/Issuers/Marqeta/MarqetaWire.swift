@@ -268,9 +268,25 @@ enum MarqetaWire {
     /// taken as "requested by the issuer/program" for every support-initiated transition.
     static let transitionReasonCode = "01"
 
-    /// `digital_wallet_token_transition_response`: the state the token is in after it.
+    /// `digital_wallet_token_transition_response`: the state the token is in after it, and the
+    /// token it acted on (`digital_wallet_token_hash`: its `token`, and its `card_token` when given).
     struct TransitionResponse: Decodable {
         let state: String
+        let digitalWalletToken: TokenHash?
+
+        struct TokenHash: Decodable {
+            let token: String?
+            let cardToken: String?
+            enum CodingKeys: String, CodingKey {
+                case token
+                case cardToken = "card_token"
+            }
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case state
+            case digitalWalletToken = "digital_wallet_token"
+        }
     }
 
     /// The swagger documents 400, 404 (card not found) and 500 here without a body schema; its

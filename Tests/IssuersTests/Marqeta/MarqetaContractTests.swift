@@ -414,6 +414,30 @@ import Testing
         #expect(outcome == expected, "\(state)")
     }
 
+    /// A transition's answer that names another token, or another card, than the one asked about
+    /// is the issuer acting on someone else's: a protocol error with the outcome unknown, never
+    /// "applied" (the swagger's `digital_wallet_token_hash` carries both).
+    @Test(arguments: [(["token": "dwt-1", "card_token": "mq_card_1"], "applied suspended"),
+                      (["token": "dwt-1"], "applied suspended"),
+                      (["token": "dwt-1", "card_token": "mq_card_other"], "upstream_protocol_error unknown"),
+                      (["token": "dwt-2", "card_token": "mq_card_1"], "upstream_protocol_error unknown")])
+    func aTransitionsAnswerMustNameTheTokenAndCardAskedAbout(actedOn: [String: String], expected: String) async throws {
+        let answer: [String: Any] = ["token": "t1", "state": "SUSPENDED", "channel": "API", "type": "state.suspended",
+                                     "fulfillment_status": "PROVISIONED", "digital_wallet_token": actedOn]
+        let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
+        let outcome = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
+            try await withUpstreamHTTP("marqeta") { http -> String in
+                do throws(GatewayError) {
+                    let change = try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
+                    return "\(change.outcome.rawValue) \(change.status.rawValue)"
+                } catch {
+                    return error.code.rawValue + (error.condition?.leavesOutcomeUnknown == true ? " unknown" : " known")
+                }
+            }
+        }
+        #expect(outcome == expected, "\(actedOn)")
+    }
+
     /// A token the card's listing returns but that names another card is not the card's.
     @Test func aListedTokenOfAnotherCardIsLeftOut() async throws {
         let list: [String: Any] = ["count": 2, "start_index": 0, "end_index": 1, "is_more": false, "data": [
