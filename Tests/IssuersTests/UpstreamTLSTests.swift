@@ -102,10 +102,7 @@ import Testing
     @Test func aCertificateForAnotherHostIsSaidToBeOne() async throws {
         let pki = try TestPKI()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
-        let serverFiles = try pki.issue("server", commonName: "issuer.example", onlyFor: "issuer.example")
-        let tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(serverFiles.certificateFile.path).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: serverFiles.keyFile.path, format: .pem)))
+        let tls = try Self.serverTLS(try pki.issue("server", commonName: "issuer.example", onlyFor: "issuer.example"))
         try await ScriptedUpstream.with(tls: tls) { server in
             let url = URL(string: "https://127.0.0.1:\(server.port)/v1/ping")!
             let error = try await withClient(UpstreamTLSConfig(caFile: "ca.pem"), base: pki.directory) { http in
@@ -118,16 +115,20 @@ import Testing
         }
     }
 
+    /// A server's TLS from a leaf the test CA issued.
+    static func serverTLS(_ files: TestPKI.Issued) throws -> TLSConfiguration {
+        TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificateFile.path).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: files.keyFile.path, format: .pem)))
+    }
+
     /// Over TLS the connection is kept too: several calls, one handshake, whether the URL names
     /// the host (SNI and the certificate's DNS name) or its address (the certificate's IP entry).
     @Test(arguments: ["localhost", "127.0.0.1"])
     func callsOverTLSShareOneConnection(host: String) async throws {
         let pki = try TestPKI()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
-        let serverFiles = try pki.issue("server")
-        let tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(serverFiles.certificateFile.path).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: serverFiles.keyFile.path, format: .pem)))
+        let tls = try Self.serverTLS(try pki.issue("server"))
         try await ScriptedUpstream.with(tls: tls) { server in
             let url = URL(string: "https://\(host):\(server.port)/v1/ping")!
             let statuses = try await withClient(UpstreamTLSConfig(caFile: "ca.pem"), base: pki.directory) { http in

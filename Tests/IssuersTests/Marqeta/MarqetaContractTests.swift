@@ -400,8 +400,14 @@ import Testing
         let spec = try PublishedSpec.load(Self.specName)
         let reference = try #require(spec.responseSchemaReference("post", "/digitalwallettokentransitions", status: "201"))
         #expect(spec.violations(of: answer, against: try #require(spec.schema(reference))).isEmpty, "\(state)")
+        #expect(try await Self.suspendOutcome(answer) == expected, "\(state)")
+    }
+
+    /// A suspend of token `dwt-1` of `card` answered with `answer` (201): `<outcome> <status>`,
+    /// or the error's code and whether it leaves the outcome `known` or `unknown`.
+    static func suspendOutcome(_ answer: [String: Any]) async throws -> String {
         let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
-        let outcome = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
+        return try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
             try await withUpstreamHTTP("marqeta") { http -> String in
                 do throws(GatewayError) {
                     let change = try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
@@ -411,7 +417,6 @@ import Testing
                 }
             }
         }
-        #expect(outcome == expected, "\(state)")
     }
 
     /// A transition's answer that names another token, or another card, than the one asked about
@@ -424,18 +429,7 @@ import Testing
     func aTransitionsAnswerMustNameTheTokenAndCardAskedAbout(actedOn: [String: String], expected: String) async throws {
         let answer: [String: Any] = ["token": "t1", "state": "SUSPENDED", "channel": "API", "type": "state.suspended",
                                      "fulfillment_status": "PROVISIONED", "digital_wallet_token": actedOn]
-        let token = WalletToken(tokenID: "dwt-1", status: .active, wallet: "apple_pay")
-        let outcome = try await withReplay(status: .created, body: try JSONSerialization.data(withJSONObject: answer)) { url, _ in
-            try await withUpstreamHTTP("marqeta") { http -> String in
-                do throws(GatewayError) {
-                    let change = try await Self.connector()(url, http).transitionWalletToken(token, .suspend, card: Self.card, context: Fixtures.context())
-                    return "\(change.outcome.rawValue) \(change.status.rawValue)"
-                } catch {
-                    return error.code.rawValue + (error.condition?.leavesOutcomeUnknown == true ? " unknown" : " known")
-                }
-            }
-        }
-        #expect(outcome == expected, "\(actedOn)")
+        #expect(try await Self.suspendOutcome(answer) == expected, "\(actedOn)")
     }
 
     /// A token the card's listing returns but that names another card is not the card's.

@@ -152,6 +152,14 @@ import Testing
         }
     }
 
+    /// A GET of `/<party><number>` made for `party`, started now: its status, or nil when it failed.
+    static func call(_ http: UpstreamHTTP, _ server: ScriptedUpstream, _ party: String, _ number: Int) -> Task<Int?, Never> {
+        Task {
+            try? await http.send(method: .GET, url: server.url.appendingPathComponent("\(party)\(number)"), headers: [], body: nil,
+                                 context: Fixtures.context(party: party)).status
+        }
+    }
+
     /// Turns are fair between parties (the clients calls are made for): with the host's one
     /// connection held by party a and four more of a's calls waiting, a call of party b that came
     /// last is the next to reach the issuer, after which a's go in their order. First come, first
@@ -160,12 +168,7 @@ import Testing
     @Test func aFreedConnectionGoesToThePartyHoldingFewestThenServedLongestAgo() async throws {
         try await ScriptedUpstream.with(byPath: ["/a0": .hang]) { server in
             try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
-                func call(_ party: String, _ number: Int) -> Task<Int?, Never> {
-                    Task {
-                        try? await http.send(method: .GET, url: server.url.appendingPathComponent("\(party)\(number)"), headers: [], body: nil,
-                                             context: Fixtures.context(party: party)).status
-                    }
-                }
+                func call(_ party: String, _ number: Int) -> Task<Int?, Never> { Self.call(http, server, party, number) }
                 let holder = call("a", 0)
                 #expect(await Self.eventually { server.seen.count == 1 })
                 var waiting: [Task<Int?, Never>] = []
@@ -189,12 +192,7 @@ import Testing
     @Test func partiesHoldingFewerGoFirstThenThoseServedLongestAgo() async throws {
         try await ScriptedUpstream.with(byPath: ["/a0": .hang, "/c0": .hang]) { server in
             try await Self.with(Self.http(maxConnectionsPerHost: 2)) { http in
-                func call(_ party: String, _ number: Int) -> Task<Int?, Never> {
-                    Task {
-                        try? await http.send(method: .GET, url: server.url.appendingPathComponent("\(party)\(number)"), headers: [], body: nil,
-                                             context: Fixtures.context(party: party)).status
-                    }
-                }
+                func call(_ party: String, _ number: Int) -> Task<Int?, Never> { Self.call(http, server, party, number) }
                 let first = call("a", 0)
                 #expect(await Self.eventually { server.seen.count == 1 })
                 let second = call("c", 0)
