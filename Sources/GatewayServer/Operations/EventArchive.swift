@@ -35,15 +35,60 @@ public enum EventArchive {
     /// the first event of its provisioning's trail, and an abandoned claim points its retry there.
     public static let minimumAge: TimeInterval = TimeInterval(GatewayConfig.maxIdempotencyTTLSeconds)
 
-    /// `--before` as given: a day (`2025-11-01`, its midnight in UTC) or an ISO 8601 time with its
-    /// offset (`2025-11-01T12:00:00Z`); nil for anything else.
+    /// `--before` as given, read whole and exactly: a day (`2025-11-01`, its midnight in UTC), or
+    /// a time with its offset (`2025-11-01T12:00:00Z`, `2025-11-01T12:00:00.250+01:00`; seconds
+    /// 00-59, at most milliseconds); nil for anything else, a day that does not exist included.
+    /// Foundation's ISO 8601 parsing took a string that only began with a day, and read a time as
+    /// its day's midnight, dropping its hours and offset (a `--before` 29 days ago passed the
+    /// 30-day floor and archived 13 hours past the time asked for: the archive audit).
     public static func parseTime(_ text: String) -> Date? {
-        guard text.utf8.count <= 40 else { return nil }
-        if let day = try? Date(text, strategy: Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!).year().month().day()) {
-            return day
+        let bytes = Array(text.utf8)
+        guard bytes.count == 10 || (20...29).contains(bytes.count) else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= bytes.count, range.allSatisfy({ (0x30...0x39).contains(bytes[$0]) }) else { return nil }
+            return range.reduce(0) { $0 * 10 + Int(bytes[$1] - 0x30) }
         }
-        if let time = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return time }
-        return try? Date(text, strategy: Date.ISO8601FormatStyle())
+        func at(_ index: Int, _ character: Character) -> Bool { index < bytes.count && bytes[index] == character.asciiValue }
+        guard let year = number(0..<4), at(4, "-"), let month = number(5..<7), at(7, "-"), let day = number(8..<10) else { return nil }
+        var components = DateComponents(year: year, month: month, day: day, hour: 0, minute: 0, second: 0)
+        var offsetSeconds = 0
+        var milliseconds = 0
+        if bytes.count > 10 {
+            guard at(10, "T"), let hour = number(11..<13), at(13, ":"), let minute = number(14..<16), at(16, ":"),
+                  let second = number(17..<19), hour < 24, minute < 60, second < 60 else { return nil }
+            components.hour = hour
+            components.minute = minute
+            components.second = second
+            var index = 19
+            if at(index, ".") {
+                var digits = 0
+                index += 1
+                while index < bytes.count, (0x30...0x39).contains(bytes[index]), digits < 3 {
+                    milliseconds = milliseconds * 10 + Int(bytes[index] - 0x30)
+                    digits += 1
+                    index += 1
+                }
+                guard digits > 0 else { return nil }
+                milliseconds *= [100, 10, 1][digits - 1]
+            }
+            if at(index, "Z"), index + 1 == bytes.count {
+                offsetSeconds = 0
+            } else if at(index, "+") || at(index, "-"), index + 6 == bytes.count, let hours = number(index + 1..<index + 3), at(index + 3, ":"),
+                      let minutes = number(index + 4..<index + 6), hours < 24, minutes < 60 {
+                offsetSeconds = (hours * 3_600 + minutes * 60) * (at(index, "-") ? -1 : 1)
+            } else {
+                return nil
+            }
+        }
+        var calendar = Calendar(identifier: .gregorian)
+        guard let zone = TimeZone(secondsFromGMT: offsetSeconds) else { return nil }
+        calendar.timeZone = zone
+        guard (1...9_999).contains(year), let date = calendar.date(from: components) else { return nil }
+        // A day that does not exist (2025-02-30) would roll over into the next month: refused.
+        let back = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        guard back.year == year, back.month == month, back.day == day, back.hour == components.hour, back.minute == components.minute,
+              back.second == components.second else { return nil }
+        return date.addingTimeInterval(TimeInterval(milliseconds) / 1000)
     }
 
     /// A time to the millisecond, as the stores keep it.
