@@ -675,24 +675,43 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Archive
 
-    public func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+    public func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow] {
         try await bounded { [self] in
-            let rows = try await client.query("""
-                SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
-                    upstream_status, latency_ms, device_type, token_id, id FROM audit_events
-                WHERE id > \(after) ORDER BY id LIMIT \(max(limit, 0))
-                """, logger: logger)
-            var events: [StoredAuditEvent] = []
-            for try await row in rows {
-                let (provisioning, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token, id) =
-                    try row.decode((String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?, String?,
-                                    Int64).self)
-                events.append(StoredAuditEvent(id: id, event: try StoreRows.auditEvent(
-                    provisioningID: provisioning, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, tokenID: token,
-                    issuer: issuer, endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status,
-                    latencyMS: latency, store: displayName)))
+            var rows: [ArchivedRow] = []
+            func text(_ value: String?) -> ArchivedValue { value.map { .text($0) } ?? .null }
+            func integer(_ value: Int64?) -> ArchivedValue { value.map { .integer($0) } ?? .null }
+            switch table {
+            case .audit:
+                let result = try await client.query("""
+                    SELECT id, at, provisioning_id, client_id, card_id, wallet, issuer, endpoint, attempt::BIGINT, outcome, error_code,
+                        upstream_status::BIGINT, latency_ms::BIGINT, device_type, token_id FROM audit_events
+                    WHERE id > \(after) ORDER BY id LIMIT \(max(limit, 0))
+                    """, logger: logger)
+                for try await row in result {
+                    let (id, at, provisioning, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token) =
+                        try row.decode((Int64, Int64, String?, String?, String?, String?, String?, String?, Int64?, String?, String?, Int64?,
+                                        Int64?, String?, String?).self)
+                    rows.append(ArchivedRow(id: id, at: at, columns: [
+                        "id": .integer(id), "at": .integer(at), "provisioning_id": text(provisioning), "client_id": text(client),
+                        "card_id": text(card), "wallet": text(wallet), "issuer": text(issuer), "endpoint": text(endpoint),
+                        "attempt": integer(attempt), "outcome": text(outcome), "error_code": text(code), "upstream_status": integer(status),
+                        "latency_ms": integer(latency), "device_type": text(device), "token_id": text(token),
+                    ]))
+                }
+            case .security:
+                let result = try await client.query("""
+                    SELECT id, at, kind, actor, source, card_id, detail FROM security_events
+                    WHERE id > \(after) ORDER BY id LIMIT \(max(limit, 0))
+                    """, logger: logger)
+                for try await (id, at, kind, actor, source, card, detail) in result.decode((Int64, Int64, String?, String?, String?, String?,
+                                                                                            String?).self) {
+                    rows.append(ArchivedRow(id: id, at: at, columns: [
+                        "id": .integer(id), "at": .integer(at), "kind": text(kind), "actor": text(actor), "source": text(source),
+                        "card_id": text(card), "detail": text(detail),
+                    ]))
+                }
             }
-            return events
+            return rows
         }
     }
 

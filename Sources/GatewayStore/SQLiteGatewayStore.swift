@@ -644,10 +644,22 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Archive
 
-    public func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] {
+    public func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow] {
         try readHere { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM audit_events WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, max(limit, 0)])
-                .map { row in StoredAuditEvent(id: row["id"], event: try Self.auditEvent(row)) }
+            try Row.fetchAll(db, sql: "SELECT * FROM \(table.rawValue) WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, max(limit, 0)])
+                .map { row in
+                    var columns: [String: ArchivedValue] = [:]
+                    for (name, value) in row {
+                        switch value.storage {
+                        case .null: columns[name] = .null
+                        case .int64(let integer): columns[name] = .integer(integer)
+                        case .double(let real): columns[name] = .real(real)
+                        case .string(let text): columns[name] = .text(text)
+                        case .blob(let data): columns[name] = .blob(data)
+                        }
+                    }
+                    return ArchivedRow(id: row["id"], at: row["at"], columns: columns)
+                }
         }
     }
 

@@ -123,11 +123,12 @@ public protocol GatewayStore: CardRegistry {
     /// replay of its key, so no reader on the request path takes it whole.
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent]
 
-    /// `store archive`: up to `limit` audit events whose id is above `after`, in id order, each
-    /// with its id (a read by the primary key: a page costs its own rows). Ids only grow
-    /// (neither store reuses one), so a page after another misses nothing. Security events are
-    /// read by `securityEvents(_:)` with `after`.
-    func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent]
+    /// `store archive`: up to `limit` rows of `table` whose id is above `after`, in id order, as
+    /// their columns hold them (a read by the primary key: a page costs its own rows). Nothing is
+    /// read into the gateway's types, so a value this version does not know (a code of a later
+    /// version) is archived as it is, not dropped. Ids only grow (neither store reuses one), so a
+    /// page after another misses nothing.
+    func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow]
     /// Deletes the audit and security events of these ids that were recorded before `before` (an
     /// id whose event is newer is left alone), with the event `record` makes of how many of each
     /// it deleted (kind `events_archived`) in the same transaction: no event goes without a
@@ -169,13 +170,31 @@ public protocol GatewayStore: CardRegistry {
     var commitCounts: StoreCommitCounts? { get }
 }
 
-/// An audit event with the id its store gave it (`store archive` names each line by it).
-public struct StoredAuditEvent: Sendable, Equatable {
+/// The tables of events `store archive` moves out of the store.
+public enum EventTable: String, Sendable, CaseIterable {
+    case audit = "audit_events"
+    case security = "security_events"
+}
+
+/// One stored value as its column holds it.
+public enum ArchivedValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+}
+
+/// One row of an event table as its columns hold it: its id, its `at` (milliseconds since 1970),
+/// and every column by name (`id` and `at` included).
+public struct ArchivedRow: Sendable, Equatable {
     public var id: Int64
-    public var event: AuditEvent
-    public init(id: Int64, event: AuditEvent) {
+    public var at: Int64
+    public var columns: [String: ArchivedValue]
+    public init(id: Int64, at: Int64, columns: [String: ArchivedValue]) {
         self.id = id
-        self.event = event
+        self.at = at
+        self.columns = columns
     }
 }
 

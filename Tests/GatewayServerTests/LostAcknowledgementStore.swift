@@ -146,7 +146,9 @@ final class LostAcknowledgementStore: GatewayStore {
         try unanswered("audit")
     }
     func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
-    func auditEvents(after: Int64, limit: Int) async throws -> [StoredAuditEvent] { try await inner.auditEvents(after: after, limit: limit) }
+    func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow] {
+        try await inner.archivedRows(table, after: after, limit: limit)
+    }
     func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
                               record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
     {

@@ -524,11 +524,21 @@ enum StoreConformance {
         for event in [oldFailure, newFailure] { try await store.appendSecurityEvent(event) }
 
         let cutoff = instant(50)
-        let first = try await store.auditEvents(after: 0, limit: 1)
-        #expect(first.map(\.event) == [old1])
-        let rest = try await store.auditEvents(after: try #require(first.first).id, limit: 10)
-        #expect(rest.map(\.event) == [recent, old2], "in id order, each with its id")
-        #expect(try await store.auditEvents(after: try #require(rest.last).id, limit: 10).isEmpty)
+        let milliseconds = { (date: Date) in Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+        let first = try await store.archivedRows(.audit, after: 0, limit: 1)
+        #expect(first.map(\.columns["provisioning_id"]) == [.text("prv_old1")])
+        #expect(first.first?.at == milliseconds(instant(1)) && first.first?.columns["at"] == .integer(milliseconds(instant(1))))
+        // Every column as it is held: a row the archive writes loses nothing.
+        let columns = try #require(first.first?.columns)
+        #expect(columns["outcome"] == .text("succeeded") && columns["upstream_status"] == .integer(200) && columns["error_code"] == .null)
+        #expect(columns["latency_ms"] == .integer(3) && columns["attempt"] == .integer(1) && columns["wallet"] == .text("apple_pay"))
+        #expect(Set(columns.keys).isSuperset(of: ["id", "at", "client_id", "card_id", "issuer", "endpoint", "device_type", "token_id"]))
+        let rest = try await store.archivedRows(.audit, after: try #require(first.first).id, limit: 10)
+        #expect(rest.map(\.columns["provisioning_id"]) == [.text("prv_new"), .text("prv_old2")], "in id order, each with its id")
+        #expect(try await store.archivedRows(.audit, after: try #require(rest.last).id, limit: 10).isEmpty)
+        let securityRows = try await store.archivedRows(.security, after: 0, limit: 10)
+        #expect(securityRows.map(\.columns["source"]) == [.text("10.0.0.1"), .text("10.0.0.2")])
+        #expect(securityRows.first?.columns["detail"] == .text(#"{"reason":"missing_key"}"#))
         let second = Array(rest.suffix(1))
         let security = try await store.securityEvents(SecurityEventQuery()).filter { $0.at < cutoff }
         #expect(security.map(\.source) == ["10.0.0.1"])
@@ -549,12 +559,12 @@ enum StoreConformance {
         #expect(left.map(\.kind) == [.authFailed, .eventsArchived] && left.first?.source == "10.0.0.2")
         // The record says what its transaction deleted.
         #expect(left.last?.detail == ["file": "a.jsonl", "deleted": "2+1"])
-        #expect(try await store.auditEvents(after: 0, limit: 10).map(\.event) == [recent])
+        #expect(try await store.archivedRows(.audit, after: 0, limit: 10).map(\.columns["provisioning_id"]) == [.text("prv_new")])
 
         // Ids only grow: an event written after the archive never takes an archived one's id,
         // which a reader paging by `after` would miss.
         try await store.appendAudit(success("prv_after", at: instant(103)))
-        let ids = try await store.auditEvents(after: 0, limit: 10).map(\.id)
+        let ids = try await store.archivedRows(.audit, after: 0, limit: 10).map(\.id)
         #expect(ids.count == 2 && ids.last! > second[0].id && ids.last! > recentID)
         try await store.appendSecurityEvent(newFailure)
         #expect(try await store.securityEvents(SecurityEventQuery()).map(\.id).allSatisfy { $0 > security[0].id })
@@ -569,7 +579,7 @@ enum StoreConformance {
         try await store.migrate()
         try await store.appendAudit(success("prv_kept", at: instant(1)))
         try await store.appendSecurityEvent(SecurityEvent(at: instant(2), kind: .authFailed, actor: "anonymous", source: "10.0.0.9"))
-        let audit = try await store.auditEvents(after: 0, limit: 10).map(\.id)
+        let audit = try await store.archivedRows(.audit, after: 0, limit: 10).map(\.id)
         let security = try await store.securityEvents(SecurityEventQuery()).map(\.id)
         let record = { @Sendable (_: ArchivedEventCounts) in SecurityEvent(at: instant(3), kind: .eventsArchived, actor: "cli:ops") }
         try await sql(refuseRecord)

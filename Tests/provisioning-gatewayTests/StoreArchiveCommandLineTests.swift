@@ -93,7 +93,7 @@ extension StoreCommandLineTests {
         #expect(first["at"] as? String == String(whole.dropLast()) + ".123Z", "\(String(describing: first["at"]))")
         let security = try #require(lines.last)
         #expect(security["kind"] as? String == "auth_failed" && security["source"] as? String == "10.0.0.2"
-            && (security["detail"] as? [String: String]) == ["reason": "missing_key"])
+            && security["detail"] as? String == #"{"reason":"missing_key"}"#)
 
         // The store keeps the later events, and one record per page (3 pages of audit events, 1 of security events).
         #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count + 1)
@@ -128,6 +128,39 @@ extension StoreCommandLineTests {
         let empty = try await Self.archive(config, before: day, to: other)
         #expect(empty.status == 0 && empty.stdout.contains("no event recorded before"), "\(empty.stdout)\(empty.stderr)")
         #expect(!FileManager.default.fileExists(atPath: other))
+    }
+
+    /// A row is archived as its columns hold it: values this version does not know (a code, a
+    /// device type, an outcome or kind of another version, a detail that is not JSON) reach the
+    /// line unchanged, where a typed reading had dropped or changed some, and stopped every run
+    /// at a row whose outcome or kind it did not know (the archive audit).
+    @Test func rowsAreArchivedAsTheirColumnsHoldThem() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
+        let at = Int64(Date().addingTimeInterval(-90 * Self.day).timeIntervalSince1970 * 1000)
+        try await DatabaseQueue(path: database).write { db in
+            try db.execute(sql: """
+                INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint, attempt,
+                    outcome, error_code, upstream_status, latency_ms) VALUES ('prv_future', ?, 'demo', 'card_demo', 'vision_pay', 'vision',
+                    NULL, 'bridge', NULL, 1, 'cancelled', 'some_future_code', 299, 7)
+                """, arguments: [at])
+            try db.execute(sql: "INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, 'session_revoked', 'x', NULL, NULL, 'not json')",
+                           arguments: [at])
+            try db.execute(sql: #"INSERT INTO security_events (at, kind, actor, source, card_id, detail) VALUES (?, 'auth_failed', 'y', NULL, NULL, '{"count":3,"nested":{"a":1}}')"#,
+                           arguments: [at])
+        }
+        let file = config.deletingLastPathComponent().appendingPathComponent("raw.jsonl").path
+        let run = try await Self.archive(config, before: Date().addingTimeInterval(-31 * Self.day).formatted(Date.ISO8601FormatStyle()), to: file)
+        #expect(run.status == 0 && run.stdout.contains("archived 1 audit events and 2 security events"), "\(run.stdout)\(run.stderr)")
+        let lines = try Self.lines(file)
+        #expect(lines.count == 3)
+        let audit = lines[0]
+        #expect(audit["wallet"] as? String == "vision_pay" && audit["device_type"] as? String == "vision" && audit["outcome"] as? String == "cancelled"
+            && audit["error_code"] as? String == "some_future_code" && (audit["upstream_status"] as? NSNumber)?.intValue == 299)
+        #expect(audit["endpoint"] is NSNull && audit["token_id"] is NSNull, "a NULL column is a null, not left out")
+        #expect(lines[1]["kind"] as? String == "session_revoked" && lines[1]["detail"] as? String == "not json")
+        #expect(lines[2]["detail"] as? String == #"{"count":3,"nested":{"a":1}}"#)
+        #expect(lines.allSatisfy { ($0["at_ms"] as? NSNumber)?.int64Value == at })
     }
 
     /// A page whose deletion cannot write its `events_archived` record is not deleted: the run

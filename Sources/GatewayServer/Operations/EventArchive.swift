@@ -109,78 +109,35 @@ public enum EventArchive {
         return String(text.dropLast()) + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
-    /// One line of the file: an audit event, with the id its store gave it.
-    struct AuditLine: Encodable {
-        let table = "audit_events"
-        let id: Int64
-        let provisioningID: String
-        let at: String
-        let atMS: Int64
-        let client: String
-        let cardID: String
-        let operation: String
-        let deviceType: String?
-        let tokenID: String?
-        let issuer: String?
-        let endpoint: String?
-        let attempt: Int
-        let outcome: String
-        let errorCode: String?
-        let upstreamStatus: Int?
-        let latencyMS: Int
+    /// One line of the file: a row of `table` as its columns hold it, each column under its own
+    /// name, `at` as an ISO 8601 time beside `at_ms`, the milliseconds the store keeps (a blob,
+    /// which no event column holds, as base64).
+    struct Line: Encodable {
+        let table: EventTable
+        let row: ArchivedRow
 
-        init(_ stored: StoredAuditEvent) {
-            let event = stored.event
-            id = stored.id
-            provisioningID = event.provisioningID.rawValue
-            atMS = EventArchive.milliseconds(event.at)
-            at = EventArchive.timestamp(milliseconds: atMS)
-            client = event.client.rawValue
-            cardID = event.cardID.rawValue
-            operation = event.operation.rawValue
-            deviceType = event.deviceType?.rawValue
-            tokenID = event.tokenID
-            issuer = event.issuer?.rawValue
-            endpoint = event.endpoint
-            attempt = event.attempt
-            outcome = event.outcome.rawValue
-            errorCode = event.errorCode?.rawValue
-            upstreamStatus = event.upstreamStatus
-            latencyMS = event.latencyMS
+        struct Key: CodingKey {
+            let stringValue: String
+            init(_ name: String) { stringValue = name }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            var intValue: Int? { nil }
+            init?(intValue: Int) { nil }
         }
 
-        enum CodingKeys: String, CodingKey {
-            case table, id, at, atMS = "at_ms", client = "client_id", operation, issuer, endpoint, attempt, outcome
-            case provisioningID = "provisioning_id", cardID = "card_id", deviceType = "device_type", tokenID = "token_id"
-            case errorCode = "error_code", upstreamStatus = "upstream_status", latencyMS = "latency_ms"
-        }
-    }
-
-    /// One line of the file: a security event.
-    struct SecurityLine: Encodable {
-        let table = "security_events"
-        let id: Int64
-        let at: String
-        let atMS: Int64
-        let kind: String
-        let actor: String
-        let source: String?
-        let cardID: String?
-        let detail: [String: String]
-
-        init(_ event: SecurityEvent) {
-            id = event.id
-            atMS = EventArchive.milliseconds(event.at)
-            at = EventArchive.timestamp(milliseconds: atMS)
-            kind = event.kind.rawValue
-            actor = event.actor
-            source = event.source
-            cardID = event.cardID?.rawValue
-            detail = event.detail
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case table, id, at, atMS = "at_ms", kind, actor, source, detail, cardID = "card_id"
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(table.rawValue, forKey: Key("table"))
+            for (name, value) in row.columns where name != "table" && name != "at" && name != "at_ms" {
+                switch value {
+                case .null: try container.encodeNil(forKey: Key(name))
+                case .integer(let integer): try container.encode(integer, forKey: Key(name))
+                case .real(let real): try container.encode(real, forKey: Key(name))
+                case .text(let text): try container.encode(text, forKey: Key(name))
+                case .blob(let data): try container.encode(data.base64EncodedString(), forKey: Key(name))
+                }
+            }
+            try container.encode(EventArchive.timestamp(milliseconds: row.at), forKey: Key("at"))
+            try container.encode(row.at, forKey: Key("at_ms"))
         }
     }
 
@@ -291,7 +248,7 @@ public enum EventArchive {
             "keep \(file) (\(output.bytes) bytes, sha256 \(output.sha256)): its lines may be the only copy of their events"
         }
 
-        func page(_ table: String, ids: [Int64], lines: [Data]) async throws {
+        func page(_ table: EventTable, ids: [Int64], lines: [Data]) async throws {
             var text = Data()
             for line in lines {
                 text.append(line)
@@ -306,15 +263,15 @@ public enum EventArchive {
             let stamp = now(), sha256 = output.sha256, written = ids.count
             let record = { @Sendable (deleted: ArchivedEventCounts) in
                 SecurityEvent(at: stamp, kind: .eventsArchived, actor: actor, detail: [
-                    "before": timestamp(milliseconds: beforeMS), "table": table, "written": "\(written)",
+                    "before": timestamp(milliseconds: beforeMS), "table": table.rawValue, "written": "\(written)",
                     "deleted": "\(deleted.audit + deleted.security)", "first_id": "\(ids.first ?? 0)", "last_id": "\(ids.last ?? 0)",
                     "file": name, "file_sha256": sha256,
                 ])
             }
             let deleted: ArchivedEventCounts
             do {
-                deleted = try await store.deleteArchivedEvents(audit: table == "audit_events" ? ids : [],
-                                                               security: table == "security_events" ? ids : [],
+                deleted = try await store.deleteArchivedEvents(audit: table == .audit ? ids : [],
+                                                               security: table == .security ? ids : [],
                                                                recordedBefore: before, record: record)
             } catch {
                 // A store that did not answer in time (PostgreSQL's operation timeout) may still
@@ -333,27 +290,18 @@ public enum EventArchive {
             // Each table by id, a page at a time, until the end or the first event recorded a
             // day or more after `before` (`scanSlack`): ids follow time but for clocks apart, so
             // what comes after that is newer, and the table's recent part is never read whole.
-            var after: Int64 = 0
-            while true {
-                let events = try await store.auditEvents(after: after, limit: pageSize)
-                let read = events.prefix { milliseconds($0.event.at) < scanEndMS }
-                let old = read.filter { milliseconds($0.event.at) < beforeMS }
-                if !old.isEmpty {
-                    try await page("audit_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(AuditLine($0)) })
+            for table in EventTable.allCases {
+                var after: Int64 = 0
+                while true {
+                    let rows = try await store.archivedRows(table, after: after, limit: pageSize)
+                    let read = rows.prefix { $0.at < scanEndMS }
+                    let old = read.filter { $0.at < beforeMS }
+                    if !old.isEmpty {
+                        try await page(table, ids: old.map(\.id), lines: try old.map { try encoder.encode(Line(table: table, row: $0)) })
+                    }
+                    guard let last = rows.last, read.count == rows.count else { break }
+                    after = last.id
                 }
-                guard let last = events.last, read.count == events.count else { break }
-                after = last.id
-            }
-            after = 0
-            while true {
-                let events = try await store.securityEvents(SecurityEventQuery(after: after, limit: pageSize))
-                let read = events.prefix { milliseconds($0.at) < scanEndMS }
-                let old = read.filter { milliseconds($0.at) < beforeMS }
-                if !old.isEmpty {
-                    try await page("security_events", ids: old.map(\.id), lines: try old.map { try encoder.encode(SecurityLine($0)) })
-                }
-                guard let last = events.last, read.count == events.count else { break }
-                after = last.id
             }
         } catch let problem as ArchiveProblem {
             return .failed(problem.description)
