@@ -692,7 +692,7 @@ public final class PostgresGatewayStore: GatewayStore {
                         try row.decode((Int64, Int64, String?, String?, String?, String?, String?, String?, Int64?, String?, String?, Int64?,
                                         Int64?, String?, String?).self)
                     rows.append(ArchivedRow(id: id, at: at, columns: [
-                        "id": .integer(id), "at": .integer(at), "provisioning_id": text(provisioning), "client_id": text(client),
+                        "provisioning_id": text(provisioning), "client_id": text(client),
                         "card_id": text(card), "wallet": text(wallet), "issuer": text(issuer), "endpoint": text(endpoint),
                         "attempt": integer(attempt), "outcome": text(outcome), "error_code": text(code), "upstream_status": integer(status),
                         "latency_ms": integer(latency), "device_type": text(device), "token_id": text(token),
@@ -706,7 +706,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 for try await (id, at, kind, actor, source, card, detail) in result.decode((Int64, Int64, String?, String?, String?, String?,
                                                                                             String?).self) {
                     rows.append(ArchivedRow(id: id, at: at, columns: [
-                        "id": .integer(id), "at": .integer(at), "kind": text(kind), "actor": text(actor), "source": text(source),
+                        "kind": text(kind), "actor": text(actor), "source": text(source),
                         "card_id": text(card), "detail": text(detail),
                     ]))
                 }

@@ -649,7 +649,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             try Row.fetchAll(db, sql: "SELECT * FROM \(table.rawValue) WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, max(limit, 0)])
                 .map { row in
                     var columns: [String: ArchivedValue] = [:]
-                    for (name, value) in row {
+                    for (name, value) in row where name != "id" && name != "at" {
                         switch value.storage {
                         case .null: columns[name] = .null
                         case .int64(let integer): columns[name] = .integer(integer)

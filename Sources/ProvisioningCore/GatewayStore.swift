@@ -186,7 +186,7 @@ public enum ArchivedValue: Sendable, Equatable {
 }
 
 /// One row of an event table as its columns hold it: its id, its `at` (milliseconds since 1970),
-/// and every column by name (`id` and `at` included).
+/// and every other column by name.
 public struct ArchivedRow: Sendable, Equatable {
     public var id: Int64
     public var at: Int64

@@ -127,7 +127,8 @@ public enum EventArchive {
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: Key.self)
             try container.encode(table.rawValue, forKey: Key("table"))
-            for (name, value) in row.columns where name != "table" && name != "at" && name != "at_ms" {
+            try container.encode(row.id, forKey: Key("id"))
+            for (name, value) in row.columns where !["table", "id", "at", "at_ms"].contains(name) {
                 switch value {
                 case .null: try container.encodeNil(forKey: Key(name))
                 case .integer(let integer): try container.encode(integer, forKey: Key(name))
