@@ -11,12 +11,16 @@ public struct Client: Sendable, Equatable {
     public var admin: Bool = false
     /// May activate tokens without naming a card (`clients[].activations_without_card`).
     public var activationsWithoutCard: Bool = false
+    /// Requests it may have in flight at once (`clients[].max_in_flight`).
+    public var maxInFlight: Int = ClientConfig.maxInFlightDefault
 
-    public init(id: ClientID, programs: Set<ProgramID>, admin: Bool = false, activationsWithoutCard: Bool = false) {
+    public init(id: ClientID, programs: Set<ProgramID>, admin: Bool = false, activationsWithoutCard: Bool = false,
+                maxInFlight: Int = ClientConfig.maxInFlightDefault) {
         self.id = id
         self.programs = programs
         self.admin = admin
         self.activationsWithoutCard = activationsWithoutCard
+        self.maxInFlight = maxInFlight
     }
 
     /// May provision for or activate tokens of this card: only a card of the client's own programs.
@@ -36,7 +40,8 @@ public struct ClientAuthenticator: Sendable {
         // all authenticate it: the same client, so what it did under one key is its own under the next.
         entries = clients.flatMap { config in
             let client = Client(id: ClientID(config.id), programs: Set(config.programs.map { ProgramID($0) }), admin: config.admin,
-                                activationsWithoutCard: config.activationsWithoutCard)
+                                activationsWithoutCard: config.activationsWithoutCard,
+                                maxInFlight: config.maxInFlight ?? ClientConfig.maxInFlightDefault)
             return config.apiKeyHashes.compactMap { Data(hex: $0.hex).map { (Array($0), client) } }
         }
     }

@@ -43,6 +43,11 @@ public struct TokenActivation: Sendable {
     public let result: TokenActivationResult
 }
 
+/// The caller as the configuration serving now says: the client given when no reload happened
+/// since the request arrived; else the client its key names now (its programs as they are now),
+/// or 401 when the key was revoked or names another client.
+public typealias CallerNow = @Sendable (Client) throws(GatewayError) -> Client
+
 /// One provisioning: resolve the card, check the client may use it, route it to an issuer, run
 /// that issuer's endpoints under its retry policy and circuit breakers within the route's
 /// deadline, fall back to `local` when the route allows, and write an audit event for every
@@ -71,15 +76,21 @@ public struct ProvisioningService: Sendable {
     let clock: GatewayClock
     /// The token transitions under way in this process: one at a time per token.
     let transitions: TokenTransitionsUnderWay
+    /// The caller as the configuration serving now says (`CallerNow`): asked when an operation
+    /// starts and before each retry, so a reload that revoked the key or moved the client's
+    /// programs while the request waited stops it. Without a reload it is the client given.
+    let callerNow: CallerNow
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
         deadline: Duration, validatedIssuers: Set<IssuerID> = [], chainValidator: ApplePayChainValidator? = nil,
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
         issuerPrograms: [IssuerID: Set<ProgramID>] = [:], everyClientProgram: Set<ProgramID> = [], clock: GatewayClock = .continuous,
-        tracer: any Tracer = NoOpTracer(), logger: Logger, transitions: TokenTransitionsUnderWay = TokenTransitionsUnderWay()
+        tracer: any Tracer = NoOpTracer(), logger: Logger, transitions: TokenTransitionsUnderWay = TokenTransitionsUnderWay(),
+        callerNow: @escaping CallerNow = { client throws(GatewayError) in client }
     ) {
         self.transitions = transitions
+        self.callerNow = callerNow
         self.clock = clock
         self.activationIssuer = activationIssuer
         self.issuerPrograms = issuerPrograms
@@ -197,9 +208,14 @@ public struct ProvisioningService: Sendable {
             // One transition of a token at a time, from its listing to the issuer's answer: two
             // identical requests at once had both listed the token active and both suspended it,
             // and a second deactivate went to a token the first had just deactivated (the token
-            // audit). Claimed here, after the card was found to be the caller's, so no other
-            // tenant can hold a token's claim.
-            let underWay = "\(connector.issuer.rawValue)\n\(tokenID)"
+            // audit). Claimed for this card's token, after the card was found to be the caller's:
+            // keyed by the token alone, another tenant naming the same token id through its own
+            // card (whose listing then finds no such token) held the claim while its listing ran,
+            // refusing the owner's deactivate and telling it that the token was being changed
+            // (the identifier audit: 31 of 40 of the owner's transitions refused). A token is one
+            // card's, and a card's issuer reference is its own (`issuer_reference_in_use`), so the
+            // card's id adds nothing that two requests for one token could differ in.
+            let underWay = "\(connector.issuer.rawValue)\n\(card!.id.rawValue)\n\(tokenID)"
             guard transitions.claim(underWay) else {
                 throw GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
                     + "card's tokens for its outcome; nothing was sent").nothingActed()
@@ -270,11 +286,16 @@ public struct ProvisioningService: Sendable {
     /// once per issuer before its first attempt (chain validation). `requestLogger`: the request's
     /// own (its `request_id`), else the service's.
     private func run<T: Sendable>(
-        _ operation: AuditOperation, cardID: CardID?, client: Client, provisioningID: ProvisioningID, deviceType: DeviceType?,
+        _ operation: AuditOperation, cardID: CardID?, client arrived: Client, provisioningID: ProvisioningID, deviceType: DeviceType?,
         tokenID: String? = nil, fallbackAllowed: Bool, logger requestLogger: Logger?,
         prepare: (IssuerID) async throws(GatewayError) -> Void = { _ in },
         call: (any IssuerConnector, CardRecord?, ProvisioningContext) async throws(GatewayError) -> T
     ) async throws(GatewayError) -> (IssuerID, T) {
+        // Asked again here, not only when the handler began: a request with an Idempotency-Key
+        // may have waited for a duplicate's claim for up to its deadline (the reload audit: a key
+        // revoked, or the program moved to another tenant, while a duplicate waited, and the
+        // duplicate then provisioned with the old rights, seconds after the reload).
+        let client = try callerNow(arrived)
         let started = clock.now
         var logger = requestLogger ?? logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
@@ -612,6 +633,10 @@ public struct ProvisioningService: Sendable {
     /// again (the PostgreSQL audit's retry provisioned, 2 s after the move, a card an admin had
     /// just given to another tenant's program). Only retries pay the read.
     private func confirmUnchanged(_ card: CardRecord, client: Client) async throws(GatewayError) {
+        // The configuration's side of the same question: a reload that revoked the key or moved
+        // the program away while the request waited (the reload audit's retry went out 0.9 s
+        // after the move, with the card's data in its answer).
+        let client = try callerNow(client)
         let now = try await self.card(card.id)
         guard client.mayUse(now) else { throw .cardNotAmongClients(card.id) }
         guard now.issuer == card.issuer, now.issuerReference == card.issuerReference else {

@@ -17,6 +17,8 @@ struct APIHandler: APIProtocol {
     let health: UpstreamHealth
     let metrics: GatewayMetrics
     let readiness: Readiness
+    /// Each client's requests in flight (`clients[].max_in_flight`), shown at each scrape.
+    let clientsInFlight: InFlightLimiter<ClientID>
     /// Fault injection, which exists only in the sandbox composition.
     let faults: (any FaultInjection)?
 
@@ -47,11 +49,17 @@ struct APIHandler: APIProtocol {
     /// current generation, and the client it names now is the one the request acts as.
     func client() throws(GatewayError) -> Client {
         guard let client = RequestScope.client else { throw GatewayError(.unauthorized, "no API key") }
+        return try Self.callerNow(client, live: live)
+    }
+
+    /// `client()`'s check, for any moment of the request: the service asks it again when an
+    /// operation starts (after an Idempotency-Key's wait) and before each retry (`CallerNow`).
+    static func callerNow(_ client: Client, live: LiveConfiguration) throws(GatewayError) -> Client {
         guard let arrivedOn = RequestScope.generation, let current = live.current, current.number != arrivedOn.number,
               let keyDigest = RequestScope.caller?.keyDigest
         else { return client }
         guard let now = current.authenticator.client(keyDigest: keyDigest), now.id == client.id else {
-            throw GatewayError(.unauthorized, "the API key was revoked while the request was being received")
+            throw GatewayError(.unauthorized, "the API key was revoked while the request was under way")
         }
         return now
     }
@@ -533,6 +541,10 @@ extension APIHandler {
         metrics.upstreamConnections(upstreams.connections())
         metrics.storeCommits(store.commitCounts)
         metrics.requestsInFlight(live.requestsInFlight)
+        // Every configured client, 0 included, so a graph shows a client's figure fall back.
+        var perClient = Dictionary(uniqueKeysWithValues: generation.config.clients.map { ($0.id, 0) })
+        for (client, count) in clientsInFlight.snapshot { perClient[client.rawValue] = count }
+        metrics.clientRequestsInFlight(perClient)
         // A breaker's state moves from open to half open with time, not with a call: read at the
         // scrape, so a quiet issuer's (or a standby endpoint's) breaker does not show open, and
         // page, until traffic comes back.

@@ -54,6 +54,48 @@ struct RateLimitTests {
         }
     }
 
+    /// A client's requests at once are bounded (`clients[].max_in_flight`): requests held in
+    /// flight (here, bodies held back after their headers) make its next one 429 at once, without
+    /// touching another client or the issuer, and the count falls back as they are answered.
+    @Test func aClientWithMaxInFlightRequestsIsRefusedAtOnceAndOthersAreNot() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        let demo = try #require(config.clients.firstIndex { $0.id == "demo" })
+        config.clients[demo].maxInFlight = 2
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let body = Array(try GatewayHarness.requestBody())
+            var held: [RawConnection] = []
+            defer { for connection in held { connection.close() } }
+            for _ in 0..<2 {
+                let connection = try await RawConnection.open(port: client.port)
+                held.append(connection)
+                try await connection.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: x\r\n"
+                    + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+                try await connection.send(bytes: Array(body.prefix(10)))
+            }
+            let demoInFlight = #"gateway_client_requests_in_flight{client="demo"}"#
+            #expect(await RawConnection.eventually { ((try? await ConfigReloadTests.metric(client, demoInFlight)) ?? 0) == 2 })
+
+            let refused = try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey)
+            Self.expectRateLimited(refused)
+            #expect((refused.json["detail"] as? String)?.contains("max_in_flight") == true, "\(refused.json)")
+            Self.expectRateLimited(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: Data(body)))
+            #expect(try await ConfigReloadTests.metric(client, #"gateway_rate_limited_total{client="demo"}"#) == 2)
+            // Another client is not held back by demo's requests.
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.otherKey).status == .ok)
+            #expect(await sandbox.bridge.log.count == 0)
+
+            for connection in held {
+                try await connection.send(bytes: Array(body.dropFirst(10)))
+                #expect(await connection.eventually { $0.text.contains("\r\n\r\n{") && $0.text.hasSuffix("}") }, "\(connection.text)")
+                #expect(connection.text.hasPrefix("HTTP/1.1 200 "), "\(connection.text)")
+            }
+            #expect(await RawConnection.eventually { ((try? await ConfigReloadTests.metric(client, demoInFlight)) ?? -1) == 0 })
+            #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+            // Only the two held requests reached the issuer.
+            #expect(await sandbox.bridge.log.count == 2)
+        }
+    }
+
     @Test func retryAfterIsWholeSecondsRoundedUp() async throws {
         let config = try GatewayHarness.withDemoRateLimit(RateLimitConfig(requestsPerSecond: 0.4, burst: 1), GatewayHarness.sandboxConfig())
         let clock = TestClock()

@@ -123,6 +123,32 @@ import Testing
         }
     }
 
+    /// Another tenant naming the owner's token id through its own card at the same issuer
+    /// account, its listing slowed so that it runs across the owner's request, neither holds the
+    /// owner's token nor learns that it is being changed: the owner's deactivate goes through,
+    /// and the other tenant's request ends as a token its card does not have.
+    @Test func anotherTenantNamingATokenThroughItsOwnCardDoesNotHoldIt() async throws {
+        var config = try GatewayHarness.sandboxConfig()
+        config.sandbox.cards.append(SandboxCardConfig(
+            cardID: "card_other_marqeta", program: "other", issuer: "marqeta", issuerReference: ["issuer_card_id": "mq_card_other_001"],
+            card: SandboxCardData(number: "4000000000000085", name: "Other Tenant", expiry: "10/30")))
+        try await GatewayHarness.run(config: config) { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(1_500)))
+            async let probe = WalletTokenAPITests.transition(client, card: "card_other_marqeta", token: id, "suspend",
+                                                            key: GatewayHarness.otherKey)
+            let owners = try await GatewayClient.with(port: client.port) { owner in
+                try await Task.sleep(for: .milliseconds(200))
+                return try await WalletTokenAPITests.transition(owner, card: "card_marqeta_demo", token: id, "deactivate")
+            }
+            #expect(owners.status == .ok, "\(String(buffer: owners.body))")
+            let probed = try await probe
+            #expect(probed.status == .notFound && probed.json["code"] as? String == "token_not_found", "\(String(buffer: probed.body))")
+            #expect(await sandbox.marqeta.tokens.transitions.count == 1)
+        }
+    }
+
     @Test func lithicSamsungPayAndAsynchronousTransitions() async throws {
         try await GatewayHarness.run { client, sandbox in
             let samsung = try await WalletTokenAPITests.samsungPay(client, card: "card_lithic_demo")

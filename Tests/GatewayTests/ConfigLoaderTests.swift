@@ -559,6 +559,14 @@ import WalletCrypto
         ])
         let client = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    rate_limit: { requests_per_second: -1, burst: 10 }")
         #expect(problems(client) == ["clients[0].rate_limit.requests_per_second: must be 0.001 to 100000"])
+        for bad in ["0", "-1", "100001"] {
+            let limited = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    max_in_flight: \(bad)")
+            #expect(problems(limited) == ["clients[0].max_in_flight: must be 1 to 100000"], "max_in_flight: \(bad)")
+        }
+        for good in ["1", "100000"] {
+            let limited = Self.minimal.replacingOccurrences(of: "programs: [acme]", with: "programs: [acme]\n    max_in_flight: \(good)")
+            #expect(problems(limited).isEmpty, "max_in_flight: \(good)")
+        }
     }
 
     /// An Idempotency-Key must outlive any request under it: its TTL is refused unless it exceeds

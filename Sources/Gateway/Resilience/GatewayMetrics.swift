@@ -15,6 +15,8 @@ public final class GatewayMetrics: Sendable {
     /// dictionary look-up, not the factory's registration path (its lock, its label checks).
     private let counters = Mutex<[HandleKey: CoreMetrics.Counter]>([:])
     private let timers = Mutex<[HandleKey: CoreMetrics.Timer]>([:])
+    /// The clients the last scrape's `gateway_client_requests_in_flight` named.
+    private let clientsShownInFlight = Mutex<Set<String>>([])
 
     private struct HandleKey: Hashable {
         let label: String
@@ -92,6 +94,22 @@ public final class GatewayMetrics: Sendable {
     /// clients holding their bodies back.
     public func requestsInFlight(_ count: Int) {
         CoreMetrics.Gauge(label: "gateway_requests_in_flight", factory: factory).record(Double(count))
+    }
+
+    /// Each client's requests in flight, read at each scrape (`clients[].max_in_flight` bounds it).
+    /// A client the previous scrape showed and this one does not (a reload removed it) leaves
+    /// the exposition.
+    public func clientRequestsInFlight(_ counts: [String: Int]) {
+        let gone = clientsShownInFlight.withLock { shown in
+            defer { shown = Set(counts.keys) }
+            return shown.subtracting(counts.keys)
+        }
+        for client in gone {
+            CoreMetrics.Gauge(label: "gateway_client_requests_in_flight", dimensions: [("client", client)], factory: factory).destroy()
+        }
+        for (client, count) in counts {
+            CoreMetrics.Gauge(label: "gateway_client_requests_in_flight", dimensions: [("client", client)], factory: factory).record(Double(count))
+        }
     }
 
     /// An endpoint a config reload removed (or moved): its breaker series leaves the exposition.

@@ -103,11 +103,13 @@ public func buildGateway(
     let local = try LocalIssuer.build(config: config, store: store, environment: environment)
     let clientLimits = RateLimiter<ClientID, GatewayClock>(clock: clock, defaultLimit: .clientDefault, limits: RateLimits.clients(config))
     let failureLimits = RateLimiter<String, GatewayClock>(clock: clock, defaultLimit: config.server.authFailureLimit)
+    let clientsInFlight = InFlightLimiter<ClientID>()
     let reloader = ConfigReloader(
         source: configSource, live: live,
         parts: GenerationParts(store: store, local: local, health: health, metrics: metrics,
                                sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, tracer: tracing.tracer, logger: logger,
-                               transitions: TokenTransitionsUnderWay()),
+                               transitions: TokenTransitionsUnderWay(),
+                               callerNow: { [live] client throws(GatewayError) in try APIHandler.callerNow(client, live: live) }),
         environment: environment, audit: securityAudit, clientLimits: clientLimits, failureLimits: failureLimits)
 
     let router = Router(context: GatewayRequestContext.self)
@@ -122,7 +124,7 @@ public func buildGateway(
     router.add(middleware: ConfigGenerationMiddleware(live: live))
     router.add(middleware: ClientAuthMiddleware(
         authenticator: { RequestScope.generation?.authenticator ?? ClientAuthenticator(clients: []) },
-        clientLimits: clientLimits, failureLimits: failureLimits,
+        clientLimits: clientLimits, inFlight: clientsInFlight, failureLimits: failureLimits,
         metricsPublic: config.server.metricsPublic, metrics: metrics,
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
@@ -135,7 +137,7 @@ public func buildGateway(
 
     let handler = APIHandler(
         live: live, reloader: reloader, store: store, audit: securityAudit, health: health, metrics: metrics, readiness: readiness,
-        faults: extensions.faults)
+        clientsInFlight: clientsInFlight, faults: extensions.faults)
     // The OpenAPI document's request rules run before the generated decoding and every handler.
     try handler.registerHandlers(on: router, middlewares: [RequestContractMiddleware(contract: ServedContract.contract())])
     // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.

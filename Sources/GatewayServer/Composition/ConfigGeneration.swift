@@ -41,7 +41,8 @@ final class ConfigGeneration: Sendable {
                 if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
             },
             everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
-            clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions)
+            clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions,
+            callerNow: parts.callerNow)
         registration = CardRegistration(config: config)
         routes = RouteExplainer(config: config)
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
@@ -75,6 +76,8 @@ struct GenerationParts: Sendable {
     /// Token transitions under way, shared by every generation (a reload does not let a second
     /// transition of a token past the first).
     let transitions: TokenTransitionsUnderWay
+    /// The caller as the serving generation says (`APIHandler.callerNow`), asked by the service.
+    let callerNow: CallerNow
 }
 
 /// The generation serving requests, and the retired ones that still have requests in flight. A

@@ -8,6 +8,9 @@ import ProvisioningCore
 ///
 /// - every authenticated request takes a token from its client's bucket (`clients[].rate_limit`);
 ///   none left is 429 `rate_limited` with `Retry-After`;
+/// - it then counts as one of its client's requests in flight until its answer is made; a client
+///   with `clients[].max_in_flight` already in flight is answered 429 `rate_limited` at once, so
+///   a slow issuer or a client holding its bodies back cannot pile up one tenant's requests;
 /// - every failed authentication (missing or wrong key) takes a token from its source address's
 ///   bucket (`server.auth_failure_limit`) and is reported to `onAuthFailure`; while that bucket is
 ///   empty, a request without a valid key is answered 429 at once, neither reported nor logged.
@@ -21,6 +24,8 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     let authenticator: @Sendable () -> ClientAuthenticator
     /// Keyed by client id: at most one bucket per configured client.
     let clientLimits: RateLimiter<ClientID, C>
+    /// Each client's requests in flight, against its `max_in_flight`.
+    let inFlight: InFlightLimiter<ClientID>
     /// Keyed by `SourceAddress.key`; holds buckets only for sources that failed to authenticate.
     let failureLimits: RateLimiter<String, C>
     /// `server.metrics_public`: `/metrics` without a key. Otherwise it takes an admin client's key.
@@ -32,13 +37,15 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
     let metrics: GatewayMetrics?
 
     init(
-        authenticator: @escaping @Sendable () -> ClientAuthenticator, clientLimits: RateLimiter<ClientID, C>, failureLimits: RateLimiter<String, C>,
+        authenticator: @escaping @Sendable () -> ClientAuthenticator, clientLimits: RateLimiter<ClientID, C>,
+        inFlight: InFlightLimiter<ClientID> = InFlightLimiter(), failureLimits: RateLimiter<String, C>,
         metricsPublic: Bool, metrics: GatewayMetrics? = nil,
         onAuthFailure: @escaping AuthFailureHook = { _, _ in }
     ) {
         self.metrics = metrics
         self.authenticator = authenticator
         self.clientLimits = clientLimits
+        self.inFlight = inFlight
         self.failureLimits = failureLimits
         self.metricsPublic = metricsPublic
         self.onAuthFailure = onAuthFailure
@@ -68,6 +75,12 @@ struct ClientAuthMiddleware<Context: RemoteAddressRequestContext, C: Clock>: Rou
         if isMetrics && !client.admin {
             throw GatewayError(.forbidden, "GET /metrics needs an admin client's key")
         }
+        guard inFlight.enter(client.id, limit: client.maxInFlight) else {
+            metrics?.rateLimited(client: client.id.rawValue)
+            throw GatewayError(.rateLimited, "this client has \(client.maxInFlight) requests in flight, its max_in_flight; send again once one is answered",
+                               retryAfter: .seconds(1))
+        }
+        defer { inFlight.leave(client.id) }
         return try await RequestScope.$caller.withValue(Caller(client: client, keyDigest: keyDigest, remoteAddress: context.remoteAddress)) {
             try await next(request, context)
         }

@@ -95,6 +95,9 @@ extension GatewayConfig {
                 problems.append(.init("\(path).programs[\(index)]", "must be 1 to 64 of A-Z a-z 0-9 _ - ."))
             }
             if let limit = client.rateLimit { problems += limit.problems(path: "\(path).rate_limit") }
+            if let limit = client.maxInFlight, !ClientConfig.maxInFlightRange.contains(limit) {
+                problems.append(.init("\(path).max_in_flight", "must be \(ClientConfig.maxInFlightRange.lowerBound) to \(ClientConfig.maxInFlightRange.upperBound)"))
+            }
         }
 
         for name in issuers.keys.sorted() {

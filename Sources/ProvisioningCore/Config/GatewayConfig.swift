@@ -169,9 +169,19 @@ public struct ClientConfig: Sendable, Codable {
     @DefaultFalse public var activationsWithoutCard: Bool
     /// Requests per second this client may make; `RateLimitConfig.clientDefault` when absent.
     public var rateLimit: RateLimitConfig?
+    /// Requests this client may have in flight at once, from its headers' arrival to its answer
+    /// (`ClientConfig.maxInFlightDefault` when absent). A client over it answers 429 at once.
+    public var maxInFlight: Int?
+
+    /// As many as the default burst: a client may send its whole burst at once, but a slow issuer
+    /// or a client holding its bodies back cannot pile up more of its requests than that
+    /// (50 requests a second for a 15 s deadline would be 750).
+    public static let maxInFlightDefault = 100
+    /// The accepted range of `max_in_flight`.
+    public static let maxInFlightRange = 1...100_000
 
     public init(id: String, apiKeySHA256: String, programs: [String], admin: Bool = false, activationsWithoutCard: Bool = false,
-                rateLimit: RateLimitConfig? = nil) {
+                rateLimit: RateLimitConfig? = nil, maxInFlight: Int? = nil) {
         self.id = id
         self.apiKeySHA256 = apiKeySHA256
         self.previousAPIKeysSHA256 = []
@@ -179,6 +189,7 @@ public struct ClientConfig: Sendable, Codable {
         self.admin = admin
         self.activationsWithoutCard = activationsWithoutCard
         self.rateLimit = rateLimit
+        self.maxInFlight = maxInFlight
     }
 
     /// Every key hash this client is known by: its key, then the previous ones.
@@ -193,6 +204,7 @@ public struct ClientConfig: Sendable, Codable {
         case programs, admin
         case activationsWithoutCard = "activations_without_card"
         case rateLimit = "rate_limit"
+        case maxInFlight = "max_in_flight"
     }
 }
 

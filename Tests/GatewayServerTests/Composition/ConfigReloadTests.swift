@@ -4,6 +4,7 @@ import GatewayTestSupport
 import Gateway
 import GatewayServer
 import Hummingbird
+import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import ProvisioningCore
@@ -401,6 +402,60 @@ import Testing
             let problem = try #require(try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any])
             #expect(problem["code"] as? String == code, "\(problem)")
             #expect(await sandbox.bridge.log.count == 0, "the issuer was called")
+        }
+    }
+
+    /// A reload that revokes the key, or moves the program to another client, while a request
+    /// waits (for its retry, or as a duplicate for its Idempotency-Key's claim) stops it: the
+    /// retry is not sent, and the duplicate, which takes the key once the first has let it go,
+    /// sends nothing either (the reload audit: the duplicate provisioned 2 s after the reload,
+    /// with the old rights, and a retry went out 0.9 s after a move). The caller is asked again
+    /// when an operation starts and before each retry.
+    @Test(arguments: [
+        ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
+         "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
+        ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
+         "card_not_found"),
+    ])
+    func aReloadWhileARequestOrItsDuplicateWaitsStopsBoth(old: String, new: String, status: Int, code: String) async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+            // Bridge throttles the first attempt: the request waits 2 s (its Retry-After) before
+            // it tries again, holding its Idempotency-Key's claim; a 429 says the issuer did
+            // nothing, so the key is let go when the request ends.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#)
+            let body = ByteBuffer(bytes: try GatewayHarness.requestBody())
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
+                                       HTTPField.Name("Idempotency-Key")!: "reload-while-waiting-1"]
+            let port = client.port
+            let send: @Sendable () async throws -> GatewayResponse = {
+                try await GatewayClient.with(port: port) { own in
+                    try await own.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers, body: body)
+                }
+            }
+            async let first = send()
+            var taken = false
+            for _ in 0..<500 where !taken {
+                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+                if !taken { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            try #require(taken, "the request never reached the Bridge simulator")
+            // The duplicate finds the key claimed and waits.
+            async let duplicate = send()
+            try await Task.sleep(for: .milliseconds(100))
+            try file.write { text in
+                try Self.replacing(old, new)(new.contains("activations_without_card")
+                    ? try Self.replacing("    activations_without_card: true\n", "")(text) : text)
+            }
+            let reloaded = try await Self.reload(client)
+            #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
+
+            for answer in [try await first, try await duplicate] {
+                #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
+            }
+            // Bridge saw the throttled attempt only.
+            #expect(await sandbox.bridge.log.requests.map(\.status) == [429])
         }
     }
 
