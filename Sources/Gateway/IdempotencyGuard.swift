@@ -100,6 +100,8 @@ public struct IdempotencyGuard: Sendable {
                 event.tokenID = asked.tokenID
                 event.deviceType = nil
                 event.issuer = nil
+                // No card was read for the repeat: it names no program, as it names no issuer.
+                event.program = nil
             }
             event.at = wallTime()
             event.endpoint = nil

@@ -325,6 +325,8 @@ public struct ProvisioningService: Sendable {
                 // Another program's card is answered exactly like a card that does not exist.
                 guard client.mayUse(record) else { throw .cardNotAmongClients(cardID) }
                 card = record
+                // Every event from here on names the program: the trail's reader is judged by it.
+                trail.event.program = record.program
                 rule = routing.firstMatch(record, wallet: wallet)
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : record.issuer ?? rule?.issuer
                 else {
@@ -577,13 +579,14 @@ public struct ProvisioningService: Sendable {
     ) async throws(GatewayError) {
         var logger = logger ?? self.logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"
-        func event(_ outcome: AuditEvent.Outcome, _ code: GatewayError.Code?) -> AuditEvent {
+        func event(_ outcome: AuditEvent.Outcome, _ code: GatewayError.Code?, program: ProgramID? = nil) -> AuditEvent {
             AuditEvent(provisioningID: provisioningID, at: clock.date, client: client.id, cardID: cardID ?? CardID(""), operation: operation,
                        deviceType: deviceType, tokenID: tokenID, issuer: issuer, endpoint: nil, attempt: 0, outcome: outcome, errorCode: code,
-                       upstreamStatus: nil, latencyMS: 0)
+                       upstreamStatus: nil, latencyMS: 0, program: program)
         }
+        let program: ProgramID?
         do {
-            try await authorizeReplay(cardID: cardID, client: client)
+            program = try await authorizeReplay(cardID: cardID, client: client)
         } catch {
             // A refused replay is a `replayed` event with the refusal's code: like a served one it
             // called no issuer, and every refusal is kept (a `failed` event at attempt 0 would be
@@ -592,18 +595,21 @@ public struct ProvisioningService: Sendable {
             try await record(event(.replayed, error.code), logger: logger)
             throw error.with(provisioningID: provisioningID)
         }
-        try await record(event(.replayed, nil), logger: logger)
+        try await record(event(.replayed, nil, program: program), logger: logger)
     }
 
     /// A stored answer is replayed only while the card is still one of the client's: not after it
     /// was deleted, moved to another program, or the client lost the program.
-    private func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) {
+    /// The card's program, when there is a card.
+    private func authorizeReplay(cardID: CardID?, client: Client) async throws(GatewayError) -> ProgramID? {
         guard let cardID else {
             // An activation without a card: replayed only while the client may still make one.
             try Self.mayActivateWithoutACard(client)
-            return
+            return nil
         }
-        guard client.mayUse(try await card(cardID)) else { throw .cardNotAmongClients(cardID) }
+        let card = try await card(cardID)
+        guard client.mayUse(card) else { throw .cardNotAmongClients(cardID) }
+        return card.program
     }
 
     /// The audit event is written before the caller gets an answer; if it cannot be, neither can the answer.

@@ -485,26 +485,40 @@ struct APIHandler: APIProtocol {
         let read = try await store.auditEvents(ProvisioningID(input.path.provisioningId), limit: Self.maxTrailEvents + 1)
         let events = read.prefix(Self.maxTrailEvents).filter { $0.client == client.id }
         guard !events.isEmpty else { throw notFound }
-        // A trail names its card, issuer and endpoint: it is read only while its card is still
-        // among the client's programs (or gone), as every route reads a card. A client whose
-        // program was taken away, or whose card an admin moved to another program, reads it no
-        // more (the config audit read one after its program was removed). Only events that
-        // reached an issuer are held to it: a refusal before any issuer (`card_not_found`, ...)
-        // tells nothing of the card, and holding it to the card's owner made the trail of a
-        // refused probe an oracle: 404 once another tenant registered the id, 200 while it was
-        // free (the observability audit).
+        // A trail names its card, issuer and endpoint: it is read only while the client holds the
+        // program its card was in when the requests found the card theirs (the events name it),
+        // so a client whose program was taken away reads it no more (the config audit read one
+        // after its program was removed). What became of the card since does not count: held to
+        // the card's owner now, a trail had turned 404 once another tenant registered an id its
+        // client had deleted, a read that told of another tenant's registration (the identifier
+        // audit).
+        let programs = Set(events.compactMap(\.program))
+        if !programs.isEmpty {
+            guard client.admin || programs.isSubset(of: client.programs) else { throw notFound }
+            return .ok(Self.trail(input.path.provisioningId, events, truncated: read.count > Self.maxTrailEvents))
+        }
+        // Events written before schema 011 name no program: such a trail is read while its card is
+        // still among the client's programs (or gone). Only events that reached an issuer are held
+        // to it: a refusal before any issuer (`card_not_found`, ...) tells nothing of the card,
+        // and holding it to the card's owner made the trail of a refused probe an oracle: 404
+        // once another tenant registered the id, 200 while it was free (the observability audit).
         for cardID in Set(events.filter { $0.issuer != nil || $0.endpoint != nil }.map(\.cardID)) where !cardID.rawValue.isEmpty {
             let card: CardRecord?
             do { card = try await store.card(cardID) } catch { throw GatewayError(.internal, "the card registry failed", cause: error) }
             if let card, !client.manages(card) { throw notFound }
         }
-        return .ok(.init(body: .json(.init(provisioningId: input.path.provisioningId, events: events.map { event in
+        return .ok(Self.trail(input.path.provisioningId, events, truncated: read.count > Self.maxTrailEvents))
+    }
+
+    private static func trail(_ provisioningID: String, _ events: some Sequence<AuditEvent>, truncated: Bool)
+        -> Operations.GetProvisioning.Output.Ok {
+        .init(body: .json(.init(provisioningId: provisioningID, events: events.map { event in
             .init(at: event.at, clientId: event.client.rawValue, cardId: event.cardID.rawValue, wallet: event.operation.rawValue,
                   deviceType: event.deviceType?.rawValue, tokenId: event.tokenID,
                   issuer: event.issuer?.rawValue, endpoint: event.endpoint, attempt: event.attempt,
                   outcome: .init(rawValue: event.outcome.rawValue) ?? .failed, errorCode: event.errorCode?.rawValue,
                   upstreamStatus: event.upstreamStatus, latencyMs: event.latencyMS)
-        }, truncated: read.count > Self.maxTrailEvents ? true : nil))))
+        }, truncated: truncated ? true : nil)))
     }
 
     /// The most events `GET /v1/provisionings/{id}` answers (the spec's `maxItems`).

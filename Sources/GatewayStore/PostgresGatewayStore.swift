@@ -95,6 +95,7 @@ public final class PostgresGatewayStore: GatewayStore {
         ("008_audit_token_id", statements(StoreRows.auditTokenMigration)),
         (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration(.postgres))),
         (StoreRows.claimProvisioningVersion, statements(StoreRows.claimProvisioningMigration)),
+        (StoreRows.auditProgramVersion, statements(StoreRows.auditProgramMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -635,11 +636,11 @@ public final class PostgresGatewayStore: GatewayStore {
     private func insertAudit(_ event: AuditEvent, _ run: (PostgresQuery) async throws -> PostgresRowSequence) async throws {
         let inserted = try await run("""
             INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint, attempt,
-                outcome, error_code, upstream_status, latency_ms)
+                outcome, error_code, upstream_status, latency_ms, program)
             VALUES (\(event.provisioningID.rawValue), \(StoreRows.milliseconds(event.at)), \(event.client.rawValue),
                 \(event.cardID.rawValue), \(event.operation.rawValue), \(event.deviceType?.rawValue), \(event.tokenID), \(event.issuer?.rawValue),
                 \(event.endpoint), \(event.attempt),
-                \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS))
+                \(event.outcome.rawValue), \(event.errorCode?.rawValue), \(event.upstreamStatus), \(event.latencyMS), \(event.program?.rawValue))
             ON CONFLICT (provisioning_id, attempt) WHERE \(unescaped: StoreRows.auditOnce) DO NOTHING RETURNING id
             """)
         // Read to the end: the statement is done only once its rows are (`appendAudit` commits).
@@ -656,7 +657,7 @@ public final class PostgresGatewayStore: GatewayStore {
     private static func auditSelect(_ provisioningID: ProvisioningID, attempt: Int? = nil, limit: Int = Int(Int32.max)) -> PostgresQuery {
         let columns = """
             SELECT provisioning_id, at, client_id, card_id, wallet, issuer, endpoint, attempt, outcome, error_code,
-                upstream_status, latency_ms, device_type, token_id FROM audit_events
+                upstream_status, latency_ms, device_type, token_id, program FROM audit_events
             """
         if let attempt {
             return "\(unescaped: columns) WHERE provisioning_id = \(provisioningID.rawValue) AND attempt = \(attempt) AND \(unescaped: StoreRows.auditOnce)"
@@ -665,12 +666,12 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     private func auditEvent(_ row: PostgresRow) throws -> AuditEvent {
-        let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token) = try row.decode(
-            (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?, String?).self)
+        let (id, at, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token, program) = try row.decode(
+            (String, Int64, String, String, String, String?, String?, Int, String, String?, Int?, Int, String?, String?, String?).self)
         return try StoreRows.auditEvent(
             provisioningID: id, at: at, client: client, cardID: card, wallet: wallet, deviceType: device, tokenID: token, issuer: issuer,
             endpoint: endpoint,
-            attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, store: displayName)
+            attempt: attempt, outcome: outcome, errorCode: code, upstreamStatus: status, latencyMS: latency, program: program, store: displayName)
     }
 
     // MARK: Archive
@@ -684,18 +685,19 @@ public final class PostgresGatewayStore: GatewayStore {
             case .audit:
                 let result = try await client.query("""
                     SELECT id, at, provisioning_id, client_id, card_id, wallet, issuer, endpoint, attempt::BIGINT, outcome, error_code,
-                        upstream_status::BIGINT, latency_ms::BIGINT, device_type, token_id FROM audit_events
+                        upstream_status::BIGINT, latency_ms::BIGINT, device_type, token_id, program FROM audit_events
                     WHERE id > \(after) ORDER BY id LIMIT \(max(limit, 0))
                     """, logger: logger)
                 for try await row in result {
-                    let (id, at, provisioning, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token) =
+                    let (id, at, provisioning, client, card, wallet, issuer, endpoint, attempt, outcome, code, status, latency, device, token,
+                         program) =
                         try row.decode((Int64, Int64, String?, String?, String?, String?, String?, String?, Int64?, String?, String?, Int64?,
-                                        Int64?, String?, String?).self)
+                                        Int64?, String?, String?, String?).self)
                     rows.append(ArchivedRow(id: id, at: at, columns: [
                         "provisioning_id": text(provisioning), "client_id": text(client),
                         "card_id": text(card), "wallet": text(wallet), "issuer": text(issuer), "endpoint": text(endpoint),
                         "attempt": integer(attempt), "outcome": text(outcome), "error_code": text(code), "upstream_status": integer(status),
-                        "latency_ms": integer(latency), "device_type": text(device), "token_id": text(token),
+                        "latency_ms": integer(latency), "device_type": text(device), "token_id": text(token), "program": text(program),
                     ]))
                 }
             case .security:

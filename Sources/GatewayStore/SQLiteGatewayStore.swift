@@ -196,6 +196,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration(StoreRows.claimProvisioningVersion) { db in
             try db.execute(sql: StoreRows.claimProvisioningMigration)
         }
+        migrator.registerMigration(StoreRows.auditProgramVersion) { db in
+            try db.execute(sql: StoreRows.auditProgramMigration)
+        }
         return migrator
     }
 
@@ -611,7 +614,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     private static func insertAudit(_ events: [AuditEvent], _ db: Database) throws {
         let statement = try db.cachedStatement(sql: """
             INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint,
-                attempt, outcome, error_code, upstream_status, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                attempt, outcome, error_code, upstream_status, latency_ms, program) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (provisioning_id, attempt) WHERE \(StoreRows.auditOnce) DO NOTHING
             """)
         for event in events {
@@ -619,7 +622,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 event.provisioningID.rawValue, StoreRows.milliseconds(event.at), event.client.rawValue,
                 event.cardID.rawValue, event.operation.rawValue, event.deviceType?.rawValue, event.tokenID, event.issuer?.rawValue, event.endpoint,
                 event.attempt,
-                event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS])
+                event.outcome.rawValue, event.errorCode?.rawValue, event.upstreamStatus, event.latencyMS, event.program?.rawValue])
             guard db.changesCount == 0 else { continue }
             let stored = try Row.fetchOne(db, sql: "SELECT * FROM audit_events WHERE provisioning_id = ? AND attempt = ? AND \(StoreRows.auditOnce)",
                                           arguments: [event.provisioningID.rawValue, event.attempt]).map(auditEvent)
@@ -632,7 +635,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             provisioningID: row["provisioning_id"], at: row["at"], client: row["client_id"], cardID: row["card_id"], wallet: row["wallet"],
             deviceType: row["device_type"], tokenID: row["token_id"], issuer: row["issuer"], endpoint: row["endpoint"], attempt: row["attempt"],
             outcome: row["outcome"], errorCode: row["error_code"], upstreamStatus: row["upstream_status"], latencyMS: row["latency_ms"],
-            store: "sqlite")
+            program: row["program"], store: "sqlite")
     }
 
     public func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] {

@@ -116,7 +116,7 @@ enum StoreRows {
     static func auditEvent(
         provisioningID: String, at: Int64, client: String, cardID: String, wallet: String, deviceType: String?, tokenID: String?,
         issuer: String?, endpoint: String?, attempt: Int, outcome: String, errorCode: String?, upstreamStatus: Int?, latencyMS: Int,
-        store: String
+        program: String?, store: String
     ) throws -> AuditEvent {
         guard let operation = AuditOperation(rawValue: wallet), let outcome = AuditEvent.Outcome(rawValue: outcome) else {
             throw StoreError(store: store, reason: "an audit row has an unknown wallet or outcome")
@@ -125,7 +125,7 @@ enum StoreRows {
             provisioningID: ProvisioningID(provisioningID), at: date(at), client: ClientID(client), cardID: CardID(cardID),
             operation: operation, deviceType: deviceType.flatMap(DeviceType.init(rawValue:)), tokenID: tokenID, issuer: issuer.map { IssuerID($0) },
             endpoint: endpoint, attempt: attempt, outcome: outcome, errorCode: errorCode.flatMap { GatewayError.Code(rawValue: $0) },
-            upstreamStatus: upstreamStatus, latencyMS: latencyMS)
+            upstreamStatus: upstreamStatus, latencyMS: latencyMS, program: program.map { ProgramID($0) })
     }
 
     /// What a store does when an audit event's (provisioning id, attempt) is already recorded: the
@@ -214,6 +214,11 @@ enum StoreRows {
     /// at that provisioning's audit trail). Rows kept before it have none (NULL).
     static let claimProvisioningVersion = "010_claim_provisioning_id"
     static let claimProvisioningMigration = "ALTER TABLE idempotency_keys ADD COLUMN provisioning_id TEXT"
+
+    /// Schema 011, the same on both stores: the program an audit event's card was in when its
+    /// request found the card the caller's (`AuditEvent.program`). Rows kept before it have none.
+    static let auditProgramVersion = "011_audit_program"
+    static let auditProgramMigration = "ALTER TABLE audit_events ADD COLUMN program TEXT"
 
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"

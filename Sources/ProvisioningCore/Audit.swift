@@ -23,6 +23,11 @@ public struct AuditEvent: Sendable, Equatable {
     /// activation's `token_unique_reference`. Identifiers, never card data.
     public var tokenID: String?
     public var issuer: IssuerID?
+    /// The program the card was in when the request read it and found it the caller's: what
+    /// decides who reads the trail later (`GET /v1/provisionings/{id}`), whatever becomes of the
+    /// card. Nil when no card of the caller's was read (a refusal before, an activation without a
+    /// card, a refused repeat) and for events written before schema 011.
+    public var program: ProgramID?
     /// The upstream endpoint's base URL (never with credentials or a query).
     public var endpoint: String?
     public var attempt: Int
@@ -42,8 +47,9 @@ public struct AuditEvent: Sendable, Equatable {
     public init(
         provisioningID: ProvisioningID, at: Date, client: ClientID, cardID: CardID, operation: AuditOperation, deviceType: DeviceType? = nil,
         tokenID: String? = nil, issuer: IssuerID?, endpoint: String?, attempt: Int, outcome: Outcome, errorCode: GatewayError.Code?,
-        upstreamStatus: Int?, latencyMS: Int
+        upstreamStatus: Int?, latencyMS: Int, program: ProgramID? = nil
     ) {
+        self.program = program
         self.provisioningID = provisioningID
         self.at = at
         self.client = client

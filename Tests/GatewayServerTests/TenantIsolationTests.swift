@@ -401,13 +401,39 @@ import Testing
             let card = #"{"issuer":"crossmint","program":"demo","issuer_reference":{"issuer_card_id":"cm_free_42"}}"#
             #expect(try await Self.put(client, "card_free_42", card, key: GatewayHarness.demoKey).status == .created)
             #expect(try await trail(free).status == .ok)
-            // A trail that reached an issuer still follows its card: demo's own, read by demo, until it is another's.
-            let own = try await GatewayHarness.provision(client, card: "card_free_42", body: try GatewayHarness.requestBody())
+        }
+    }
+
+    /// A trail that reached an issuer is read by the program its card was in when the requests
+    /// found the card theirs, which its events name: what became of the card since tells the
+    /// reader nothing. Held to the card's owner now, demo's trail had turned 404 once it deleted
+    /// the card and another tenant registered the id (the identifier audit: a read that told of
+    /// another tenant's registration, leaving no security event).
+    @Test func aTrailIsReadByTheProgramItsCardWasInNotByWhatBecameOfTheCard() async throws {
+        try await GatewayHarness.run { client, _ in
+            func trail(_ provisioning: String, _ key: String) async throws -> GatewayResponse {
+                try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, key)
+            }
+            let card = #"{"issuer":"crossmint","program":"demo","issuer_reference":{"issuer_card_id":"cm_trail_1"}}"#
+            #expect(try await Self.put(client, "card_trail_1", card, key: GatewayHarness.demoKey).status == .created)
+            let own = try await GatewayHarness.provision(client, card: "card_trail_1", body: try GatewayHarness.requestBody())
             let provisioning = try #require(own.json["provisioning_id"] as? String)
-            #expect(try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, GatewayHarness.demoKey).status == .ok)
-            let moved = #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_free_42"}}"#
-            #expect(try await Self.put(client, "card_free_42", moved, key: Self.ops).status == .ok)
-            #expect(try await Self.send(client, .get, "/v1/provisionings/\(provisioning)", nil, GatewayHarness.demoKey).status == .notFound)
+            let before = try await trail(provisioning, GatewayHarness.demoKey)
+            #expect(before.status == .ok && (before.json["events"] as? [[String: Any]])?.first?["issuer"] as? String == "crossmint")
+
+            // Deleted by demo, and the id registered by another tenant: demo's own trail is unchanged.
+            #expect(try await Self.send(client, .delete, "/v1/cards/card_trail_1", nil, GatewayHarness.demoKey).status == .noContent)
+            let theirs = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_t1","card_account_id":"ca_t1"}}"#
+            #expect(try await Self.put(client, "card_trail_1", theirs, key: Self.other).status == .created)
+            let after = try await trail(provisioning, GatewayHarness.demoKey)
+            #expect(after.status == .ok, "\(after.json)")
+            #expect(String(buffer: after.body) == String(buffer: before.body), "the trail changed with another tenant's registration")
+            // Moved by an admin into demo's program and out again: the same.
+            let moved = #"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"cust_t1","card_account_id":"ca_t1"}}"#
+            #expect(try await Self.put(client, "card_trail_1", moved, key: Self.ops).status == .ok)
+            #expect(try await trail(provisioning, GatewayHarness.demoKey).status == .ok)
+            // The other tenant never reads demo's trail, whoever holds the card.
+            #expect(try await trail(provisioning, Self.other).status == .notFound)
         }
     }
 

@@ -254,7 +254,7 @@ struct PostgresGatewayStoreTests {
 /// Both stores migrate to the same schema versions, which `route explain` requires of a store.
 @Test func bothStoresKnowTheSameSchemaVersions() {
     #expect(PostgresGatewayStore.migrations.map(\.version) == StoreBootstrap.currentSchema)
-    #expect(StoreBootstrap.currentSchema.last == StoreRows.claimProvisioningVersion)
+    #expect(StoreBootstrap.currentSchema.last == StoreRows.auditProgramVersion)
 }
 
 /// Needs no server: nothing listens on port 1.

@@ -45,7 +45,7 @@ enum StoreConformance {
 
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
                            "006_released_issuer_references", "007_claim_abandon_time",
-                           "008_audit_token_id", "009_reference_case_folded", "010_claim_provisioning_id"]
+                           "008_audit_token_id", "009_reference_case_folded", "010_claim_provisioning_id", "011_audit_program"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -532,7 +532,7 @@ enum StoreConformance {
         let columns = try #require(first.first?.columns)
         #expect(columns["outcome"] == .text("succeeded") && columns["upstream_status"] == .integer(200) && columns["error_code"] == .null)
         #expect(columns["latency_ms"] == .integer(3) && columns["attempt"] == .integer(1) && columns["wallet"] == .text("apple_pay"))
-        #expect(Set(columns.keys).isSuperset(of: ["client_id", "card_id", "issuer", "endpoint", "device_type", "token_id"]))
+        #expect(Set(columns.keys).isSuperset(of: ["client_id", "card_id", "issuer", "endpoint", "device_type", "token_id", "program"]))
         #expect(columns["id"] == nil && columns["at"] == nil, "the id and time are the row's own fields, not repeated")
         let rest = try await store.archivedRows(.audit, after: try #require(first.first).id, limit: 10)
         #expect(rest.map(\.columns["provisioning_id"]) == [.text("prv_new"), .text("prv_old2")], "in id order, each with its id")
@@ -703,6 +703,8 @@ enum StoreConformance {
         var second = first
         second.at = instant(2)
         second.attempt = 2
+        // The card's program, as the request found it (schema 011); the first event has none.
+        second.program = "acme-debit"
         second.outcome = .succeeded
         second.errorCode = nil
         second.upstreamStatus = 200

@@ -459,6 +459,30 @@ import Testing
         }
     }
 
+    /// A client whose program a reload took away reads the trails of that program's cards no
+    /// more (its events name the program), and reads them again once it holds it again.
+    @Test func aTrailIsReadOnlyWhileTheClientHoldsItsProgram() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            let own = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody())
+            let provisioning = try #require(own.json["provisioning_id"] as? String)
+            let read = { try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(provisioning)", key: GatewayHarness.demoKey) }
+            #expect(try await read().status == .ok)
+            try file.write { text in
+                try Self.replacing("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    # May call")(
+                    try Self.replacing("    activations_without_card: true\n", "")(text))
+            }
+            #expect(try await Self.reload(client).status == .ok)
+            let refused = try await read()
+            #expect(refused.status == .notFound && refused.json["code"] as? String == "not_found", "\(refused.json)")
+            #expect(!String(buffer: refused.body).contains("card_bridge_demo"))
+            try file.write { $0 }
+            #expect(try await Self.reload(client).status == .ok)
+            #expect(try await read().status == .ok)
+        }
+    }
+
     /// A reload runs the file with the running values of the settings that take a restart, so it
     /// is checked again as that whole: a rule falling back to the local issuer, in a file that
     /// enables it, is refused while the running process has none (the reload audit saw it applied,
