@@ -618,7 +618,11 @@ extension APIHandler {
         }
         try await audit.record(event(paused ? .issuerPaused : .issuerResumed, client,
                                      detail: ["issuer": name, "was_paused": "\(before.paused)"]))
-        _ = health.setPaused(issuer, paused, by: client.id.rawValue)
+        // A reload that removed the issuer since the look-up above leaves nothing to pause: the
+        // caller hears so, not a 200 for a switch that is gone (the reload audit, from the code).
+        guard health.setPaused(issuer, paused, by: client.id.rawValue) != nil else {
+            throw GatewayError(.notFound, "no issuer \(InputRules.short(name)) is configured: a reload removed it while this request ran")
+        }
         RequestScope.logger?.notice(paused ? "issuer paused" : "issuer resumed", metadata: ["issuer": "\(name)", "by": "\(client.id)"])
         return issuerHealth(upstream, health.snapshot())
     }
