@@ -52,6 +52,22 @@ import Testing
         }
     }
 
+    /// demo's key revoked (401 after it), or its program moved away (404 for its card after it):
+    /// the file's text before and after, and what a request of demo's hears.
+    static let revokedOrMoved: [(old: String, new: String, status: Int, code: String)] = [
+        ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
+         "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
+        // (`activations_without_card` goes too: the activation account serves program demo.)
+        ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
+         "card_not_found"),
+    ]
+
+    static func revokingOrMoving(_ old: String, _ new: String) -> @Sendable (String) throws -> String {
+        { text in
+            try replacing(old, new)(new.contains("activations_without_card") ? try replacing("    activations_without_card: true\n", "")(text) : text)
+        }
+    }
+
     /// A third client, `reloaded` (key `sk_reload_new`), for the demo program.
     static let newClientKey = "sk_reload_new"
     static let addNewClient: @Sendable (String) throws -> String = replacing("clients:\n", """
@@ -368,13 +384,7 @@ import Testing
     /// A request is authenticated when its headers arrive, and acts once its body is in: a client
     /// holding its body back while ops revokes its key, or moves its program away, must not act as
     /// before when the body comes (the reload audit's slow body provisioned 8.5 s after).
-    @Test(arguments: [
-        ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
-         "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
-        // (`activations_without_card` goes too: the activation account serves program demo.)
-        ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
-         "card_not_found"),
-    ])
+    @Test(arguments: revokedOrMoved)
     func aReloadWhileABodyIsOnItsWayDecidesWhoTheRequestIs(old: String, new: String, status: Int, code: String) async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
@@ -388,10 +398,7 @@ import Testing
             // Counted in flight (with the scrape that reads it): authenticated on the first file.
             #expect(await RawConnection.eventually { ((try? await Self.metric(client, "gateway_requests_in_flight")) ?? 0) >= 2 })
 
-            try file.write { text in
-                try Self.replacing(old, new)(new.contains("activations_without_card")
-                    ? try Self.replacing("    activations_without_card: true\n", "")(text) : text)
-            }
+            try file.write(Self.revokingOrMoving(old, new))
             let reloaded = try await Self.reload(client)
             #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
 
@@ -411,12 +418,7 @@ import Testing
     /// sends nothing either (the reload audit: the duplicate provisioned 2 s after the reload,
     /// with the old rights, and a retry went out 0.9 s after a move). The caller is asked again
     /// when an operation starts and before each retry.
-    @Test(arguments: [
-        ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
-         "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
-        ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
-         "card_not_found"),
-    ])
+    @Test(arguments: revokedOrMoved)
     func aReloadWhileARequestOrItsDuplicateWaitsStopsBoth(old: String, new: String, status: Int, code: String) async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
@@ -444,10 +446,7 @@ import Testing
             // The duplicate finds the key claimed and waits.
             async let duplicate = send()
             try await Task.sleep(for: .milliseconds(100))
-            try file.write { text in
-                try Self.replacing(old, new)(new.contains("activations_without_card")
-                    ? try Self.replacing("    activations_without_card: true\n", "")(text) : text)
-            }
+            try file.write(Self.revokingOrMoving(old, new))
             let reloaded = try await Self.reload(client)
             #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
 
@@ -469,10 +468,7 @@ import Testing
             let provisioning = try #require(own.json["provisioning_id"] as? String)
             let read = { try await CardRegistryAPITests.send(client, .get, "/v1/provisionings/\(provisioning)", key: GatewayHarness.demoKey) }
             #expect(try await read().status == .ok)
-            try file.write { text in
-                try Self.replacing("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    # May call")(
-                    try Self.replacing("    activations_without_card: true\n", "")(text))
-            }
+            try file.write(Self.revokingOrMoving(Self.revokedOrMoved[1].old, Self.revokedOrMoved[1].new))
             #expect(try await Self.reload(client).status == .ok)
             let refused = try await read()
             #expect(refused.status == .notFound && refused.json["code"] as? String == "not_found", "\(refused.json)")
