@@ -58,6 +58,18 @@ public struct IdempotencyGuard: Sendable {
         "the request with this Idempotency-Key ended without an answer and may have reached the issuer; it is not run again: check the card's wallet tokens, then use a new key")
 
     /// Writes held audit events without an answer; the store's error when one could not be written.
+    /// Frees a claim whose request ended knowing the issuer did nothing; a release the store
+    /// fails is made again in the background (`LateAudit.keepReleasing`), or the key would read
+    /// as in progress and then as an outcome unknown though nothing was sent (the crash audit).
+    private func release(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async {
+        do {
+            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
+        } catch {
+            LateAudit.keepReleasing(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
+                                    clock: clock, logger: logger)
+        }
+    }
+
     private func writeAlone(_ held: [AuditEvent]) async -> (any Error)? {
         do {
             for event in held { try await store.appendAudit(event) }
@@ -161,7 +173,7 @@ public struct IdempotencyGuard: Sendable {
                 // the COMMIT). Nothing was sent to the issuer, so this request's own claim, if it is
                 // there, is freed for a retry (a release touches only the claim made at `now`); left
                 // in place it would read as in progress, then as an outcome unknown.
-                try? await store.releaseIdempotencyKey(client: client, key: key, claimedAt: now)
+                await release(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                 throw GatewayError(.internal, "the store could not record the Idempotency-Key", cause: error)
             }
             switch claim {
@@ -182,8 +194,10 @@ public struct IdempotencyGuard: Sendable {
                 case .failure(var error):
                     // Nothing fails after its success was held today; were it to, that event is
                     // still written before the failure is answered.
-                    if let auditFailure = await writeAlone(deferred.take()) {
+                    let events = deferred.take()
+                    if let auditFailure = await writeAlone(events) {
                         error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure).afterAttempt(true)
+                        LateAudit.keepTrying(events, store: store, clock: clock, logger: logger)
                     }
                     // A failure that says what happened (the issuer refused, said it did not handle
                     // the request, or was never reached; the caller erred) frees the key for a
@@ -198,7 +212,7 @@ public struct IdempotencyGuard: Sendable {
                     if error.issuerOutcomeUnknown {
                         try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now)
                     } else if error.code != .internal || !error.afterIssuerAttempt {
-                        try? await store.releaseIdempotencyKey(client: client, key: key, claimedAt: now)
+                        await release(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                     }
                     deferred.settle(error)
                     throw error
@@ -214,6 +228,8 @@ public struct IdempotencyGuard: Sendable {
                     // unless the store did not answer in time: the write still running may yet
                     // keep the answer and its events, and a second write would wait as long
                     // again, past the request's deadline (the two-instance audit answered 4 s late).
+                    // Either way, a write that fails is made again in the background: the issuer
+                    // acted, and the events are all the trail will say of it.
                     var failure = GatewayError(.internal, "the store could not keep the answer for the Idempotency-Key", cause: error)
                     if StoreError.isUnanswered(error) {
                         failure = GatewayError(.internal, "the store did not confirm the answer for the Idempotency-Key in time; it may "
@@ -224,6 +240,7 @@ public struct IdempotencyGuard: Sendable {
                     } else if let auditFailure = await writeAlone(held) {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)
+                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger)
                     }
                     // The caller can name the provisioning whose issuer acted (its events, where
                     // they were written, are under that id).

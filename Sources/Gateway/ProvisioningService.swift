@@ -623,11 +623,11 @@ public struct ProvisioningService: Sendable {
         do {
             try await store.appendAudit(event)
         } catch {
-            if StoreError.isUnanswered(error) {
-                unanswered = true
-                // The request answers its failure now; the event is still written (the review).
-                LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
-            }
+            // The request answers its failure now; the event is still written, whether the store
+            // did not answer in time (the review) or refused it (the crash audit: a PostgreSQL
+            // restart under the write lost the events of issuer calls that had been made).
+            if StoreError.isUnanswered(error) { unanswered = true }
+            LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure

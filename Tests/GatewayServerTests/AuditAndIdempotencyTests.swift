@@ -547,24 +547,53 @@ import Testing
 
     /// A write the store did not confirm in time and that then failed after all (rolled back)
     /// loses no event: the request answers its failure at once, and its events are written on
-    /// their own in the background (the review found them lost without a trace).
-    @Test func eventsWhoseWriteTimedOutAndFailedAreStillWritten() async throws {
+    /// their own in the background (the review found them lost without a trace). Nor does a
+    /// write the store refused at once, twice (the request's own try, and for a key the events'
+    /// write on their own after the answer's): a PostgreSQL restart under the answer's commit had
+    /// lost the `succeeded` events of issuer calls that had been made (the crash audit).
+    @Test(arguments: [false, true])
+    func eventsWhoseWriteTimedOutOrWasRefusedAreStillWritten(refused: Bool) async throws {
         let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
         try await GatewayHarness.run(store: store) { client, _ in
             let body = try GatewayHarness.requestBody()
             for key in ["order-83", nil] {
-                store.dropNext(1)
+                if refused { store.refuseNext(2) } else { store.dropNext(1) }
                 let failed = try await Self.provision(client, body: body, idempotencyKey: key)
                 #expect(failed.status == .internalServerError, "\(failed.json)")
                 let id = try #require(failed.json["provisioning_id"] as? String, "\(failed.json)")
                 // Written in the background: waited for, up to 10 s, not timed.
                 var trail: [AuditEvent] = []
-                for _ in 0..<1000 where trail.isEmpty {
+                for _ in 0..<1000 where !trail.contains(where: { $0.outcome == .succeeded }) {
                     trail = try await store.auditEvents(ProvisioningID(id))
-                    if trail.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                    if !trail.contains(where: { $0.outcome == .succeeded }) { try await Task.sleep(for: .milliseconds(10)) }
                 }
-                #expect(trail.map(\.outcome) == [.succeeded] && trail.first?.attempt == 1, "\(key ?? "unkeyed"): \(trail)")
+                #expect(trail.filter { $0.outcome == .succeeded }.map(\.attempt) == [1], "\(key ?? "unkeyed"): \(trail)")
+                // Beside it, at most the request's own failure (attempt 0, `internal`): without a
+                // key, a refused write is followed by the failure's event, which a write that
+                // timed out is not (the request waits on the store no more).
+                let others = trail.filter { $0.outcome != .succeeded }
+                #expect(others.allSatisfy { $0.attempt == 0 && $0.errorCode == .internal }, "\(key ?? "unkeyed"): \(trail)")
+                #expect(others.count <= (refused && key == nil ? 1 : 0), "\(key ?? "unkeyed"): \(trail)")
             }
+        }
+    }
+
+    /// A request under a key that ended knowing the issuer did nothing frees the key; a release
+    /// the store refuses (a PostgreSQL restart) is made again in the background, so the retry
+    /// with the key runs instead of reading as in progress, then as an outcome unknown, though
+    /// nothing was sent (the crash audit).
+    @Test func aKeysReleaseTheStoreRefusedIsMadeAgain() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(config: try ResilienceTests.config(), store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            // Bridge refuses the request (its own 400): the issuer did nothing.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"rejected","count":1}"#)
+            store.refuseNext(0, releases: 1)
+            let first = try await Self.provision(client, body: body, idempotencyKey: "order-84")
+            #expect(first.status.code == 502 || first.status.code == 422, "\(first.json)")
+            let retry = try await Self.provision(client, body: body, idempotencyKey: "order-84")
+            #expect(retry.status == .ok, "\(retry.json)")
+            #expect(await sandbox.bridge.log.requests.map(\.status) == [400, 200])
         }
     }
 

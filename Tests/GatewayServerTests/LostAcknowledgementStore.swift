@@ -84,6 +84,17 @@ final class LostAcknowledgementStore: GatewayStore {
         throw Self.noAnswer
     }
 
+    /// The next `count` request-path writes (audit events, answers) fail at once, writing nothing,
+    /// with an error that is not a timeout: what a PostgreSQL server restarting under them answers
+    /// (the connection cut, `57P01`). Likewise the next `releases` releases of a claim.
+    private let refused = Mutex((writes: 0, releases: 0))
+    func refuseNext(_ count: Int, releases: Int = 0) { refused.withLock { $0 = (count, releases) } }
+    struct ConnectionCut: Error {}
+
+    private func refusedWrite() throws {
+        if refused.withLock({ state in defer { state.writes = max(0, state.writes - 1) }; return state.writes > 0 }) { throw ConnectionCut() }
+    }
+
     private func unanswered(_ write: String) throws {
         guard stalled.withLock({ $0 }) else { return }
         stalledWrites.withLock { $0.append(write) }
@@ -104,6 +115,7 @@ final class LostAcknowledgementStore: GatewayStore {
 
     func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws {
         try droppedUnanswered("complete")
+        try refusedWrite()
         try await inner.completeIdempotencyKey(client: client, key: key, claimedAt: claimedAt, response: response, audit: audit)
         try unanswered("complete")
         if armed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
@@ -140,6 +152,7 @@ final class LostAcknowledgementStore: GatewayStore {
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
     func appendAudit(_ event: AuditEvent) async throws {
         try droppedUnanswered("audit")
+        try refusedWrite()
         let throwNow = await auditGate()
         try await inner.appendAudit(event)
         if throwNow { throw Self.noAnswer }
@@ -163,6 +176,9 @@ final class LostAcknowledgementStore: GatewayStore {
         return claim
     }
     func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
+        if refused.withLock({ state in defer { state.releases = max(0, state.releases - 1) }; return state.releases > 0 }) {
+            throw ConnectionCut()
+        }
         try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
     }
     func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
