@@ -19,6 +19,14 @@ enum Entry {
         }
         do {
             var command = try ProvisioningGatewayCommand.parseAsRoot()
+            if command is Serve {
+                // A SIGHUP before the reload service traps it (start-up: the store's migrations,
+                // the first configuration) took the default action and ended the gateway (the
+                // crash audit: a `systemctl reload` right after a start). Ignored until then: the
+                // file is being read anyway. Dispatch's signal source, installed later, still
+                // hears it (`ReloadOnSignal`).
+                signal(SIGHUP, SIG_IGN)
+            }
             if let serve = command as? Serve, serve.executor == .eventLoops {
                 guard TaskPlacement.runTasksOnEventLoops() else {
                     Serve.fail("--executor event-loops: SwiftNIO could not take over Swift Concurrency's global executor")

@@ -85,6 +85,7 @@ public enum Command {
     public static func withRunning<T: Sendable>(
         _ executable: String, _ arguments: [String], workingDirectory: String? = nil,
         limit: Duration = .seconds(300), stopLimit: Duration = .seconds(30),
+        onStart: @escaping @Sendable (pid_t) -> Void = { _ in },
         _ body: @escaping @Sendable (Running) async throws -> T
     ) async throws -> (value: T, status: Int32) {
         let pid = ChildPID()
@@ -97,6 +98,7 @@ public enum Command {
             ) { execution in
                 let id = execution.processIdentifier.value
                 pid.set(id)
+                onStart(id)
                 var lines = execution.standardOutput.strings().makeAsyncIterator()
                 let outcome: Swift.Result<T, any Error>
                 do {

@@ -40,6 +40,54 @@ import Testing
         return false
     }
 
+    /// Whether `pid` ignores SIGHUP, and whether it catches it (`/proc/<pid>/status`); nil once
+    /// the process is gone.
+    static func sighupDisposition(_ pid: pid_t) -> (ignored: Bool, caught: Bool)? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        func hasSIGHUP(_ field: String) -> Bool {
+            let mask = status.split(separator: "\n").first { $0.hasPrefix(field + ":") }?.split(separator: "\t").last
+            return mask.flatMap { UInt64($0, radix: 16) }.map { $0 & 1 != 0 } ?? false  // SIGHUP is signal 1: bit 0
+        }
+        return (hasSIGHUP("SigIgn"), hasSIGHUP("SigCgt"))
+    }
+
+    /// A SIGHUP before the reload service traps it (start-up) is ignored: it took the default
+    /// action and ended the gateway (the crash audit: a `systemctl reload` right after a start).
+    /// The test waits until the process ignores the signal, sends it then, and the gateway goes
+    /// on to listen; without the early ignore it is never ignored, only caught once trapped.
+    @Test func aSighupDuringStartUpIsIgnoredNotTheEnd() async throws {
+        let own = try #require(Self.sighupDisposition(getpid()))
+        try #require(!own.ignored, "the test process ignores SIGHUP: its children would inherit it, and the test would prove nothing")
+        let directory = TestDirectories.root.appendingPathComponent("sighup-start-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try LogFormatCommandLineTests.sandboxConfig(in: directory)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let sentWhileIgnored = Locked<Bool?>(nil)
+        let (listening, status) = try await Command.withRunning(
+            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: directory.path,
+            onStart: { pid in
+                DispatchQueue.global().async {
+                    for _ in 0..<20_000 {
+                        guard let disposition = Self.sighupDisposition(pid) else { break }
+                        if disposition.ignored {
+                            kill(pid, SIGHUP)
+                            sentWhileIgnored.withLock { $0 = true }
+                            return
+                        }
+                        if disposition.caught { break }
+                        usleep(250)
+                    }
+                    sentWhileIgnored.withLock { $0 = false }
+                }
+            }
+        ) { running in
+            running.firstLine
+        }
+        #expect(sentWhileIgnored.withLock { $0 } == true, "the gateway never ignored SIGHUP before trapping it")
+        #expect(listening.contains("http://"), "the gateway did not start: \(listening), status \(status)")
+    }
+
     @Test func sighupAppliesANewClientAndABrokenFileKeepsTheRunningOne() async throws {
         let directory = TestDirectories.root.appendingPathComponent("sighup-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
