@@ -136,7 +136,7 @@ struct APIHandler: APIProtocol {
             let payload = result.payload
             return Components.Schemas.GooglePayProvisioningResponse(
                 provisioningId: result.provisioningID.rawValue, issuer: result.issuer.rawValue,
-                opaquePaymentCard: payload.opaquePaymentCard.value.base64EncodedString(), displayName: payload.displayName,
+                opaquePaymentCard: payload.opaquePaymentCard.value, displayName: payload.displayName,
                 lastDigits: payload.lastDigits, network: payload.network, tokenServiceProvider: payload.tokenServiceProvider,
                 userAddress: payload.userAddress.map {
                     .init(name: $0.name, address1: $0.address1, address2: $0.address2, city: $0.city, state: $0.state,

@@ -60,8 +60,11 @@ public struct UserAddress: Sendable, Equatable, Codable {
 /// What Android's `PushTokenizeRequest` needs (Marqeta's `push_tokenize_request_data` is the
 /// reference): the opaque payment card, and display fields when the issuer gives them.
 public struct GooglePayPayload: Sendable {
-    /// The issuer's encrypted card for Google (OPC), as bytes; never logged.
-    public let opaquePaymentCard: Sensitive<Data>
+    /// The issuer's encrypted card for Google (OPC), exactly the text the issuer returned (never
+    /// decoded or re-encoded: Google's OPC specification has the issuer's base64 text, as a byte
+    /// array, handed to `setOpaquePaymentCard`, and an issuer may send base64url or a JWE's
+    /// dotted parts); never logged.
+    public let opaquePaymentCard: Sensitive<String>
     public var displayName: String?
     public var lastDigits: String?
     /// e.g. VISA, MASTERCARD (Android's `TapAndPay.CARD_NETWORK_*`).
@@ -70,11 +73,9 @@ public struct GooglePayPayload: Sendable {
     public var tokenServiceProvider: String?
     public var userAddress: UserAddress?
 
-    public init(opaquePaymentCard: Data, displayName: String? = nil, lastDigits: String? = nil, network: String? = nil,
+    public init(opaquePaymentCard: String, displayName: String? = nil, lastDigits: String? = nil, network: String? = nil,
                 tokenServiceProvider: String? = nil, userAddress: UserAddress? = nil) throws(GatewayError) {
-        guard !opaquePaymentCard.isEmpty else {
-            throw GatewayError(.upstreamProtocolError, "the opaque payment card is empty", condition: .malformed)
-        }
+        try WalletPayloadText.check(opaquePaymentCard, "the issuer's opaque payment card")
         if let lastDigits, !InputRules.isLastFour(lastDigits) {
             throw GatewayError(.upstreamProtocolError, "last digits are not 4 digits", condition: .malformed)
         }

@@ -21,7 +21,7 @@ public struct SamsungPayProvisioningRequest: Sendable, Equatable {
 /// returned for Samsung Pay's add-card call (never re-encoded), with display fields when given.
 public struct SamsungPayPayload: Sendable, Equatable {
     /// The longest payload passed on (Samsung Pay's are a few kilobytes).
-    public static let maxPayloadBytes = 65_536
+    public static let maxPayloadBytes = WalletPayloadText.maxBytes
     public let provisionPayload: String
     public var displayName: String?
     public var lastDigits: String?
@@ -31,20 +31,8 @@ public struct SamsungPayPayload: Sendable, Equatable {
 
     public init(provisionPayload: String, displayName: String? = nil, lastDigits: String? = nil, network: String? = nil,
                 tokenServiceProvider: String? = nil, cardType: String? = nil) throws(GatewayError) {
-        guard !provisionPayload.isEmpty else { throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is empty") }
-        // Opaque, but an encrypted payload's text (base64, base64url, a JWE's dotted parts):
-        // visible ASCII within a bound, and no card number in the clear. Anything else is not
-        // passed to a phone (every other issuer text the caller gets is screened; this one was
-        // not: the upstream audit had a card number and terminal escapes reach the caller).
-        guard provisionPayload.utf8.count <= Self.maxPayloadBytes else {
-            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload is over \(Self.maxPayloadBytes) bytes")
-        }
-        guard provisionPayload.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload holds characters an encrypted payload's text does not")
-        }
-        guard !InputRules.holdsCardNumber(provisionPayload) else {
-            throw GatewayError(.upstreamProtocolError, "the issuer's Samsung Pay payload holds a card number in the clear")
-        }
+        // The upstream audit had a card number and terminal escapes reach the caller through it.
+        try WalletPayloadText.check(provisionPayload, "the issuer's Samsung Pay payload")
         self.provisionPayload = provisionPayload
         // Display fields as the phone may show them (`InputRules.phoneText`); last digits are
         // four digits (the spec's `last_digits`) or left out.
@@ -53,5 +41,29 @@ public struct SamsungPayPayload: Sendable, Equatable {
         self.network = InputRules.phoneText(network, maxLength: 64)
         self.tokenServiceProvider = InputRules.phoneText(tokenServiceProvider, maxLength: 64)
         self.cardType = InputRules.phoneText(cardType, maxLength: 64)
+    }
+}
+
+/// An issuer's encrypted payload for a wallet, passed to the phone as the issuer wrote it
+/// (Samsung Pay's `provisionPayload`, Google Pay's opaque payment card): opaque, but an encrypted
+/// payload's text (base64, base64url, a JWE's dotted parts). Visible ASCII within a bound and no
+/// card number in the clear; anything else is not passed to a phone (every other issuer text the
+/// caller gets is screened).
+public enum WalletPayloadText {
+    /// The longest payload passed on (they are a few kilobytes).
+    public static let maxBytes = 65_536
+
+    /// `what` names the payload in the error (`the issuer's ...`).
+    public static func check(_ text: String, _ what: String) throws(GatewayError) {
+        guard !text.isEmpty else { throw GatewayError(.upstreamProtocolError, "\(what) is empty", condition: .malformed) }
+        guard text.utf8.count <= maxBytes else {
+            throw GatewayError(.upstreamProtocolError, "\(what) is over \(maxBytes) bytes", condition: .malformed)
+        }
+        guard text.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw GatewayError(.upstreamProtocolError, "\(what) holds characters an encrypted payload's text does not", condition: .malformed)
+        }
+        guard !InputRules.holdsCardNumber(text) else {
+            throw GatewayError(.upstreamProtocolError, "\(what) holds a card number in the clear", condition: .malformed)
+        }
     }
 }

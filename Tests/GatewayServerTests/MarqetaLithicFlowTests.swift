@@ -52,7 +52,7 @@ import WalletCrypto
             #expect(response.status == .ok, "\(String(buffer: response.body))")
             let json = response.json
             #expect(json["issuer"] as? String == issuer)
-            let opc = try #require((json["opaque_payment_card"] as? String).flatMap { Data(base64Encoded: $0) })
+            let opc = try #require((json["opaque_payment_card"] as? String).flatMap(WalletFlowTests.opaqueCard))
             #expect(opc.count > 16)
             if issuer == "marqeta" {
                 // Marqeta's push_tokenize_request_data carries Android's display fields.

@@ -54,9 +54,20 @@ struct PhoneTextTests {
         #expect(try SamsungPayPayload(provisionPayload: String(repeating: "A", count: SamsungPayPayload.maxPayloadBytes)).provisionPayload.count
             == SamsungPayPayload.maxPayloadBytes)
 
-        let google = try GooglePayPayload(opaquePaymentCard: Data([1]), displayName: "a\u{202E}b", lastDigits: "1234", network: "MASTERCARD")
+        // Google's opaque payment card is the same kind of text, passed on as the issuer wrote it
+        // (Google's OPC specification: the base64 text, as a byte array, goes to the phone), so a
+        // JWE's dotted parts and base64url pass, and the same screens refuse the rest (the
+        // connector audit: it had been decoded and re-encoded, and a JWE refused).
+        #expect(try GooglePayPayload(opaquePaymentCard: jwe).opaquePaymentCard.value == jwe)
+        #expect(try GooglePayPayload(opaquePaymentCard: "eyJvcGMiOiJzYW5kYm94LW9wYXF1ZS1jYXJkIn0").opaquePaymentCard.value
+            == "eyJvcGMiOiJzYW5kYm94LW9wYXF1ZS1jYXJkIn0")
+        for refused in ["", "PAN 4111111111111111 exp 12/30", "4111111111111111", "abc\u{1B}]0;x\u{07}", "a\u{202E}b", "ａｂｃ",
+                        String(repeating: "A", count: WalletPayloadText.maxBytes + 1)] {
+            #expect(throws: GatewayError.self, "\(refused.prefix(40))") { try GooglePayPayload(opaquePaymentCard: refused) }
+        }
+        let google = try GooglePayPayload(opaquePaymentCard: "T1BD", displayName: "a\u{202E}b", lastDigits: "1234", network: "MASTERCARD")
         #expect(google.displayName == nil && google.network == "MASTERCARD" && google.lastDigits == "1234")
         // Digits other than ASCII's are not last digits (`Character.isNumber` had taken them).
-        #expect(throws: GatewayError.self) { try GooglePayPayload(opaquePaymentCard: Data([1]), lastDigits: "١٢٣٤") }
+        #expect(throws: GatewayError.self) { try GooglePayPayload(opaquePaymentCard: "T1BD", lastDigits: "١٢٣٤") }
     }
 }

@@ -53,8 +53,10 @@ import Testing
 
     /// A SIGHUP before the reload service traps it (start-up) is ignored: it took the default
     /// action and ended the gateway (the crash audit: a `systemctl reload` right after a start).
-    /// The test waits until the process ignores the signal, sends it then, and the gateway goes
-    /// on to listen; without the early ignore it is never ignored, only caught once trapped.
+    /// The child is a shell that stops itself before it execs the gateway, so the test's poll
+    /// runs before the gateway does, however late a busy test run starts it; the poll continues
+    /// the child, waits until the gateway ignores the signal, sends it then, and the gateway goes
+    /// on to listen. Without the early ignore it is never ignored, only caught once trapped.
     @Test func aSighupDuringStartUpIsIgnoredNotTheEnd() async throws {
         let own = try #require(Self.sighupDisposition(getpid()))
         try #require(!own.ignored, "the test process ignores SIGHUP: its children would inherit it, and the test would prove nothing")
@@ -63,20 +65,40 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try LogFormatCommandLineTests.sandboxConfig(in: directory)
         defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try CommandLineTests.executable().path
+        let seen = Locked<[String]>([])
         let sentWhileIgnored = Locked<Bool?>(nil)
         let (listening, status) = try await Command.withRunning(
-            try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: directory.path,
+            "/bin/sh", ["-c", #"kill -STOP $$; exec "$0" "$@""#, gateway, "--config", config.path, "--port", "0"],
+            workingDirectory: directory.path,
             onStart: { pid in
-                DispatchQueue.global().async {
-                    for _ in 0..<20_000 {
+                Thread.detachNewThread {
+                    func state() -> Character? {
+                        // `/proc/<pid>/stat`: "pid (name) S ...": the state follows the name's ")".
+                        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                              let close = stat.lastIndex(of: ")") else { return nil }
+                        return stat[stat.index(after: close)...].first { $0 != " " }
+                    }
+                    let giveUp = Date().addingTimeInterval(60)
+                    while Date() < giveUp, state() != "T" { usleep(500) }
+                    kill(pid, SIGCONT)
+                    while Date() < giveUp {
+                        // Until the shell has exec'd the gateway, its dispositions are the shell's.
+                        let command = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? ""
+                        guard command.hasPrefix(gateway + "\u{0}") else {
+                            if state() == nil { break }
+                            usleep(100)
+                            continue
+                        }
                         guard let disposition = Self.sighupDisposition(pid) else { break }
+                        seen.withLock { $0.append("\(disposition)") }
                         if disposition.ignored {
                             kill(pid, SIGHUP)
                             sentWhileIgnored.withLock { $0 = true }
                             return
                         }
                         if disposition.caught { break }
-                        usleep(250)
+                        usleep(100)
                     }
                     sentWhileIgnored.withLock { $0 = false }
                 }
@@ -84,7 +106,7 @@ import Testing
         ) { running in
             running.firstLine
         }
-        #expect(sentWhileIgnored.withLock { $0 } == true, "the gateway never ignored SIGHUP before trapping it")
+        #expect(sentWhileIgnored.withLock { $0 } == true, "the gateway never ignored SIGHUP before trapping it: \(Set(seen.withLock { $0 }))")
         #expect(listening.contains("http://"), "the gateway did not start: \(listening), status \(status)")
     }
 

@@ -51,8 +51,8 @@ public struct BridgeConnector: IssuerConnector {
             clientWalletAccountID: request.walletAccountID, clientDeviceID: request.deviceID))
         let response = try await send(body, account: account, context: context)
         let answer = try WireJSON.decode(BridgeWire.GooglePayProvisioningResponse.self, from: response.body, issuer: issuer).googlePay
-        return try GooglePayPayload(opaquePaymentCard: PayloadText.require(
-            PayloadText.lenientBase64(answer.opaquePaymentCard), field: "opaque_payment_card", issuer: issuer))
+        // As Bridge wrote it, base64 or base64url: the phone hands Google that text.
+        return try GooglePayPayload(opaquePaymentCard: answer.opaquePaymentCard)
     }
 
     /// One call to the provisioning endpoint with the stable Idempotency-Key; a non-200 is mapped

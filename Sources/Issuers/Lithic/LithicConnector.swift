@@ -99,8 +99,7 @@ public struct LithicConnector: IssuerConnector {
         let body = LithicWire.GooglePayRequest(clientDeviceID: request.deviceID, clientWalletAccountID: request.walletAccountID)
         let response = try await post(body, cardToken: cardToken, context: context)
         let answer = try WireJSON.decode(LithicWire.GooglePayResponse.self, from: response.body, issuer: issuer)
-        return try GooglePayPayload(opaquePaymentCard: PayloadText.require(
-            PayloadText.lenientBase64(answer.provisioningPayload), field: "provisioning_payload", issuer: issuer))
+        return try GooglePayPayload(opaquePaymentCard: answer.provisioningPayload)
     }
 
     /// One POST; no idempotency key exists, so the retry table never resends one that may have arrived.

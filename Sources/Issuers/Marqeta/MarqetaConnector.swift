@@ -146,7 +146,7 @@ public struct MarqetaConnector: IssuerConnector {
                         postalCode: $0.postalCode ?? $0.zip, country: $0.country, phone: $0.phone)
         }
         return try GooglePayPayload(
-            opaquePaymentCard: PayloadText.require(PayloadText.lenientBase64(data.opaquePaymentCard), field: "opaque_payment_card", issuer: issuer),
+            opaquePaymentCard: data.opaquePaymentCard,
             displayName: data.displayName, lastDigits: data.lastDigits, network: data.network,
             tokenServiceProvider: data.tokenServiceProvider, userAddress: address)
     }

@@ -54,7 +54,7 @@ public struct TMPConnector: IssuerConnector {
                         postalCode: $0.postalCode, country: $0.country, phone: $0.phone)
         }
         return try GooglePayPayload(
-            opaquePaymentCard: PayloadText.require(PayloadText.lenientBase64(answer.opaquePaymentCard), field: "opaquePaymentCard", issuer: issuer),
+            opaquePaymentCard: answer.opaquePaymentCard,
             displayName: answer.displayName, lastDigits: answer.lastDigits, network: answer.network,
             tokenServiceProvider: answer.tokenServiceProvider, userAddress: address)
     }

@@ -5,7 +5,8 @@ import Sandbox
 import Testing
 
 /// Bridge's Google Pay request: the same endpoint as Apple Pay with `wallet_provider: google_pay`
-/// and Google's two ids; the answer's `opaque_payment_card` may be base64 or base64url.
+/// and Google's two ids; the answer's `opaque_payment_card` ("A Base64-encoded or
+/// Base64url-encoded opaque string", the OpenAPI) is passed on exactly as Bridge wrote it.
 struct BridgeGooglePayContractTests {
     static let request = try! GooglePayProvisioningRequest(walletAccountID: "WLT-2bB8p0e7LmQ", deviceID: "hw-6c1f0a9e2d")
 
@@ -25,8 +26,11 @@ struct BridgeGooglePayContractTests {
         #expect(sent["google_pay"] as? [String: String]
             == ["client_wallet_account_id": "WLT-2bB8p0e7LmQ", "client_device_id": "hw-6c1f0a9e2d"])
         #expect(sent["apple_pay"] == nil)
-        // base64url without padding, decoded as Python's urlsafe_b64decode does.
-        #expect(payload.opaquePaymentCard.value == Data(#"{"opc":"sandbox-opaque-card"}"#.utf8))
+        // The fixture's base64url without padding, passed on as it is: the phone hands Google that text.
+        let answer = try #require(try JSONSerialization.jsonObject(with: try Fixtures.data("bridge-google-pay-response.json")) as? [String: Any])
+        let written = try #require((answer["google_pay"] as? [String: Any])?["opaque_payment_card"] as? String)
+        #expect(written.contains("-") || written.contains("_") || !written.hasSuffix("="), "the fixture is no longer base64url")
+        #expect(payload.opaquePaymentCard.value == written)
         #expect(payload.displayName == nil && payload.lastDigits == nil)
     }
 
