@@ -56,10 +56,12 @@ public struct LithicConnector: IssuerConnector {
                     tokenUniqueReference: token.tokenUniqueReference, deviceType: nil,
                     createdAt: token.createdAt.flatMap { ISO8601DateFormatter().date(from: $0) }))
             }, issuer: issuer)
-            guard page.hasMore == true, let last = page.data.last?.token else { break }
+            guard page.hasMore == true, let last = page.data.last?.token else { return tokens }
             after = last
         }
-        return tokens
+        // More pages than the bound: never a list answered short (a token past it would read as
+        // `token_not_found`; the connector audit).
+        throw ListedTokens.tooMany(issuer: issuer, bound: LithicWire.maxTokenizationPages * LithicWire.tokenizationsPageSize)
     }
 
     /// Lithic applies transitions asynchronously: a success is `requested`, with the state the

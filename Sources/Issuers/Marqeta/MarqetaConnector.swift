@@ -42,7 +42,9 @@ public struct MarqetaConnector: IssuerConnector {
             network: data.network, tokenServiceProvider: data.tokenServiceProvider, cardType: data.cardType)
     }
 
-    /// Every page of the card's tokens (at most `maxTokenPages` of `tokensPageSize`).
+    /// Every page of the card's tokens (at most `maxTokenPages` of `tokensPageSize`). A card whose
+    /// tokens go on past them is the issuer's protocol error, not a list answered short: a token
+    /// past the bound would read as `token_not_found` (the connector audit).
     public func listWalletTokens(card: CardRecord, context: ProvisioningContext) async throws(GatewayError) -> [WalletToken] {
         let cardToken = try cardToken(card)
         var tokens: [WalletToken] = []
@@ -64,9 +66,9 @@ public struct MarqetaConnector: IssuerConnector {
                     tokenUniqueReference: token.tokenServiceProvider?.tokenReferenceID, deviceType: token.device?.type,
                     createdAt: token.createdTime.flatMap { ISO8601DateFormatter().date(from: $0) }))
             }, issuer: issuer)
-            guard list.isMore == true, !(list.data ?? []).isEmpty else { break }
+            guard list.isMore == true, !(list.data ?? []).isEmpty else { return tokens }
         }
-        return tokens
+        throw ListedTokens.tooMany(issuer: issuer, bound: MarqetaWire.maxTokenPages * MarqetaWire.tokensPageSize)
     }
 
     /// One transition (`POST /digitalwallettokentransitions`), applied at once: the answer's state.
@@ -83,7 +85,7 @@ public struct MarqetaConnector: IssuerConnector {
         // applied to this one (the token audit saw a transition change another tenant's token
         // and answer 200 "applied", the listing's card check having no match here).
         let actedOn = answer.digitalWalletToken
-        if actedOn?.token.map({ $0 != token.tokenID }) == true || actedOn?.cardToken.map({ $0 != (try? cardToken(card)) }) == true {
+        if actedOn.token != token.tokenID || actedOn.cardToken.map({ $0 != (try? cardToken(card)) }) == true {
             throw GatewayError(.upstreamProtocolError, "\(issuer) answered the transition naming another wallet token or card than the one asked about",
                                upstreamStatus: response.status, condition: .malformed)
         }

@@ -270,12 +270,15 @@ enum MarqetaWire {
 
     /// `digital_wallet_token_transition_response`: the state the token is in after it, and the
     /// token it acted on (`digital_wallet_token_hash`: its `token`, and its `card_token` when given).
+    /// Both `digital_wallet_token` and its `token` are required by the swagger; an answer without
+    /// them could not be checked against the token asked about, so it does not decode (502, the
+    /// outcome unknown) instead of reading as applied (the connector audit).
     struct TransitionResponse: Decodable {
         let state: String
-        let digitalWalletToken: TokenHash?
+        let digitalWalletToken: TokenHash
 
         struct TokenHash: Decodable {
-            let token: String?
+            let token: String
             let cardToken: String?
             enum CodingKeys: String, CodingKey {
                 case token

@@ -20,6 +20,12 @@ enum ListedTokens {
         let token: WalletToken
     }
 
+    /// A listing that still had pages when the gateway's bound on them was reached.
+    static func tooMany(issuer: IssuerID, bound: Int) -> GatewayError {
+        GatewayError(.upstreamProtocolError, "\(issuer) lists more than \(bound) wallet tokens for the card; the gateway reads no more than that",
+                     condition: .malformed)
+    }
+
     static func card(_ cardToken: String, _ listed: [Listed], issuer: IssuerID) throws(GatewayError) -> [WalletToken] {
         var kept: [WalletToken] = []
         for entry in listed where entry.cardToken == nil || entry.cardToken == cardToken {

@@ -56,6 +56,22 @@ import Testing
         #expect(payload.displayName == nil)
     }
 
+    /// A listing whose pages go on past the gateway's bound (`has_more` on every page) is a
+    /// protocol error, not a list answered short (the connector audit).
+    @Test func aListingPastTheBoundIsAProtocolErrorNotAShortList() async throws {
+        let page = #"{"has_more":true,"data":[{"token":"tok-1","card_token":"lithic_card_1","status":"ACTIVE","token_requestor_name":"APPLE_PAY"}]}"#
+        let (failure, pages) = try await withReplay(status: .ok, body: Data(page.utf8)) { url, capture in
+            let failure = await gatewayError {
+                try await withUpstreamHTTP("lithic") { http in
+                    try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+                }
+            }
+            return (failure, await capture.requests.count)
+        }
+        #expect(failure?.code == .upstreamProtocolError && failure?.detail.contains("more than") == true, "\(String(describing: failure))")
+        #expect(pages == 10)
+    }
+
     @Test func theSamsungPayRequestHasTheDocumentedShapeAndThePayloadPassesUntouched() async throws {
         // "for Google/Samsung a STRING: base64 of the JSON/opaque payload for the wallet"
         let answer = #"{"provisioning_payload":"eyJzcGF5Ijoib3BhcXVlIn0="}"#

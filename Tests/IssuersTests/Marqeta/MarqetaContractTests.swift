@@ -434,6 +434,40 @@ import Testing
         #expect(try await Self.suspendOutcome(answer) == expected, "\(actedOn)")
     }
 
+    /// The swagger requires `digital_wallet_token` and its `token` in a transition's answer: one
+    /// without them names no token to check against the one asked about, and is a protocol error
+    /// with the outcome unknown, never "applied" (the connector audit). The answers are first
+    /// checked to break the swagger's response schema, so the expectation is the document's.
+    @Test(arguments: [nil, ["card_token": "mq_card_1"]] as [[String: String]?])
+    func aTransitionsAnswerWithoutTheTokenItActedOnIsAProtocolError(actedOn: [String: String]?) async throws {
+        var answer: [String: Any] = ["token": "t1", "state": "SUSPENDED", "channel": "API", "type": "state.suspended",
+                                     "fulfillment_status": "PROVISIONED"]
+        if let actedOn { answer["digital_wallet_token"] = actedOn }
+        let spec = try PublishedSpec.load(Self.specName)
+        let reference = try #require(spec.responseSchemaReference("post", "/digitalwallettokentransitions", status: "201"))
+        #expect(!spec.violations(of: answer, against: try #require(spec.schema(reference))).isEmpty, "the swagger takes \(answer)")
+        #expect(try await Self.suspendOutcome(answer) == "upstream_protocol_error unknown")
+    }
+
+    /// A listing whose pages go on past the gateway's bound (`is_more` on every page) is a
+    /// protocol error, not a list answered short: a token past the bound would read as
+    /// `token_not_found` (the connector audit).
+    @Test func aListingPastTheBoundIsAProtocolErrorNotAShortList() async throws {
+        let list: [String: Any] = ["count": 1, "start_index": 0, "end_index": 0, "is_more": true, "data": [
+            ["token": "dwt-1", "card_token": "mq_card_1", "state": "ACTIVE"],
+        ]]
+        let (failure, pages) = try await withReplay(status: .ok, body: try JSONSerialization.data(withJSONObject: list)) { url, capture in
+            let failure = await gatewayError {
+                try await withUpstreamHTTP("marqeta") { http in
+                    try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
+                }
+            }
+            return (failure, await capture.requests.count)
+        }
+        #expect(failure?.code == .upstreamProtocolError && failure?.detail.contains("more than 500") == true, "\(String(describing: failure))")
+        #expect(pages == 10)
+    }
+
     /// A token the card's listing returns but that names another card is not the card's.
     @Test func aListedTokenOfAnotherCardIsLeftOut() async throws {
         let list: [String: Any] = ["count": 2, "start_index": 0, "end_index": 1, "is_more": false, "data": [
