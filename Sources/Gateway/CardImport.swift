@@ -152,13 +152,20 @@ public struct CardImport: Sendable {
         pause: Duration = CardImport.pauseBetweenBatches, clock: any Clock<Duration> = ContinuousClock(),
         event: (@Sendable (Int) -> SecurityEvent)? = nil
     ) async throws -> Result {
-        let cards: [CardRecord]
         switch parse(text) {
         case .failure(let error):
             return .rejected(error.problems)
-        case .success(let parsed):
-            cards = parsed
+        case .success(let cards):
+            return try await write(cards, into: store, batchRows: batchRows, pause: pause, clock: clock, event: event)
         }
+    }
+
+    /// `run` for cards `parse` already read (the CLI reads the file before it opens a store).
+    public func write(
+        _ cards: [CardRecord], into store: any GatewayStore, batchRows: Int = CardImport.defaultBatchRows,
+        pause: Duration = CardImport.pauseBetweenBatches, clock: any Clock<Duration> = ContinuousClock(),
+        event: (@Sendable (Int) -> SecurityEvent)? = nil
+    ) async throws -> Result {
         let size = batchRows > 0 ? batchRows : max(cards.count, 1)
         var written = 0
         var removed = 0

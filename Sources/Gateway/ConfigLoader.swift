@@ -74,7 +74,16 @@ public enum ConfigLoader {
         let words = wordProblems.problems
         let wordPlaces = Set(words.map(\.path))
         let meaning = config.validate(profiles: IssuerCatalog.profiles).filter { !wordPlaces.contains($0.path) }
-        return (config, words + UnknownConfigKeys.find(in: yaml, decoded: config) + meaning)
+        let problems = words + UnknownConfigKeys.find(in: yaml, decoded: config) + meaning
+        // A sandbox never opens the production store's default file: every command reads the
+        // sandbox file when `--config` is forgotten, and it had sealed a production card under the
+        // sandbox's published vault key in the production store, which then would not start (the
+        // CLI audit).
+        var running = config
+        if running.sandbox.enabled, running.store.postgres == nil, running.store.sqlite.path == StoreConfig.Defaults.SQLitePath.value {
+            running.store.sqlite.path = StoreConfig.sandboxSQLitePath
+        }
+        return (running, problems)
     }
 
     /// What a decoded config means, checked against every issuer kind's profile: what `read`

@@ -16,6 +16,13 @@ public struct LocalIssuer: Sendable {
     /// The sandbox's fixed activation-data key (`local.activation_key: sandbox`): public, demo only.
     public static let sandboxActivationKey = SymmetricKey(data: SHA256.hash(data: Data("provisioning-gateway sandbox activation key (demo only)".utf8)))
 
+    /// One key, one purpose: the activation data's HMAC key is never a key the vault seals with.
+    /// Asked by `build` and by `config check` alike (which had said valid for a file `serve` refused).
+    public static func sharedKeyProblem(activationReference: String, activationKey: SymmetricKey, vault: VaultKeyring) -> ConfigProblem? {
+        guard activationReference != "sandbox", vault.keys.values.contains(where: { $0 == activationKey }) else { return nil }
+        return .init("local.activation_key", "holds the same key as a vault key: give the activation data a key of its own")
+    }
+
     public static func build(config: GatewayConfig, store: any GatewayStore, environment: [String: String]) throws(ConfigError) -> LocalIssuer {
         let base = config.baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
         let validator = try TrustAnchors.validator(config.trust, relativeTo: base, sandboxEnabled: config.sandbox.enabled)
@@ -24,10 +31,8 @@ public struct LocalIssuer: Sendable {
             return LocalIssuer(validator: validator, vault: vault, connector: nil)
         }
         let activationKey = try CardVault.key(reference: activationReference, environment: environment, path: "local.activation_key")
-        // One key, one purpose: the activation data's HMAC key is never a key the vault seals with.
-        if activationReference != "sandbox", vault.keyring.keys.values.contains(where: { $0 == activationKey }) {
-            throw ConfigError(source: "environment", problems: [.init(
-                "local.activation_key", "holds the same key as a vault key: give the activation data a key of its own")])
+        if let problem = sharedKeyProblem(activationReference: activationReference, activationKey: activationKey, vault: vault.keyring) {
+            throw ConfigError(source: "environment", problems: [problem])
         }
         let activation = HMACActivationData(key: activationReference == "sandbox" ? sandboxActivationKey : activationKey)
         return LocalIssuer(validator: validator, vault: vault,

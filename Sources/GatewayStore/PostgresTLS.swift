@@ -41,8 +41,15 @@ public struct PostgresURL: Sendable, CustomStringConvertible, CustomReflectable 
         else {
             throw StoreError(store: "postgres", reason: "store.postgres.url must look like postgres://user:password@host:port/database")
         }
-        self.host = host
-        port = components.port ?? 5432
+        // An IPv6 literal comes bracketed (`[::1]`); the driver connects to the address itself.
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        // Foundation reads any number as the port: 84986 had connected to 19450 (84986 - 65536),
+        // and sent the password to whatever listened there (the CLI audit).
+        let port = components.port ?? 5432
+        guard (1...65_535).contains(port) else {
+            throw StoreError(store: "postgres", reason: "store.postgres.url: the port must be 1 to 65535")
+        }
+        self.port = port
         self.user = user
         password = components.password
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
@@ -61,16 +68,19 @@ public struct PostgresURL: Sendable, CustomStringConvertible, CustomReflectable 
             }
             mode = value
         }
-        sslMode = mode ?? .default(host: host)
+        sslMode = mode ?? .default(host: self.host)
         sslModeExplicit = mode != nil
     }
 
     /// `postgres host:port/database`: how errors and logs name this store.
-    public var displayName: String { "postgres \(host):\(port)/\(database ?? "")" }
+    public var displayName: String { "postgres \(hostInURL):\(port)/\(database ?? "")" }
 
     public var description: String {
-        "postgres://\(user)@\(host):\(port)/\(database ?? "")?sslmode=\(sslMode.rawValue)"
+        "postgres://\(user)@\(hostInURL):\(port)/\(database ?? "")?sslmode=\(sslMode.rawValue)"
     }
+
+    /// The host as a URL writes it: an IPv6 address in brackets.
+    private var hostInURL: String { host.contains(":") ? "[\(host)]" : host }
 
     /// `dump` and debuggers see the same as `description`: no password.
     public var customMirror: Mirror { Mirror(self, children: ["url": description]) }

@@ -233,12 +233,39 @@ public final class SQLiteGatewayStore: GatewayStore {
         return try await Task.detached { try pool.read(Self.integrityProblems) }.value
     }
 
+    /// Why the file at `path` is not a gateway's store (nil when it is): not a regular file, not
+    /// a SQLite database, or one without the gateway's schema (no tables: cut short by a crash or
+    /// a copy; others: another program's). Read-only; for the operator commands, which must not
+    /// migrate a file that is not the gateway's.
+    public static func notAGatewayStore(path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "cannot read the file" }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            let tables = try queue.read { db in Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")) }
+            if tables.contains("grdb_migrations") { return nil }
+            return tables.isEmpty
+                ? "the file holds no tables: not a store the gateway made (one cut short by a crash or a copy reads so: restore the last backup)"
+                : "the file holds \(tables.count) table(s) but not the gateway's schema: not a gateway store"
+        } catch {
+            return "not a SQLite database the gateway can read (\(InputRules.short(String(describing: error))))"
+        }
+    }
+
     /// `store check` on a file no gateway may have opened: read-only, so nothing of the store's
     /// own opening happens to it (no permission change, no switch to WAL, no table GRDB creates
     /// and drops to probe WAL, no checkpoint on close). The applied schema versions (read from
     /// GRDB's table directly, none when it has none) and the problems `check` would list.
     public static func checkFile(path: String) async throws -> (versions: [String], problems: [String]) {
-        try await Task.detached {
+        // A FIFO (or a device) is no store: opening it had waited for a writer for ever (the CLI audit).
+        var info = stat()
+        if stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+            return ([], ["not a regular file: not a store"])
+        }
+        return try await Task.detached {
             var configuration = Configuration()
             configuration.readonly = true
             let queue: DatabaseQueue

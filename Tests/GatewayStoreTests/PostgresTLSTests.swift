@@ -37,6 +37,9 @@ import Testing
         #expect(implicit.sslMode == .verifyFull)
         #expect(!implicit.sslModeExplicit)
         #expect(try PostgresURL(parsing: "postgresql://gw@localhost:5433/gateway").sslMode == .disable)
+        // An IPv6 literal: the address without its brackets, which the URL form puts back.
+        let six = try PostgresURL(parsing: "postgres://gw@[::1]:65535/gateway")
+        #expect(six.host == "::1" && six.port == 65535 && six.sslMode == .disable && six.displayName == "postgres [::1]:65535/gateway")
     }
 
     @Test(arguments: [
@@ -47,6 +50,9 @@ import Testing
         "postgres://gw@db.example.com/gateway?sslrootcert=/etc/ca.pem",
         "mysql://gw@db.example.com/gateway",
         "postgres://db.example.com/gateway",
+        // Foundation reads any number as the port; 84986 had connected to 19450 (the CLI audit).
+        "postgres://gw:pw@127.0.0.1:84986/gateway",
+        "postgres://gw@127.0.0.1:0/gateway",
     ])
     func whatIsNotUnderstoodIsRefused(_ url: String) {
         #expect(throws: StoreError.self) { try PostgresURL(parsing: url) }

@@ -37,6 +37,20 @@ import WalletCrypto
 
     /// Previous keys (a rotation) are checked as keys are: hex, never another client's or the
     /// client's own key again, at most four.
+    /// A sandbox keeps its state apart from the production store's default file, so a command
+    /// run without `--config` (which reads the sandbox file) never opens that file (the CLI
+    /// audit: a production card sealed under the sandbox's published vault key); a path the file
+    /// gives is kept, and a file without the sandbox keeps the default.
+    @Test func aSandboxNeverOpensTheProductionStoresDefaultFile() throws {
+        let sandbox = try ConfigLoader.load(path: Self.packageRoot.appendingPathComponent("Config/gateway.yaml").path)
+        #expect(sandbox.sandbox.enabled && sandbox.store.sqlite.path == ".gateway/sandbox.sqlite")
+        #expect(try ConfigLoader.parse(yaml: Self.minimal, source: "t.yaml").store.sqlite.path == ".gateway/gateway.sqlite")
+        let text = try String(contentsOf: Self.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(Self.packageRoot.path)/Config/sandbox/")
+        let named = try ConfigLoader.parse(yaml: text + "\nstore:\n  sqlite:\n    path: /var/lib/sandbox/state.sqlite\n", source: "t.yaml")
+        #expect(named.store.sqlite.path == "/var/lib/sandbox/state.sqlite")
+    }
+
     @Test func previousKeysAreCheckedAsKeysAre() {
         let own = "1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d"
         let other = String(repeating: "ab", count: 32)

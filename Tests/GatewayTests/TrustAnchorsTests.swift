@@ -19,6 +19,42 @@ import X509
         #expect(fingerprint == TrustAnchors.sandboxDeviceRootSHA256)
     }
 
+    /// The recorded public keys are the committed private keys' own (read from the PEM files).
+    @Test func theRecordedKeysAreTheCommittedSandboxKeys() throws {
+        for name in ["device-root-key.pem", "device-leaf-key.pem"] {
+            let pem = try String(contentsOf: Self.sandboxRoot.deletingLastPathComponent().appendingPathComponent(name), encoding: .utf8)
+            let key = try Certificate.PublicKey(P256.Signing.PrivateKey(pemRepresentation: pem).publicKey)
+            let hash = SHA256.hash(data: Array(key.subjectPublicKeyInfoBytes)).map { String(format: "%02x", $0) }.joined()
+            #expect(TrustAnchors.sandboxPublicKeySHA256.contains(hash), "\(name)")
+        }
+    }
+
+    /// A root made anew for the committed root key (another subject and validity, so another
+    /// certificate) is refused as the sandbox root is: the CLI audit had trusted one with the
+    /// sandbox off and read a vaulted card through a chain it made.
+    @Test func aCertificateMadeAnewForASandboxKeyIsRefusedToo() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("anchors-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pem = try String(contentsOf: Self.sandboxRoot.deletingLastPathComponent().appendingPathComponent("device-root-key.pem"), encoding: .utf8)
+        let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
+        let name = try DistinguishedName { CommonName("Reissued Root") }
+        let reissued = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: Date().addingTimeInterval(-60), notValidAfter: Date().addingTimeInterval(86_400), issuer: name, subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions { Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil)) },
+            issuerPrivateKey: .init(key))
+        var serializer = DER.Serializer()
+        try serializer.serialize(reissued)
+        try Data(serializer.serializedBytes).write(to: directory.appendingPathComponent("reissued.der"))
+        var trust = TrustConfig()
+        trust.anchors = ["reissued.der"]
+        let refusal = #expect(throws: ConfigError.self) { try TrustAnchors.validator(trust, relativeTo: directory, sandboxEnabled: false) }
+        #expect(refusal?.problems.map(\.path) == ["trust.anchors[0]"], "\(String(describing: refusal))")
+        #expect(try TrustAnchors.validator(trust, relativeTo: directory, sandboxEnabled: true).trustAnchors.count == 1)
+    }
+
     @Test func outsideTheSandboxTheSandboxRootIsRefusedWhereverItIsCopied() throws {
         // A copy elsewhere, in DER: the certificate is recognised, not its path or encoding.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("anchors-\(UUID().uuidString)")
@@ -36,7 +72,7 @@ import X509
                 try TrustAnchors.validator(trust, relativeTo: directory, sandboxEnabled: false)
             }
             #expect(refusal?.problems.map(\.path) == ["trust.anchors[1]"])
-            #expect(refusal?.problems.first?.reason.contains("is the sandbox device root, whose private key is public") == true,
+            #expect(refusal?.problems.first?.reason.contains("is the sandbox device root, or a certificate for a key of the sandbox's") == true,
                     "\(String(describing: refusal))")
             // A sandbox trusts it.
             let validator = try TrustAnchors.validator(trust, relativeTo: directory, sandboxEnabled: true)

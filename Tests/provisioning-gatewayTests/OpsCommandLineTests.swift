@@ -85,6 +85,20 @@ import Testing
         }
     }
 
+    /// The activation data's key may not be a vault key: `config check` says so as `serve` does
+    /// (it had said valid for a file `serve` refused; the CLI audit), and takes a key of its own.
+    @Test func anActivationKeyThatIsAVaultKeyIsAProblemForConfigCheckToo() async throws {
+        let vaultKey = (0..<32).map { String(format: "%02x", $0 + 0x40) }.joined()
+        let file = try CommandLineTests.writeConfig(CommandLineTests.productionYAML + "\nlocal: { enabled: true, activation_key: env:GATEWAY_TEST_ACTIVATION_KEY }\n")
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (activation, refused) in [(vaultKey, true), ((0..<32).map { String(format: "%02x", 0xff - $0) }.joined(), false)] {
+            let environment = ["GATEWAY_TEST_BRIDGE_KEY_UNSET": "key", "GATEWAY_TEST_VAULT_KEY_UNSET": vaultKey, "GATEWAY_TEST_ACTIVATION_KEY": activation]
+            let run = try await CommandLineTests.run(["config", "check", "--config", file.path], environment: environment)
+            #expect((run.status == 2) == refused, "\(run.stdout)\(run.stderr)")
+            #expect(run.stderr.contains("local.activation_key: holds the same key as a vault key") == refused, "\(run.stderr)")
+        }
+    }
+
     /// A shutdown timeout shorter than the longest deadline + 5 s is valid but may cut requests off
     /// at a shutdown: `config check` warns naming both values, and a timeout at that bound does not.
     @Test func aShutdownTimeoutShorterThanTheLongestDeadlineIsWarnedOf() async throws {
@@ -185,7 +199,7 @@ import Testing
         FileManager.default.createFile(atPath: database, contents: Data())
         let old = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "samsung_pay"])
         #expect(old.status == 2)
-        #expect(old.stderr.contains("its schema (none) is not this version's"), "\(old.stderr)")
+        #expect(old.stderr.contains("the file holds no tables: not a store the gateway made"), "\(old.stderr)")
         #expect(try await SQLiteGatewayStore(path: database).schemaVersions() == [])
 
         // A store an older gateway migrated (this version's last migration not applied) is read by

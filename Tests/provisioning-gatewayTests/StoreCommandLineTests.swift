@@ -34,7 +34,12 @@ import Testing
         for arguments in [["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane", number],
                           ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number", number, "--expiry", "11/29", "--name", "Jane"],
                           ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number=\(number)", "--expiry", "11/29", "--name", "Jane"],
-                          ["cards", "import", "--config", config.path, number]] {
+                          ["cards", "import", "--config", config.path, number],
+                          // An option's value given after `=` is read too (the CLI audit: the
+                          // parser's refusal echoed `--port=...` and `--batch-rows=...`).
+                          ["serve", "--config", config.path, "--port=\(number)"],
+                          ["cards", "import", "--config", config.path, "--batch-rows=\(number)", "cards.csv"],
+                          ["cards", "import", "--config=\(number)", "cards.csv"]] {
             let run = try await CommandLineTests.run(arguments)
             #expect(run.status == 2, "\(run.stderr)")
             #expect(!(run.stdout + run.stderr).contains(number) && !(run.stdout + run.stderr).contains("42424242"), "\(run.stderr)")
@@ -62,6 +67,38 @@ import Testing
                     "\(arguments): \(run.stdout)\(run.stderr)")
             #expect(!run.stdout.contains("re-sealed"), "\(run.stdout)")
             #expect(!FileManager.default.fileExists(atPath: database), "\(arguments) made a store")
+        }
+    }
+
+    /// A file that is there but is no gateway store (cut to nothing by a crash or a copy, another
+    /// program's database, a FIFO) is refused by the commands that would migrate it, and `store
+    /// check` says what it is without waiting on it; a file `cards import` refuses whole makes no
+    /// store (the CLI audit: `vault rotate` had migrated such files and reported a clean rotation,
+    /// and `store check` had waited for ever on a FIFO).
+    @Test func aFileThatIsNoGatewayStoreIsRefusedNotMigrated() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let csv = config.deletingLastPathComponent().appendingPathComponent("bad.csv")
+        try "card_id,program,issuer\nbad_1,demo,nope\n".write(to: csv, atomically: true, encoding: .utf8)
+        let refusedImport = try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path])
+        #expect(refusedImport.status == 2 && refusedImport.stderr.contains("nothing imported"), "\(refusedImport.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: database), "a refused import made a store")
+
+        for make in ["empty", "other", "fifo"] {
+            try? FileManager.default.removeItem(atPath: database)
+            switch make {
+            case "empty": FileManager.default.createFile(atPath: database, contents: Data())
+            case "other": try await DatabaseQueue(path: database).write { try $0.execute(sql: "CREATE TABLE notes (body TEXT)") }
+            default: #expect(mkfifo(database, 0o600) == 0)
+            }
+            let rotate = try await CommandLineTests.run(["vault", "rotate", "--config", config.path])
+            #expect(rotate.status == 2 && rotate.stderr.contains("nothing was changed") && !rotate.stdout.contains("re-sealed"),
+                    "\(make): \(rotate.stdout)\(rotate.stderr)")
+            let check = try await CommandLineTests.run(["store", "check", "--config", config.path])
+            #expect(check.status == 2, "\(make): \(check.stdout)\(check.stderr)")
+            if make == "other" {
+                let tables = try await DatabaseQueue(path: database).read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
+                #expect(tables == ["notes"], "the other program's database was changed: \(tables)")
+            }
         }
     }
 

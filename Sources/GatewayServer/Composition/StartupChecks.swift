@@ -11,14 +11,19 @@ enum StartupChecks {
     /// Missing or unusable `env:` variables, each with its key path.
     static func environmentProblems(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
         var problems = UpstreamDirectory.missingSecrets(config: config, environment: environment)
+        var keyring: VaultKeyring?
         do throws(ConfigError) {
-            _ = try VaultKeyring.resolve(config.vault, environment: environment)
+            keyring = try VaultKeyring.resolve(config.vault, environment: environment)
         } catch {
             problems += error.problems
         }
-        if config.local.enabled, let activationKey = config.local.activationKey {
+        if config.local.enabled, let activationReference = config.local.activationKey {
             do throws(ConfigError) {
-                _ = try CardVault.key(reference: activationKey, environment: environment, path: "local.activation_key")
+                let activationKey = try CardVault.key(reference: activationReference, environment: environment, path: "local.activation_key")
+                if let keyring, let problem = LocalIssuer.sharedKeyProblem(activationReference: activationReference, activationKey: activationKey,
+                                                                            vault: keyring) {
+                    problems.append(problem)
+                }
             } catch {
                 problems += error.problems
             }

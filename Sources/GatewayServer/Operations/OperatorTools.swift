@@ -34,7 +34,10 @@ public enum OperatorTools {
                     + "shell history and audit logs keep them; `vault put` reads the number from standard input"
             }
             let isCardID = argument.hasPrefix("--card-id=") || (index > 0 && arguments[index - 1] == "--card-id")
-            if !isCardID, InputRules.isCardNumber(argument) {
+            // `--option=VALUE` is read for its value too: `--port=4111111111111111` had been
+            // echoed by the parser's refusal (the CLI audit).
+            let value = argument.hasPrefix("-") ? argument.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init) : nil
+            if !isCardID, InputRules.isCardNumber(argument) || value.map(InputRules.isCardNumber) == true {
                 return "argument \(index + 1) holds a card number (not repeated): card numbers are never given as arguments, where ps, "
                     + "shell history and audit logs keep them; `vault put` reads the number from standard input"
             }
@@ -72,6 +75,12 @@ public enum OperatorTools {
             return .failed("no SQLite store at \(absolute) (store.sqlite.path, read from the current directory "
                 + "\(FileManager.default.currentDirectoryPath)): nothing changed; run this from the directory the gateway runs in, "
                 + "or give store.sqlite.path as an absolute path")
+        }
+        // A file that is there must be a gateway's store before anything opens (and migrates) it:
+        // a store cut to nothing by a crash or a copy, or another program's database, had been
+        // migrated and reported clean by `vault rotate` ("unreadable 0"; the CLI audit).
+        if !creating, let sqlitePath, let problem = SQLiteGatewayStore.notAGatewayStore(path: sqlitePath) {
+            return .failed("sqlite \(sqlitePath): \(problem); nothing was changed")
         }
         do {
             var outcome: ToolOutcome = try await StoreBootstrap.withStore(config.store, baseDirectory: config.baseDirectory, environment: environment,
@@ -114,10 +123,23 @@ public enum OperatorTools {
         config path: String, csv text: String, fileName: String, actor: String, batchRows: Int = CardImport.defaultBatchRows,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async -> ToolOutcome {
-        await withStore(config: path, environment: environment, mayCreate: true) { config, store in
-            let importer = CardImport(registration: CardRegistration(config: config))
+        // The file is read before any store is opened: a file refused whole had made and migrated
+        // a store where none was, which the next command (`vault rotate`) then took for the
+        // gateway's and reported clean (the CLI audit).
+        let importer: CardImport
+        do {
+            importer = CardImport(registration: CardRegistration(config: try ConfigLoader.load(path: path)))
+        } catch {
+            return .failed("\(error)")
+        }
+        let cards: [CardRecord]
+        switch importer.parse(text) {
+        case .failure(let error): return rejected(error.problems, fileName: fileName)
+        case .success(let parsed): cards = parsed
+        }
+        return await withStore(config: path, environment: environment, mayCreate: true) { _, store in
             let name = String(URL(fileURLWithPath: fileName).lastPathComponent.prefix(128))
-            let result = try await importer.run(text, into: store, batchRows: batchRows) { count in
+            let result = try await importer.write(cards, into: store, batchRows: batchRows) { count in
                 SecurityEvent(at: Date(), kind: .cardsImported, actor: actor, detail: ["count": "\(count)", "file": name])
             }
             switch result {
@@ -127,16 +149,19 @@ public enum OperatorTools {
                     + "moved to another program, issuer or reference (`vault put` again if the data still belongs to the card)"
                 return .ok("imported \(count) card\(count == 1 ? "" : "s") from \(fileName)\(vault)")
             case .rejected(let problems):
-                // The first ones, each with its line: a file of 400,000 bad rows had printed them all.
-                let shown = problems.prefix(Self.maxProblemsShown).map { "\(fileName): \($0)" }
-                let more = problems.count > Self.maxProblemsShown ? ["\(fileName): ... and \(problems.count - Self.maxProblemsShown) more"] : []
-                return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)",
-                               diagnostics: shown + more)
+                return rejected(problems, fileName: fileName)
             case .stopped(let imported, let total, let reason):
                 return .failed("imported \(imported) of \(total) cards from \(fileName), then stopped: fix the file and run it again "
                                + "(cards already imported are written again unchanged)", diagnostics: ["\(fileName): \(reason)"])
             }
         }
+    }
+
+    /// The first problems, each with its line: a file of 400,000 bad rows had printed them all.
+    private static func rejected(_ problems: [CardImport.Problem], fileName: String) -> ToolOutcome {
+        let shown = problems.prefix(maxProblemsShown).map { "\(fileName): \($0)" }
+        let more = problems.count > maxProblemsShown ? ["\(fileName): ... and \(problems.count - maxProblemsShown) more"] : []
+        return .failed("nothing imported: \(problems.count) problem\(problems.count == 1 ? "" : "s") in \(fileName)", diagnostics: shown + more)
     }
 
     /// `store check`: the store read whole for damage, without migrating or changing it. A

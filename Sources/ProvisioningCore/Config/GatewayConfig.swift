@@ -544,6 +544,10 @@ public struct StoreConfig: ConfigSection {
         public enum IdempotencyTTLSeconds: ConfigDefault { public static let value = 86_400 }
     }
 
+    /// Where a sandbox (`sandbox.enabled`) keeps its state when the file names no other path
+    /// than the default, which is the production store's.
+    public static let sandboxSQLitePath = ".gateway/sandbox.sqlite"
+
     public struct SQLite: ConfigSection {
         @Default<Defaults.SQLitePath> public var path: String
         public init() {}
