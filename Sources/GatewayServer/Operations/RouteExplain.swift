@@ -15,6 +15,8 @@ struct RouteExplainer: Sendable {
     let wallets: [IssuerID: Set<Wallet>]
     /// `issuers.<name>.paused` as the file says (the offline answer's pause state).
     let filePaused: [IssuerID: Bool]
+    /// Issuer accounts limited to some programs (`issuers.<name>.programs`).
+    let issuerPrograms: [IssuerID: Set<ProgramID>]
 
     init(config: GatewayConfig) {
         table = config.routing.table
@@ -27,6 +29,29 @@ struct RouteExplainer: Sendable {
         if config.local.enabled { wallets[LocalIssuer.issuerID] = LocalIssuer.wallets }
         self.wallets = wallets
         filePaused = Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) })
+        issuerPrograms = config.issuers.reduce(into: [:]) { programs, entry in
+            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
+        }
+    }
+
+    /// What a provisioning would be refused with before any call, in the order the service
+    /// checks (`ProvisioningService.run`): `route explain` had shown a healthy route for a card
+    /// whose issuer's account serves other programs only, or that names an issuer the file no
+    /// longer has, both steps of moving a program between issuers (the CLI audit).
+    func refusal(_ card: CardRecord, issuer: IssuerID?, wallet: Wallet) -> Components.Schemas.RouteExplanation.RefusedPayload? {
+        guard let issuer else {
+            return .init(code: .walletNotSupported, detail: "no issuer is routed for card \(card.id) and \(wallet.rawValue)")
+        }
+        if let allowed = issuerPrograms[issuer], !allowed.contains(card.program) {
+            return .init(code: .forbidden, detail: "issuer \(issuer) does not serve program \(card.program) (issuers.\(issuer).programs)")
+        }
+        guard let used = wallets[issuer] else {
+            return .init(code: .upstreamUnavailable, detail: "the card's issuer \(issuer) is not in this configuration (issuers.\(issuer))")
+        }
+        guard used.contains(wallet) else {
+            return .init(code: .walletNotSupported, detail: "\(issuer) is not used for \(wallet.rawValue)")
+        }
+        return nil
     }
 
     /// `health`: the running gateway's breakers; nil offline. `pause`: the running gateway's pause
@@ -70,7 +95,8 @@ struct RouteExplainer: Sendable {
             fallback: explanation.fallback?.rawValue,
             deadlineMs: Int((explanation.deadline ?? serverDeadline).wholeMilliseconds),
             paused: pauseState?.paused, pausedBy: pauseState.map { "\($0.setBy)" },
-            walletSupported: configured.map { $0.1.contains(wallet) })
+            walletSupported: configured.map { $0.1.contains(wallet) },
+            refused: refusal(card, issuer: explanation.issuer, wallet: wallet))
     }
 
     static func schema(_ rule: RoutingRule, index: Int) -> Components.Schemas.RouteRule {
