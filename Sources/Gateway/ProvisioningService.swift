@@ -409,6 +409,10 @@ public struct ProvisioningService: Sendable {
                     // says so before the local attempt, rather than showing the local one alone.
                     try await auditPassedOver(issuer, error: error, trail: &trail)
                 }
+                // The routed issuer may have taken up to the deadline: the caller and the card are
+                // asked again before the local issuer opens the vault (the review: a key revoked,
+                // a program or card moved meanwhile, and the fallback provisioned as before).
+                try await reconfirm(card, client: client, issuer: fallback)
                 do throws(GatewayError) {
                     let value = try await serve(fallback, card: card, client: client, context: context, trail: &trail, prepare: prepare, call: call)
                     // The request's `issuer` is the routed one; the line says who answered.
@@ -494,7 +498,7 @@ public struct ProvisioningService: Sendable {
                 try await audit(report, trail: &trail)
             }) { (connector, attempt) async throws(GatewayError) in
                 calls += 1
-                if calls > 1, let card { try await confirmUnchanged(card, client: client) }
+                if calls > 1 { try await reconfirm(card, client: client, issuer: issuer) }
                 return try await call(connector, card, attempt)
             }
         }
@@ -586,7 +590,10 @@ public struct ProvisioningService: Sendable {
         }
         let program: ProgramID?
         do {
-            program = try await authorizeReplay(cardID: cardID, client: client)
+            // The caller as the configuration says now: a duplicate that waited for the first
+            // request's claim, then answered from its stored answer, had been served with a key
+            // revoked, or a program moved, meanwhile (the review).
+            program = try await authorizeReplay(cardID: cardID, client: try callerNow(client))
         } catch {
             // A refused replay is a `replayed` event with the refusal's code: like a served one it
             // called no issuer, and every refusal is kept (a `failed` event at attempt 0 would be
@@ -627,7 +634,10 @@ public struct ProvisioningService: Sendable {
             // did not answer in time (the review) or refused it (the crash audit: a PostgreSQL
             // restart under the write lost the events of issuer calls that had been made).
             if StoreError.isUnanswered(error) { unanswered = true }
-            LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
+            // Not a replay's: the audit-once rule does not cover replays, so a write that landed
+            // with its acknowledgement lost would be recorded twice, and a `replayed` event
+            // written later would say the stored answer was served to a caller that got 500.
+            if event.outcome != .replayed { LateAudit.keepTrying([event], store: store, clock: clock, logger: logger) }
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure
@@ -639,15 +649,29 @@ public struct ProvisioningService: Sendable {
     /// again (the PostgreSQL audit's retry provisioned, 2 s after the move, a card an admin had
     /// just given to another tenant's program). Only retries pay the read.
     private func confirmUnchanged(_ card: CardRecord, client: Client) async throws(GatewayError) {
-        // The configuration's side of the same question: a reload that revoked the key or moved
-        // the program away while the request waited (the reload audit's retry went out 0.9 s
-        // after the move, with the card's data in its answer).
-        let client = try callerNow(client)
         let now = try await self.card(card.id)
         guard client.mayUse(now) else { throw .cardNotAmongClients(card.id) }
         guard now.issuer == card.issuer, now.issuerReference == card.issuerReference else {
             throw GatewayError(.cardNotFound,
                 "card \(card.id) changed while the request ran (its issuer or issuer reference): nothing more was sent; send the request again")
+        }
+    }
+
+    /// Before anything more is sent for a request that waited (a retry, the fallback): the
+    /// caller as the configuration says now (the reload audit's retry went out 0.9 s after its
+    /// program moved, with the card's data in its answer), then the card as the registry says
+    /// now, or, for an activation without a card, the client's right to make one and the
+    /// account's programs, all still the client's.
+    private func reconfirm(_ card: CardRecord?, client: Client, issuer: IssuerID) async throws(GatewayError) {
+        let now = try callerNow(client)
+        if let card {
+            try await confirmUnchanged(card, client: now)
+        } else {
+            try Self.mayActivateWithoutACard(now)
+            guard let served = issuerPrograms[issuer], served.isSubset(of: now.programs) else {
+                throw GatewayError(.forbidden,
+                    "an activation without card_id needs issuer \(issuer)'s account limited to this client's programs (issuers.\(issuer).programs): activate with card_id")
+            }
         }
     }
 

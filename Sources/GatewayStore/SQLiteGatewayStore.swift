@@ -233,16 +233,24 @@ public final class SQLiteGatewayStore: GatewayStore {
         return try await Task.detached { try pool.read(Self.integrityProblems) }.value
     }
 
+    /// Whether `path` (its link followed) is a regular file; nil when it cannot be read.
+    private static func isRegularFile(_ path: String) -> Bool? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (info.st_mode & S_IFMT) == S_IFREG
+    }
+
     /// Why the file at `path` is not a gateway's store (nil when it is): not a regular file, not
     /// a SQLite database, or one without the gateway's schema (no tables: cut short by a crash or
     /// a copy; others: another program's). Read-only; for the operator commands, which must not
     /// migrate a file that is not the gateway's.
     public static func notAGatewayStore(path: String) -> String? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return "cannot read the file" }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { return "not a regular file" }
+        guard let regular = isRegularFile(path) else { return "cannot read the file" }
+        guard regular else { return "not a regular file" }
         var configuration = Configuration()
         configuration.readonly = true
+        // A serving gateway may hold a lock a moment (a checkpoint): waited for, as the store does.
+        configuration.busyMode = .timeout(5)
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             let tables = try queue.read { db in Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")) }
@@ -261,10 +269,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// GRDB's table directly, none when it has none) and the problems `check` would list.
     public static func checkFile(path: String) async throws -> (versions: [String], problems: [String]) {
         // A FIFO (or a device) is no store: opening it had waited for a writer for ever (the CLI audit).
-        var info = stat()
-        if stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
-            return ([], ["not a regular file: not a store"])
-        }
+        if isRegularFile(path) == false { return ([], ["not a regular file: not a store"]) }
         return try await Task.detached {
             var configuration = Configuration()
             configuration.readonly = true

@@ -91,6 +91,14 @@ struct RateLimitTests {
             }
             #expect(await RawConnection.eventually { ((try? await ConfigReloadTests.metric(client, demoInFlight)) ?? -1) == 0 })
             #expect(try await Self.get(client, "/v1/cards", key: GatewayHarness.demoKey).status == .ok)
+
+            // A request whose client goes away before its body is in gives its place back too.
+            let dropped = try await RawConnection.open(port: client.port)
+            try await dropped.send("POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: x\r\n"
+                + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            #expect(await RawConnection.eventually { ((try? await ConfigReloadTests.metric(client, demoInFlight)) ?? 0) == 1 })
+            dropped.close()
+            #expect(await RawConnection.eventually { ((try? await ConfigReloadTests.metric(client, demoInFlight)) ?? -1) == 0 })
             // Only the two held requests reached the issuer.
             #expect(await sandbox.bridge.log.count == 2)
         }

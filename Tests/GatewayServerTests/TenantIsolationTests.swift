@@ -432,6 +432,8 @@ import Testing
             let moved = #"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"cust_t1","card_account_id":"ca_t1"}}"#
             #expect(try await Self.put(client, "card_trail_1", moved, key: Self.ops).status == .ok)
             #expect(try await trail(provisioning, GatewayHarness.demoKey).status == .ok)
+            #expect(try await Self.put(client, "card_trail_1", theirs, key: Self.ops).status == .ok)
+            #expect(try await trail(provisioning, GatewayHarness.demoKey).status == .ok)
             // The other tenant never reads demo's trail, whoever holds the card.
             #expect(try await trail(provisioning, Self.other).status == .notFound)
         }

@@ -37,9 +37,7 @@ final class ConfigGeneration: Sendable {
             validatedIssuers: Set(config.issuers.filter(\.value.validateChain).map { IssuerID($0.key) }),
             chainValidator: parts.local.validator, health: parts.health, metrics: parts.metrics,
             activationIssuer: config.routing.activations.issuer.map { IssuerID($0) },
-            issuerPrograms: config.issuers.reduce(into: [:]) { programs, entry in
-                if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
-            },
+            issuerPrograms: config.issuerPrograms,
             everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
             clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions,
             callerNow: parts.callerNow)

@@ -29,9 +29,7 @@ struct RouteExplainer: Sendable {
         if config.local.enabled { wallets[LocalIssuer.issuerID] = LocalIssuer.wallets }
         self.wallets = wallets
         filePaused = Dictionary(uniqueKeysWithValues: config.issuers.map { (IssuerID($0.key), $0.value.paused) })
-        issuerPrograms = config.issuers.reduce(into: [:]) { programs, entry in
-            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
-        }
+        issuerPrograms = config.issuerPrograms
     }
 
     /// What a provisioning would be refused with before any call, in the order the service

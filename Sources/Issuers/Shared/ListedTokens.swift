@@ -21,9 +21,10 @@ enum ListedTokens {
     }
 
     /// A listing that still had pages when the gateway's bound on them was reached.
+    /// No condition: a bound of the gateway's own, on one card, is not the issuer's endpoint
+    /// failing, and does not count against the breaker every tenant at the account shares (the review).
     static func tooMany(issuer: IssuerID, bound: Int) -> GatewayError {
-        GatewayError(.upstreamProtocolError, "\(issuer) lists more than \(bound) wallet tokens for the card; the gateway reads no more than that",
-                     condition: .malformed)
+        GatewayError(.upstreamProtocolError, "\(issuer) lists more than \(bound) wallet tokens for the card; the gateway reads no more than that")
     }
 
     static func card(_ cardToken: String, _ listed: [Listed], issuer: IssuerID) throws(GatewayError) -> [WalletToken] {

@@ -38,3 +38,13 @@ extension GatewayConfig {
         }
     }
 }
+
+extension GatewayConfig {
+    /// Issuer accounts limited to some programs (`issuers.<name>.programs`); an account absent
+    /// here serves every program.
+    public var issuerPrograms: [IssuerID: Set<ProgramID>] {
+        issuers.reduce(into: [:]) { programs, entry in
+            if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
+        }
+    }
+}

@@ -458,6 +458,73 @@ import Testing
         }
     }
 
+    /// The fallback to the local issuer, after the routed issuer took its time, asks the caller
+    /// again first: a key revoked, or the program moved, meanwhile gets nothing from the vault
+    /// (the review: the fallback had provisioned with the rights the request arrived with).
+    @Test(arguments: revokedOrMoved)
+    func aReloadWhileTheRoutedIssuerTakesItsTimeStopsTheFallback(old: String, new: String, status: Int, code: String) async throws {
+        let fallback = Self.replacing("  rules: []\n", "  rules:\n    - { match: { program: demo }, issuer: bridge, fallback: local }\n")
+        let oneTry = Self.replacing("timeouts: { connect_ms: 2000, request_ms: 5000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 3,",
+                                    "timeouts: { connect_ms: 2000, request_ms: 600 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 1,")
+        let file = try ReloadableFile { try oneTry(try fallback($0)) }
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+            // Bridge answers after its one try's time: a timeout, and the route falls back.
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":2000,"count":1}"#)
+            let body = try GatewayHarness.requestBody()
+            let port = client.port
+            async let answer = GatewayClient.with(port: port) { own in try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body) }
+            var taken = false
+            for _ in 0..<500 where !taken {
+                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+                if !taken { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            try #require(taken, "the request never reached the Bridge simulator")
+            try file.write { try Self.revokingOrMoving(old, new)(try oneTry(try fallback($0))) }
+            #expect(try await Self.reload(client).status == .ok)
+            let response = try await answer
+            #expect(response.status.code == status && response.json["code"] as? String == code, "\(String(buffer: response.body))")
+            #expect(try await Self.metric(client, #"gateway_fallbacks_total{issuer="bridge",fallback="local"}"#) == 1, "the route did fall back")
+        }
+    }
+
+    /// A duplicate that waited for the first request's claim and is then answered from the stored
+    /// answer is asked again too: a key revoked, or the program moved, while it waited gets no
+    /// replay of the first's pass data (the review).
+    @Test(arguments: revokedOrMoved)
+    func aReloadWhileADuplicateWaitsStopsItsReplay(old: String, new: String, status: Int, code: String) async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#)
+            let body = ByteBuffer(bytes: try GatewayHarness.requestBody())
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
+                                       HTTPField.Name("Idempotency-Key")!: "replay-after-reload-1"]
+            let port = client.port
+            let send: @Sendable () async throws -> GatewayResponse = {
+                try await GatewayClient.with(port: port) { own in
+                    try await own.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers, body: body)
+                }
+            }
+            async let first = send()
+            var taken = false
+            for _ in 0..<500 where !taken {
+                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+                if !taken { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            try #require(taken, "the request never reached the Bridge simulator")
+            async let duplicate = send()
+            try await Task.sleep(for: .milliseconds(100))
+            try file.write(Self.revokingOrMoving(old, new))
+            #expect(try await Self.reload(client).status == .ok)
+            // The first had its issuer's answer coming: it is answered as it ran.
+            #expect(try await first.status == .ok)
+            let replay = try await duplicate
+            #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
+            #expect(replay.json["encrypted_pass_data"] == nil)
+        }
+    }
+
     /// A client whose program a reload took away reads the trails of that program's cards no
     /// more (its events name the program), and reads them again once it holds it again.
     @Test func aTrailIsReadOnlyWhileTheClientHoldsItsProgram() async throws {
