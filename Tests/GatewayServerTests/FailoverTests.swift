@@ -163,12 +163,7 @@ struct FailoverTests {
             async let answer = GatewayClient.with(port: port) { own in
                 try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body)
             }
-            var taken = false
-            for _ in 0..<500 where !taken {
-                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
-                if !taken { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            try #require(taken, "the request never reached the Bridge simulator")
+            try await ConfigReloadTests.waitUntilTheFaultIsTaken(client)
             let card = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
             let moved = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_bridge_demo", json: card, key: Self.opsKey)
             #expect(moved.status.code < 300, "\(moved.json)")

@@ -62,6 +62,28 @@ import Testing
          "card_not_found"),
     ]
 
+    /// Waits (polling, briefly) until the simulators' queued fault was taken: the request is at the issuer.
+    static func waitUntilTheFaultIsTaken(_ client: GatewayClient, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        var taken = false
+        for _ in 0..<500 where !taken {
+            taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+            if !taken { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        try #require(taken, "the request never reached the simulator", sourceLocation: sourceLocation)
+    }
+
+    /// demo's Apple Pay provisioning of `card_bridge_demo` under `key`, each call on a connection of its own.
+    static func keyedProvisioning(port: Int, key: String) -> @Sendable () async throws -> GatewayResponse {
+        {
+            let body = ByteBuffer(bytes: try GatewayHarness.requestBody())
+            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
+                                       HTTPField.Name("Idempotency-Key")!: key]
+            return try await GatewayClient.with(port: port) { own in
+                try await own.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers, body: body)
+            }
+        }
+    }
+
     static func revokingOrMoving(_ old: String, _ new: String) -> @Sendable (String) throws -> String {
         { text in
             try replacing(old, new)(new.contains("activations_without_card") ? try replacing("    activations_without_card: true\n", "")(text) : text)
@@ -427,22 +449,10 @@ import Testing
             // it tries again, holding its Idempotency-Key's claim; a 429 says the issuer did
             // nothing, so the key is let go when the request ends.
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#)
-            let body = ByteBuffer(bytes: try GatewayHarness.requestBody())
-            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
-                                       HTTPField.Name("Idempotency-Key")!: "reload-while-waiting-1"]
-            let port = client.port
-            let send: @Sendable () async throws -> GatewayResponse = {
-                try await GatewayClient.with(port: port) { own in
-                    try await own.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers, body: body)
-                }
-            }
+            let key = "reload-while-waiting-1"
+            let send = Self.keyedProvisioning(port: client.port, key: key)
             async let first = send()
-            var taken = false
-            for _ in 0..<500 where !taken {
-                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
-                if !taken { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            try #require(taken, "the request never reached the Bridge simulator")
+            try await Self.waitUntilTheFaultIsTaken(client)
             // The duplicate finds the key claimed and waits.
             async let duplicate = send()
             try await Task.sleep(for: .milliseconds(100))
@@ -474,12 +484,7 @@ import Testing
             let body = try GatewayHarness.requestBody()
             let port = client.port
             async let answer = GatewayClient.with(port: port) { own in try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body) }
-            var taken = false
-            for _ in 0..<500 where !taken {
-                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
-                if !taken { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            try #require(taken, "the request never reached the Bridge simulator")
+            try await Self.waitUntilTheFaultIsTaken(client)
             try file.write { try Self.revokingOrMoving(old, new)(try oneTry(try fallback($0))) }
             #expect(try await Self.reload(client).status == .ok)
             let response = try await answer
@@ -497,22 +502,10 @@ import Testing
         defer { file.remove() }
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#)
-            let body = ByteBuffer(bytes: try GatewayHarness.requestBody())
-            let headers: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(GatewayHarness.demoKey)",
-                                       HTTPField.Name("Idempotency-Key")!: "replay-after-reload-1"]
-            let port = client.port
-            let send: @Sendable () async throws -> GatewayResponse = {
-                try await GatewayClient.with(port: port) { own in
-                    try await own.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post, headers: headers, body: body)
-                }
-            }
+            let key = "replay-after-reload-1"
+            let send = Self.keyedProvisioning(port: client.port, key: key)
             async let first = send()
-            var taken = false
-            for _ in 0..<500 where !taken {
-                taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
-                if !taken { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            try #require(taken, "the request never reached the Bridge simulator")
+            try await Self.waitUntilTheFaultIsTaken(client)
             async let duplicate = send()
             try await Task.sleep(for: .milliseconds(100))
             try file.write(Self.revokingOrMoving(old, new))
