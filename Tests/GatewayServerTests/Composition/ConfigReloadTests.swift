@@ -72,6 +72,23 @@ import Testing
         try #require(taken, "the request never reached the simulator", sourceLocation: sourceLocation)
     }
 
+    /// A keyed request held at Bridge by `fault`, its duplicate sent while it runs (so it waits
+    /// for the key's claim), and the file changed by `edit` and reloaded meanwhile: both answers.
+    static func duplicateAcrossAReload(
+        _ client: GatewayClient, file: ReloadableFile, fault: String, key: String, edit: @escaping @Sendable (String) throws -> String
+    ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse) {
+        try await ResilienceTests.addFault(client, fault)
+        let send = keyedProvisioning(port: client.port, key: key)
+        async let first = send()
+        try await waitUntilTheFaultIsTaken(client)
+        async let duplicate = send()
+        try await Task.sleep(for: .milliseconds(100))
+        try file.write(edit)
+        let reloaded = try await reload(client)
+        #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
+        return (try await first, try await duplicate)
+    }
+
     /// demo's Apple Pay provisioning of `card_bridge_demo` under `key`, each call on a connection of its own.
     static func keyedProvisioning(port: Int, key: String) -> @Sendable () async throws -> GatewayResponse {
         {
@@ -448,19 +465,10 @@ import Testing
             // Bridge throttles the first attempt: the request waits 2 s (its Retry-After) before
             // it tries again, holding its Idempotency-Key's claim; a 429 says the issuer did
             // nothing, so the key is let go when the request ends.
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#)
-            let key = "reload-while-waiting-1"
-            let send = Self.keyedProvisioning(port: client.port, key: key)
-            async let first = send()
-            try await Self.waitUntilTheFaultIsTaken(client)
-            // The duplicate finds the key claimed and waits.
-            async let duplicate = send()
-            try await Task.sleep(for: .milliseconds(100))
-            try file.write(Self.revokingOrMoving(old, new))
-            let reloaded = try await Self.reload(client)
-            #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
-
-            for answer in [try await first, try await duplicate] {
+            let (first, duplicate) = try await Self.duplicateAcrossAReload(
+                client, file: file, fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
+                key: "reload-while-waiting-1", edit: Self.revokingOrMoving(old, new))
+            for answer in [first, duplicate] {
                 #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
             }
             // Bridge saw the throttled attempt only.
@@ -501,18 +509,11 @@ import Testing
         let file = try ReloadableFile()
         defer { file.remove() }
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#)
-            let key = "replay-after-reload-1"
-            let send = Self.keyedProvisioning(port: client.port, key: key)
-            async let first = send()
-            try await Self.waitUntilTheFaultIsTaken(client)
-            async let duplicate = send()
-            try await Task.sleep(for: .milliseconds(100))
-            try file.write(Self.revokingOrMoving(old, new))
-            #expect(try await Self.reload(client).status == .ok)
+            let (first, replay) = try await Self.duplicateAcrossAReload(
+                client, file: file, fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
+                key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
             // The first had its issuer's answer coming: it is answered as it ran.
-            #expect(try await first.status == .ok)
-            let replay = try await duplicate
+            #expect(first.status == .ok)
             #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
             #expect(replay.json["encrypted_pass_data"] == nil)
         }
