@@ -79,11 +79,11 @@ public enum ConfigLoader {
         // sandbox file when `--config` is forgotten, and it had sealed a production card under the
         // sandbox's published vault key in the production store, which then would not start (the
         // CLI audit).
-        var running = config
-        if running.sandbox.enabled, running.store.postgres == nil, running.store.sqlite.path == StoreConfig.Defaults.SQLitePath.value {
-            running.store.sqlite.path = StoreConfig.sandboxSQLitePath
+        var effective = config
+        if effective.sandbox.enabled, effective.store.postgres == nil, effective.store.sqlite.path == StoreConfig.Defaults.SQLitePath.value {
+            effective.store.sqlite.path = StoreConfig.sandboxSQLitePath
         }
-        return (running, problems)
+        return (effective, problems)
     }
 
     /// What a decoded config means, checked against every issuer kind's profile: what `read`

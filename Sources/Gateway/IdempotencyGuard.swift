@@ -57,7 +57,6 @@ public struct IdempotencyGuard: Sendable {
         .idempotencyOutcomeUnknown,
         "the request with this Idempotency-Key ended without an answer and may have reached the issuer; it is not run again: check the card's wallet tokens, then use a new key")
 
-    /// Writes held audit events without an answer; the store's error when one could not be written.
     /// Frees a claim whose request ended knowing the issuer did nothing; a release the store
     /// fails is made again in the background (`LateAudit.keepReleasing`), or the key would read
     /// as in progress and then as an outcome unknown though nothing was sent (the crash audit).
@@ -70,6 +69,7 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
+    /// Writes held audit events without an answer; the store's error when one could not be written.
     private func writeAlone(_ held: [AuditEvent]) async -> (any Error)? {
         do {
             for event in held { try await store.appendAudit(event) }

@@ -375,12 +375,7 @@ public struct ProvisioningService: Sendable {
             // client's (also checked in the config).
             if operation == .tokenActivation {
                 if card == nil {
-                    guard let served = issuerPrograms[issuer], served.isSubset(of: client.programs) else {
-                        // Said as what the account needs, not as what else it serves: a tenant is
-                        // not told that other tenants share it.
-                        throw GatewayError(.forbidden,
-                            "an activation without card_id needs issuer \(issuer)'s account limited to this client's programs (issuers.\(issuer).programs): activate with card_id")
-                    }
+                    try accountServesOnly(client, issuer: issuer)
                 } else {
                     let othersPrograms = everyClientProgram.subtracting(client.programs)
                     guard (issuerPrograms[issuer] ?? othersPrograms).isDisjoint(with: othersPrograms) else {
@@ -668,10 +663,17 @@ public struct ProvisioningService: Sendable {
             try await confirmUnchanged(card, client: now)
         } else {
             try Self.mayActivateWithoutACard(now)
-            guard let served = issuerPrograms[issuer], served.isSubset(of: now.programs) else {
-                throw GatewayError(.forbidden,
-                    "an activation without card_id needs issuer \(issuer)'s account limited to this client's programs (issuers.\(issuer).programs): activate with card_id")
-            }
+            try accountServesOnly(now, issuer: issuer)
+        }
+    }
+
+    /// An activation without a card reaches the issuer as a token reference alone: the account
+    /// must list its programs, all of them the client's. Said as what the account needs, not as
+    /// what else it serves: a tenant is not told that other tenants share it.
+    private func accountServesOnly(_ client: Client, issuer: IssuerID) throws(GatewayError) {
+        guard let served = issuerPrograms[issuer], served.isSubset(of: client.programs) else {
+            throw GatewayError(.forbidden,
+                "an activation without card_id needs issuer \(issuer)'s account limited to this client's programs (issuers.\(issuer).programs): activate with card_id")
         }
     }
 
