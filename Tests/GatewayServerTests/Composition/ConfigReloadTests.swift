@@ -519,6 +519,32 @@ import Testing
         }
     }
 
+    /// An activation without a card, waiting to try again after TMP's 429, asks again whether
+    /// its client may make one: a reload that revoked the key, or took `activations_without_card`
+    /// away, meanwhile sends no retry (the review: the check before a retry needed a card).
+    @Test(arguments: [
+        (revokedOrMoved[0].old, revokedOrMoved[0].new, 401, "unauthorized"),
+        ("    activations_without_card: true\n", "", 403, "forbidden"),
+    ])
+    func aReloadWhileAnActivationWithoutACardWaitsStopsItsRetry(old: String, new: String, status: Int, code: String) async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+            try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"throttled","retry_after_seconds":2,"count":1}"#)
+            let port = client.port
+            async let answer = GatewayClient.with(port: port) { own in
+                try await CardRegistryAPITests.send(own, .post, "/v1/token-activations", json: #"{"token_unique_reference":"DWSPMC0000000003"}"#)
+            }
+            try await Self.waitUntilTheFaultIsTaken(client)
+            try file.write(Self.replacing(old, new))
+            #expect(try await Self.reload(client).status == .ok)
+            let response = try await answer
+            #expect(response.status.code == status && response.json["code"] as? String == code, "\(String(buffer: response.body))")
+            // TMP saw the throttled attempt only.
+            #expect(await sandbox.tmp.log.requests.map(\.status) == [429])
+        }
+    }
+
     /// A client whose program a reload took away reads the trails of that program's cards no
     /// more (its events name the program), and reads them again once it holds it again.
     @Test func aTrailIsReadOnlyWhileTheClientHoldsItsProgram() async throws {
