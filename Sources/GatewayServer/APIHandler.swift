@@ -497,8 +497,9 @@ struct APIHandler: APIProtocol {
             guard client.admin || programs.isSubset(of: client.programs) else { throw notFound }
             return .ok(Self.trail(input.path.provisioningId, events, truncated: read.count > Self.maxTrailEvents))
         }
-        // Events written before schema 011 name no program: such a trail is read while its card is
-        // still among the client's programs (or gone). Only events that reached an issuer are held
+        // Events written before schema 011 that schema 012 could give no program (their card was
+        // gone when it ran) name none: such a trail is read while its card is still among the
+        // client's programs (or gone). Only events that reached an issuer are held
         // to it: a refusal before any issuer (`card_not_found`, ...) tells nothing of the card,
         // and holding it to the card's owner made the trail of a refused probe an oracle: 404
         // once another tenant registered the id, 200 while it was free (the observability audit).

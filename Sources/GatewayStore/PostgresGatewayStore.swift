@@ -96,6 +96,7 @@ public final class PostgresGatewayStore: GatewayStore {
         (StoreRows.referenceCaseFoldVersion, statements(StoreRows.referenceCaseFoldMigration(.postgres))),
         (StoreRows.claimProvisioningVersion, statements(StoreRows.claimProvisioningMigration)),
         (StoreRows.auditProgramVersion, statements(StoreRows.auditProgramMigration)),
+        (StoreRows.auditProgramBackfillVersion, statements(StoreRows.auditProgramBackfillMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -132,29 +133,41 @@ public final class PostgresGatewayStore: GatewayStore {
                 throw StoreError(store: self.displayName, reason: "synchronous_commit is off for the gateway's database or role: "
                     + "acknowledged commits (audit events, idempotency records) could be lost in a crash; set it to on")
             }
-            try await self.client.withTransaction(logger: self.logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(727274001)", logger: self.logger)
-                try await connection.query(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
-                    logger: self.logger)
-                var applied = Set<String>()
-                for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: self.logger)
-                    .decode(String.self) { applied.insert(version) }
-                if let newer = StoreRows.unknownSchema(applied: applied, known: Self.migrations.map(\.version), store: self.displayName) {
-                    throw newer
-                }
-                for migration in Self.migrations where !applied.contains(migration.version) {
-                    if migration.version == StoreRows.referenceCaseFoldVersion {
-                        for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences(.postgres)),
-                                                                             logger: self.logger).decode(Int.self) where variants > 0 {
-                            throw StoreRows.caseVariantsRefused(variants, store: self.displayName, .postgres)
-                        }
+            // The transaction wraps what its body threw (`PostgresTransactionError`): the body's
+            // own error is the one to tell, a newer schema's refusal above all (the upgrade
+            // audit: an operator read the driver's wrapper, not "schema ..., which this gateway
+            // does not know").
+            do {
+                try await self.migrations()
+            } catch let error as PostgresTransactionError {
+                throw error.closureError ?? error
+            }
+        }
+    }
+
+    private func migrations() async throws {
+        try await self.client.withTransaction(logger: self.logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(727274001)", logger: self.logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                logger: self.logger)
+            var applied = Set<String>()
+            for try await version in try await connection.query("SELECT version FROM schema_migrations", logger: self.logger)
+                .decode(String.self) { applied.insert(version) }
+            if let newer = StoreRows.unknownSchema(applied: applied, known: Self.migrations.map(\.version), store: self.displayName) {
+                throw newer
+            }
+            for migration in Self.migrations where !applied.contains(migration.version) {
+                if migration.version == StoreRows.referenceCaseFoldVersion {
+                    for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences(.postgres)),
+                                                                         logger: self.logger).decode(Int.self) where variants > 0 {
+                        throw StoreRows.caseVariantsRefused(variants, store: self.displayName, .postgres)
                     }
-                    for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
-                    let now = StoreRows.milliseconds(Date())
-                    try await connection.query(
-                        "INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), \(now))", logger: self.logger)
                 }
+                for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
+                let now = StoreRows.milliseconds(Date())
+                try await connection.query(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (\(migration.version), \(now))", logger: self.logger)
             }
         }
     }

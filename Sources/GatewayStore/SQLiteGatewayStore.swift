@@ -199,6 +199,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration(StoreRows.auditProgramVersion) { db in
             try db.execute(sql: StoreRows.auditProgramMigration)
         }
+        migrator.registerMigration(StoreRows.auditProgramBackfillVersion) { db in
+            try db.execute(sql: StoreRows.auditProgramBackfillMigration)
+        }
         return migrator
     }
 

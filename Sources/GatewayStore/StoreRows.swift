@@ -220,6 +220,20 @@ enum StoreRows {
     static let auditProgramVersion = "011_audit_program"
     static let auditProgramMigration = "ALTER TABLE audit_events ADD COLUMN program TEXT"
 
+    /// Schema 012, the same on both stores: events kept before 011 that reached an issuer (an
+    /// issuer or an endpoint named) are given the program their card is in when the migration
+    /// runs, where the card is still registered. Their trails had been judged by the card as it
+    /// is at each read, so a client lost its own pre-011 trail the moment another tenant
+    /// registered an id it had deleted (and the flip told it so; the upgrade audit): now they are
+    /// judged as 011's events are, by a program that no later change of the card moves. Events of
+    /// cards gone before the upgrade, and refusals before any issuer (which 011 leaves without a
+    /// program too), keep none.
+    static let auditProgramBackfillVersion = "012_audit_program_backfill"
+    static let auditProgramBackfillMigration = """
+        UPDATE audit_events SET program = (SELECT cards.program FROM cards WHERE cards.card_id = audit_events.card_id)
+        WHERE program IS NULL AND (issuer IS NOT NULL OR endpoint IS NOT NULL) AND card_id IN (SELECT card_id FROM cards)
+        """
+
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
 

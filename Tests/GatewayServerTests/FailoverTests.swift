@@ -150,9 +150,11 @@ struct FailoverTests {
         }
     }
 
-    /// A card an admin moves to another tenant's program while its request waits to retry is not
-    /// sent again: the retry reads the card first, and the caller hears `card_not_found`.
-    @Test func aCardMovedAwayWhileItsRequestWaitsIsNotSentAgain() async throws {
+    /// A card an admin moves to another tenant's program, or points at another card at its
+    /// issuer in the same program, while its request waits to retry is not sent again: the retry
+    /// reads the card first, and the caller hears `card_not_found`, saying which.
+    @Test(arguments: [("other", "ca_demo_001", "among this client's programs"), ("demo", "ca_demo_999", "changed while the request ran")])
+    func aCardMovedAwayWhileItsRequestWaitsIsNotSentAgain(program: String, account: String, detail: String) async throws {
         let config = try ResilienceTests.config { $0.issuers["bridge"]!.timeouts.requestMS = 400 }
         try await GatewayHarness.run(config: config) { client, sandbox in
             // Bridge's first answer takes longer than the per-try timeout: Bridge's POST carries an
@@ -164,11 +166,12 @@ struct FailoverTests {
                 try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body)
             }
             try await ConfigReloadTests.waitUntilTheFaultIsTaken(client)
-            let card = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
+            let card = #"{"issuer":"bridge","program":"\#(program)","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"\#(account)"}}"#
             let moved = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_bridge_demo", json: card, key: Self.opsKey)
             #expect(moved.status.code < 300, "\(moved.json)")
             let response = try await answer
             #expect(response.status == .notFound && response.json["code"] as? String == "card_not_found", "\(response.json)")
+            #expect((response.json["detail"] as? String)?.contains(detail) == true, "\(response.json)")
             // The slow first attempt is the only one Bridge saw (it logs once it has answered).
             try await Task.sleep(for: .milliseconds(1_500))
             #expect(await sandbox.bridge.log.count == 1)
@@ -303,9 +306,15 @@ struct FailoverTests {
             try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
         }) { port in
             try await GatewayClient.with(port: port) { client in
+                // The issuers are gone too, so a mounted route would also answer 404 (no such
+                // issuer): the detail, and the listing, which names no issuer, tell them apart.
                 let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#)
                 #expect(response.status == .notFound)
                 #expect(response.json["code"] as? String == "not_found")
+                #expect(response.json["detail"] as? String == "fault injection exists only in the sandbox", "\(response.json)")
+                let listing = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+                #expect(listing.status == .notFound && listing.json["detail"] as? String == "fault injection exists only in the sandbox",
+                        "\(listing.json)")
             }
         }
     }

@@ -167,11 +167,17 @@ final class LostAcknowledgementStore: GatewayStore {
     {
         try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, record: record)
     }
+    /// How many claims of each key the store has answered: a duplicate's first answered claim
+    /// (the key's second) found the key held, so the duplicate is waiting for it.
+    private let claimsAnswered = Mutex<[String: Int]>([:])
+    func claims(of key: String) -> Int { claimsAnswered.withLock { $0[key] ?? 0 } }
+
     func claimIdempotencyKey(client: ClientID, key: String, requestHash: String, provisioningID: ProvisioningID, now: Date, expiresAt: Date,
                              abandonAt: Date) async throws -> IdempotencyClaim
     {
         let claim = try await inner.claimIdempotencyKey(client: client, key: key, requestHash: requestHash, provisioningID: provisioningID,
                                                         now: now, expiresAt: expiresAt, abandonAt: abandonAt)
+        claimsAnswered.withLock { $0[key, default: 0] += 1 }
         if claimArmed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
         return claim
     }

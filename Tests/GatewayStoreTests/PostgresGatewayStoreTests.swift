@@ -200,6 +200,13 @@ struct PostgresGatewayStoreTests {
         }
     }
 
+    @Test func theProgramBackfillNamesTheCardsProgramNow() async throws {
+        try await withStoreAndSQL { store, sql in
+            try await StoreConformance.theProgramBackfillNamesTheCardsProgramNow(
+                store, sql: sql, forget012: "DELETE FROM schema_migrations WHERE version = '012_audit_program_backfill'")
+        }
+    }
+
     @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(
@@ -254,7 +261,7 @@ struct PostgresGatewayStoreTests {
 /// Both stores migrate to the same schema versions, which `route explain` requires of a store.
 @Test func bothStoresKnowTheSameSchemaVersions() {
     #expect(PostgresGatewayStore.migrations.map(\.version) == StoreBootstrap.currentSchema)
-    #expect(StoreBootstrap.currentSchema.last == StoreRows.auditProgramVersion)
+    #expect(StoreBootstrap.currentSchema.last == StoreRows.auditProgramBackfillVersion)
 }
 
 /// Needs no server: nothing listens on port 1.

@@ -109,10 +109,11 @@ struct PostgresTLSTests {
     static let logger = Logger(label: "postgres-tls-tests")
 
     /// A TLS server whose pg_hba.conf refuses plaintext TCP, and the CA that signed its certificate.
-    func withTLSServer(_ body: (PostgresTestServer, TestPKI) async throws -> Void) async throws {
+    /// `onlyFor`: the server's certificate names that host alone (from the same CA), not loopback.
+    func withTLSServer(onlyFor host: String? = nil, _ body: (PostgresTestServer, TestPKI) async throws -> Void) async throws {
         let pki = try TestPKI()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
-        let issued = try pki.issue("server")
+        let issued = try pki.issue("server", onlyFor: host)
         try await PostgresTestServer.with(tls: .init(certificateFile: issued.certificateFile, keyFile: issued.keyFile, sslOnly: true)) { server in
             try await body(server, pki)
         }
@@ -159,6 +160,18 @@ struct PostgresTLSTests {
                                                  connectTimeout: .seconds(10), logger: Self.logger)
             let failure = try #require(try await migrationError(store), "migrated through a certificate from an unknown CA")
             #expect(failure.store == "postgres 127.0.0.1:\(server.port)/gateway")
+            #expect(failure.reason.contains("TLS handshake failed"), "\(failure)")
+        }
+    }
+
+    /// verify-full checks the name too: a certificate from the trusted CA for another host is
+    /// refused, as anyone holding one of that CA's certificates could otherwise stand in for the
+    /// database. (The same CA's certificate for loopback connects: the test above.)
+    @Test func verifyFullWithTheServersCAButAnotherHostsCertificateIsRefused() async throws {
+        try await withTLSServer(onlyFor: "db.elsewhere.example") { server, pki in
+            let store = try PostgresGatewayStore(url: server.url(sslMode: "verify-full"), caFile: pki.caFile,
+                                                 connectTimeout: .seconds(10), logger: Self.logger)
+            let failure = try #require(try await migrationError(store), "migrated through a certificate for another host")
             #expect(failure.reason.contains("TLS handshake failed"), "\(failure)")
         }
     }

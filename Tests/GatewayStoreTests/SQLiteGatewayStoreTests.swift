@@ -216,6 +216,13 @@ import Testing
         }
     }
 
+    @Test func theProgramBackfillNamesTheCardsProgramNow() async throws {
+        try await withStore { store in
+            try await StoreConformance.theProgramBackfillNamesTheCardsProgramNow(
+                store, sql: Self.sql(store), forget012: "DELETE FROM grdb_migrations WHERE identifier = '012_audit_program_backfill'")
+        }
+    }
+
     @Test func theAuditOnceMigrationKeepsWhatDiffers() async throws {
         try await withStore { store in
             try await StoreConformance.theAuditOnceMigrationKeepsWhatDiffers(

@@ -9,7 +9,7 @@ import Testing
 
 /// A duplicate's wait for a request still running, on a test clock, against a real SQLite store
 /// where "another request" holds the key.
-struct IdempotencyGuardTests {
+@Suite(.timeLimit(.minutes(1))) struct IdempotencyGuardTests {
     static let client: ClientID = "demo"
     static let key = "key-1"
 

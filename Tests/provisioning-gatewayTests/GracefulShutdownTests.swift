@@ -124,6 +124,12 @@ import Testing
             _ = await slow.value
         }
         #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
+        // What the cut-off request did is on record: its attempt at Bridge, written past the
+        // busy store before the process ended.
+        let attempts = try await DatabaseQueue(path: database).read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM audit_events WHERE card_id = 'card_bridge_demo' AND issuer = 'bridge' AND attempt = 1")
+        }
+        #expect(attempts == 1, "the cut-off request's attempt is not on record")
     }
 
     /// A SIGHUP once the shutdown has begun reloads nothing (the reload service hears of the

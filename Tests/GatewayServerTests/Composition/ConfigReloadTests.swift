@@ -52,11 +52,14 @@ import Testing
         }
     }
 
-    /// demo's key revoked (401 after it), or its program moved away (404 for its card after it):
-    /// the file's text before and after, and what a request of demo's hears.
+    /// demo's key revoked (401 after it), its key now another client's (401: with the same
+    /// programs and rights, that client is still not the one the request was for), or its program
+    /// moved away (404 for its card after it): the file's text before and after, and what a
+    /// request of demo's hears.
     static let revokedOrMoved: [(old: String, new: String, status: Int, code: String)] = [
         ("api_key_sha256: 1a2ac1341df9c063a0e169f53446988d5374273383dbaa08b678dbb584cea68d",
          "api_key_sha256: \(String(repeating: "ab", count: 32))", 401, "unauthorized"),
+        ("  - id: demo\n", "  - id: demo_successor\n", 401, "unauthorized"),
         // (`activations_without_card` goes too: the activation account serves program demo.)
         ("    programs: [demo]\n    # May call", "    programs: [elsewhere]\n    activations_without_card: false\n    # May call", 404,
          "card_not_found"),
@@ -72,17 +75,23 @@ import Testing
         try #require(taken, "the request never reached the simulator", sourceLocation: sourceLocation)
     }
 
-    /// A keyed request held at Bridge by `fault`, its duplicate sent while it runs (so it waits
-    /// for the key's claim), and the file changed by `edit` and reloaded meanwhile: both answers.
+    /// A keyed request held at Bridge by `fault`, its duplicate sent while it runs and found
+    /// waiting for the key's claim (`store` answered the key's second claim: held), and the file
+    /// changed by `edit` and reloaded meanwhile: both answers. (A duplicate that arrived after
+    /// the reload would be refused at the door with the same status: the wait is made sure of,
+    /// not slept for.)
     static func duplicateAcrossAReload(
-        _ client: GatewayClient, file: ReloadableFile, fault: String, key: String, edit: @escaping @Sendable (String) throws -> String
+        _ client: GatewayClient, store: LostAcknowledgementStore, file: ReloadableFile, fault: String, key: String,
+        edit: @escaping @Sendable (String) throws -> String
     ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse) {
         try await ResilienceTests.addFault(client, fault)
         let send = keyedProvisioning(port: client.port, key: key)
         async let first = send()
         try await waitUntilTheFaultIsTaken(client)
+        #expect(store.claims(of: key) == 1)
         async let duplicate = send()
-        try await Task.sleep(for: .milliseconds(100))
+        for _ in 0..<2000 where store.claims(of: key) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(store.claims(of: key) >= 2, "the duplicate never found the key held")
         try file.write(edit)
         let reloaded = try await reload(client)
         #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
@@ -461,12 +470,13 @@ import Testing
     func aReloadWhileARequestOrItsDuplicateWaitsStopsBoth(old: String, new: String, status: Int, code: String) async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, sandbox in
             // Bridge throttles the first attempt: the request waits 2 s (its Retry-After) before
             // it tries again, holding its Idempotency-Key's claim; a 429 says the issuer did
             // nothing, so the key is let go when the request ends.
             let (first, duplicate) = try await Self.duplicateAcrossAReload(
-                client, file: file, fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
+                client, store: store, file: file, fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
                 key: "reload-while-waiting-1", edit: Self.revokingOrMoving(old, new))
             for answer in [first, duplicate] {
                 #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
@@ -508,9 +518,10 @@ import Testing
     func aReloadWhileADuplicateWaitsStopsItsReplay(old: String, new: String, status: Int, code: String) async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, _ in
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, _ in
             let (first, replay) = try await Self.duplicateAcrossAReload(
-                client, file: file, fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
+                client, store: store, file: file, fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
                 key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
             // The first had its issuer's answer coming: it is answered as it ran.
             #expect(first.status == .ok)

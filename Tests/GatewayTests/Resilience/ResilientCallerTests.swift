@@ -153,6 +153,46 @@ struct ResilientCallerTests {
         }
     }
 
+    /// Failing over with no other endpoint open (here the only one, which refuses connections:
+    /// `connect_failed` fails over) backs off before the same endpoint again, on the clock, as a
+    /// retry does: an endpoint that refuses is not called again at once.
+    @Test func aFailoverWithNoOtherEndpointOpenBacksOffBeforeTheSameOne() async throws {
+        try await Self.withBridge { rig in
+            let http = UpstreamHTTP(issuer: "bridge", timeouts: TimeoutConfig(), logger: Self.logger)
+            // Port 1: nothing listens there, so every connect is refused.
+            let refusing = BridgeConnector(issuer: "bridge", baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: Sensitive("bridge_key"), http: http)
+            let upstream = UpstreamIssuer(issuer: "bridge", kind: .bridge, endpoints: [refusing], retry: Self.policy,
+                                          decisions: .defaults(resendSafe: true), breaker: .default)
+            let attempts = Mutex(0)
+            let caller = ResilientCaller(health: UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
+            let request = try Self.request()
+            let call = Task { () -> GatewayError? in
+                do throws(GatewayError) {
+                    _ = try await caller.call(upstream, context: rig.context(deadlineIn: .seconds(10)), logger: Self.logger, onAttempt: { _ in }) {
+                        (connector, attempt) async throws(GatewayError) in
+                        attempts.withLock { $0 += 1 }
+                        return try await connector.provisionApplePay(request, card: Self.card, context: attempt)
+                    }
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            #expect(await rig.clock.waitForSleepers())
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
+            #expect(attempts.withLock { $0 } == 1)
+            rig.clock.advance(by: .milliseconds(50))
+            #expect(await rig.clock.waitForSleepers())
+            #expect(rig.clock.requestedSleeps == [.milliseconds(50), .milliseconds(100)])
+            #expect(attempts.withLock { $0 } == 2)
+            rig.clock.advance(by: .milliseconds(100))
+            let failure = await call.value
+            #expect(failure?.code == .upstreamUnavailable, "\(String(describing: failure))")
+            #expect(attempts.withLock { $0 } == 3)
+            try await http.shutdown()
+        }
+    }
+
     /// Ops pause the issuer while a request waits to retry it: the wait ends with no further
     /// attempt, and the caller gets the issuer's last failure. The same holds when a reload drops
     /// the paused issuer from the config while the request still holds its connector.

@@ -66,12 +66,18 @@ import Testing
                     try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
                 }
             }
-            return (failure, await capture.requests.count)
+            return (failure, await capture.requests)
         }
         #expect(failure?.code == .upstreamProtocolError && failure?.detail.contains("more than 500") == true, "\(String(describing: failure))")
         // The gateway's own bound, on one card: not the endpoint failing, so no breaker counts it.
         #expect(failure?.condition == nil)
-        #expect(pages == 10)
+        #expect(pages.count == 10)
+        // Each page after the first asks for what follows the last token of the one before
+        // ("starting_after"): not the first page again, which would reach the bound as well.
+        let cursors = pages.map { page in
+            URLComponents(string: "/?\(page.query ?? "")")?.queryItems?.first { $0.name == "starting_after" }?.value
+        }
+        #expect(cursors == [nil] + Array(repeating: "tok-1", count: 9), "\(pages.map(\.query))")
     }
 
     @Test func theSamsungPayRequestHasTheDocumentedShapeAndThePayloadPassesUntouched() async throws {

@@ -462,12 +462,18 @@ import Testing
                     try await Self.connector()(url, http).listWalletTokens(card: Self.card, context: Fixtures.context())
                 }
             }
-            return (failure, await capture.requests.count)
+            return (failure, await capture.requests)
         }
         #expect(failure?.code == .upstreamProtocolError && failure?.detail.contains("more than 500") == true, "\(String(describing: failure))")
         // The gateway's own bound, on one card: not the endpoint failing, so no breaker counts it.
         #expect(failure?.condition == nil)
-        #expect(pages == 10)
+        #expect(pages.count == 10)
+        // Each page asked for where the one before ended ("start_index", "count"): not the first
+        // page again, which would reach the bound as well.
+        let starts = pages.map { page in
+            URLComponents(string: "/?\(page.query ?? "")")?.queryItems?.first { $0.name == "start_index" }?.value
+        }
+        #expect(starts == (0..<10).map { "\($0 * 50)" }, "\(pages.map(\.query))")
     }
 
     /// A token the card's listing returns but that names another card is not the card's.
