@@ -153,18 +153,28 @@ struct ResilientCallerTests {
         }
     }
 
-    /// Failing over with no other endpoint open (here the only one, which refuses connections:
-    /// `connect_failed` fails over) backs off before the same endpoint again, on the clock, as a
-    /// retry does: an endpoint that refuses is not called again at once.
+    /// Failing over with no other endpoint open (the first refuses connections, which fails
+    /// over, and the second's breaker is open) backs off before the same endpoint again, on the
+    /// clock, as a retry does: an endpoint that refuses is not called again at once.
     @Test func aFailoverWithNoOtherEndpointOpenBacksOffBeforeTheSameOne() async throws {
         try await Self.withBridge { rig in
             let http = UpstreamHTTP(issuer: "bridge", timeouts: TimeoutConfig(), logger: Self.logger)
             // Port 1: nothing listens there, so every connect is refused.
             let refusing = BridgeConnector(issuer: "bridge", baseURL: URL(string: "http://127.0.0.1:1")!, apiKey: Sensitive("bridge_key"), http: http)
-            let upstream = UpstreamIssuer(issuer: "bridge", kind: .bridge, endpoints: [refusing], retry: Self.policy,
+            let open = rig.upstream.endpoints[0]
+            let upstream = UpstreamIssuer(issuer: "bridge", kind: .bridge, endpoints: [refusing, open], retry: Self.policy,
                                           decisions: .defaults(resendSafe: true), breaker: .default)
+            let health = UpstreamHealth(clock: rig.gatewayClock)
+            let once = CircuitBreaker.Policy(failureThreshold: 1, openDuration: .seconds(60), halfOpenProbes: 1)
+            health.register(issuer: "bridge", index: 0, url: refusing.endpoint, policy: .default)
+            health.register(issuer: "bridge", index: 1, url: open.endpoint, policy: once)
+            #expect(health.acquire(issuer: "bridge", index: 1, url: open.endpoint) == .allowed)
+            health.record(issuer: "bridge", index: 1, url: open.endpoint,
+                          error: GatewayError(.upstreamUnavailable, "refused", condition: .connectFailed))
+            #expect(health.acquire(issuer: "bridge", index: 1, url: open.endpoint) != .allowed, "the second endpoint's breaker is open")
+
             let attempts = Mutex(0)
-            let caller = ResilientCaller(health: UpstreamHealth(clock: rig.gatewayClock), metrics: nil, unit: { 0.5 })
+            let caller = ResilientCaller(health: health, metrics: nil, unit: { 0.5 })
             let request = try Self.request()
             let call = Task { () -> GatewayError? in
                 do throws(GatewayError) {
@@ -179,16 +189,17 @@ struct ResilientCallerTests {
                 }
             }
             #expect(await rig.clock.waitForSleepers())
-            #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
+            #expect(rig.clock.requestedSleeps.filter { $0 > .zero } == [.milliseconds(50)])
             #expect(attempts.withLock { $0 } == 1)
             rig.clock.advance(by: .milliseconds(50))
             #expect(await rig.clock.waitForSleepers())
-            #expect(rig.clock.requestedSleeps == [.milliseconds(50), .milliseconds(100)])
+            #expect(rig.clock.requestedSleeps.filter { $0 > .zero } == [.milliseconds(50), .milliseconds(100)])
             #expect(attempts.withLock { $0 } == 2)
             rig.clock.advance(by: .milliseconds(100))
             let failure = await call.value
             #expect(failure?.code == .upstreamUnavailable, "\(String(describing: failure))")
             #expect(attempts.withLock { $0 } == 3)
+            #expect(await rig.simulator.log.count == 0, "the endpoint whose breaker is open was called")
             try await http.shutdown()
         }
     }
