@@ -215,17 +215,52 @@ public struct ProvisioningService: Sendable {
             // (the identifier audit: 31 of 40 of the owner's transitions refused). A token is one
             // card's, and a card's issuer reference is its own (`issuer_reference_in_use`), so the
             // card's id adds nothing that two requests for one token could differ in.
-            let underWay = "\(connector.issuer.rawValue)\n\(card!.id.rawValue)\n\(tokenID)"
-            guard transitions.claim(underWay) else {
-                throw GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
-                    + "card's tokens for its outcome; nothing was sent").nothingActed()
-            }
+            let underWay = Self.tokenHoldKey(issuer: connector.issuer, card: card!.id, token: tokenID)
+            let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
+                + "card's tokens for its outcome; nothing was sent").nothingActed()
+            guard transitions.claim(underWay) else { throw conflict }
             defer { transitions.release(underWay) }
+            // Then across the instances sharing the store (the multi-instance audit: two suspends
+            // of one token on two instances both listed it active and both were sent). The hold
+            // lasts as long as this request can (its deadline and the claims' margin), so one its
+            // instance died holding is free again after that.
+            let now = clock.date
+            let until = now.addingTimeInterval(Double((context.remaining + GatewayConfig.idempotencyAbandonMargin).wholeMilliseconds) / 1000)
+            let held: Bool
+            do {
+                held = try await store.holdTokenTransition(underWay, holder: provisioningID.rawValue, now: now, until: until)
+            } catch {
+                throw GatewayError(.internal, "the store could not hold the token for its transition; nothing was sent", cause: error)
+                    .nothingActed()
+            }
+            guard held else { throw conflict }
+            let outcome: Result<WalletTokenTransition, GatewayError>
+            do throws(GatewayError) {
+                outcome = .success(try await transition(connector, card!, context))
+            } catch {
+                outcome = .failure(error)
+            }
+            do {
+                try await store.releaseTokenTransition(underWay, holder: provisioningID.rawValue)
+            } catch {
+                // Its time ends it: the token waits at most that long.
+                (logger ?? self.logger).warning("a token's transition hold could not be released: it lapses at its time", metadata: [
+                    "provisioning_id": "\(provisioningID)", "until": "\(until)", "cause": "\(GatewayError.describe(error))",
+                ])
+            }
+            return try outcome.get()
+        }
+        return WalletTokenChange(provisioningID: provisioningID, issuer: issuer, tokenID: tokenID, result: change)
+
+        /// The transition itself, while this request holds the token: its listing, the state
+        /// check, and the issuer's call.
+        func transition(_ connector: any IssuerConnector, _ card: CardRecord, _ context: ProvisioningContext)
+            async throws(GatewayError) -> WalletTokenTransition {
             // The list only reads: however it fails, no transition was sent, so the failure leaves no
             // outcome unknown (an Idempotency-Key is released, the attempt may be made again).
             let tokens: [WalletToken]
             do throws(GatewayError) {
-                tokens = try await connector.listWalletTokens(card: card!, context: context)
+                tokens = try await connector.listWalletTokens(card: card, context: context)
             } catch {
                 throw error.nothingActed()
             }
@@ -239,9 +274,13 @@ public struct ProvisioningService: Sendable {
             if let conflict = Self.stateConflict(token.status, action) {
                 throw GatewayError(.tokenStateConflict, "the token is \(token.status.rawValue) at \(connector.issuer): \(conflict); nothing was sent")
             }
-            return try await connector.transitionWalletToken(token, action, card: card!, context: context)
+            return try await connector.transitionWalletToken(token, action, card: card, context: context)
         }
-        return WalletTokenChange(provisioningID: provisioningID, issuer: issuer, tokenID: tokenID, result: change)
+    }
+
+    /// What a token's transition holds, in this process and in the store: its issuer, card and id.
+    public static func tokenHoldKey(issuer: IssuerID, card: CardID, token: String) -> String {
+        "\(issuer.rawValue)\n\(card.rawValue)\n\(token)"
     }
 
     /// Why a token in `status` cannot take `action`, or nil when it may.
@@ -691,11 +730,10 @@ public struct ProvisioningService: Sendable {
     }
 }
 
-/// The wallet token transitions under way in this process, by issuer and token id: a second
+/// The wallet token transitions under way in this process, by issuer, card and token id: a second
 /// transition of a token waits for nothing and is refused (409 `token_state_conflict`) while the
-/// first runs, from its listing to the issuer's answer. Per process: instances behind one balancer
-/// do not see each other's (an `Idempotency-Key` per change is what makes a client's retries safe
-/// across them).
+/// first runs, from its listing to the issuer's answer. Taken before the store's hold, which does
+/// the same across instances: a second request of this process is refused without a write.
 public final class TokenTransitionsUnderWay: Sendable {
     private let held = Mutex<Set<String>>([])
     public init() {}

@@ -97,6 +97,7 @@ public final class PostgresGatewayStore: GatewayStore {
         (StoreRows.claimProvisioningVersion, statements(StoreRows.claimProvisioningMigration)),
         (StoreRows.auditProgramVersion, statements(StoreRows.auditProgramMigration)),
         (StoreRows.auditProgramBackfillVersion, statements(StoreRows.auditProgramBackfillMigration)),
+        (StoreRows.tokenHoldsVersion, statements(StoreRows.tokenHoldsMigration)),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -852,6 +853,31 @@ public final class PostgresGatewayStore: GatewayStore {
                 DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
                 AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
                 """, logger: logger)
+        }
+    }
+
+    public func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
+        try await bounded { [self] in
+            var binds = PostgresBindings(capacity: 4)
+            binds.append(key)
+            binds.append(holder)
+            binds.append(StoreRows.milliseconds(until))
+            binds.append(StoreRows.milliseconds(now))
+            let upsert = PostgresQuery(unsafeSQL: StoreRows.tokenHoldUpsert(placeholders: (1...4).map { "$\($0)" }) + " RETURNING holder",
+                                       binds: binds)
+            // Held only once its COMMIT is answered, as a claim is (`appendAudit` says why); the
+            // primary key decides between instances.
+            return try await committed { connection in
+                var held = false
+                for try await _ in try await connection.query(upsert, logger: self.logger).decode(String.self) { held = true }
+                return held
+            }
+        }
+    }
+
+    public func releaseTokenTransition(_ key: String, holder: String) async throws {
+        try await bounded(shielded: true) { [self] in
+            try await client.query("DELETE FROM token_transition_holds WHERE hold_key = \(key) AND holder = \(holder)", logger: logger)
         }
     }
 

@@ -202,6 +202,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         migrator.registerMigration(StoreRows.auditProgramBackfillVersion) { db in
             try db.execute(sql: StoreRows.auditProgramBackfillMigration)
         }
+        migrator.registerMigration(StoreRows.tokenHoldsVersion) { db in
+            try db.execute(sql: StoreRows.tokenHoldsMigration)
+        }
         return migrator
     }
 
@@ -312,6 +315,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// against a store migrated now.
     public static let expectedTables: Set<String> = [
         "cards", "audit_events", "idempotency_keys", "security_events", "vault_entries", "released_issuer_references", "grdb_migrations",
+        "token_transition_holds",
     ]
 
     private static func integrityProblems(_ db: Database) throws -> [String] {
@@ -775,6 +779,20 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await batched { db in
             try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND created_at = ? AND response_status IS NULL")
                 .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt)])
+        }
+    }
+
+    public func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
+        try await batched { db in
+            try db.cachedStatement(sql: StoreRows.tokenHoldUpsert(placeholders: ["?", "?", "?", "?"]))
+                .execute(arguments: [key, holder, StoreRows.milliseconds(until), StoreRows.milliseconds(now)])
+            return db.changesCount == 1
+        }
+    }
+
+    public func releaseTokenTransition(_ key: String, holder: String) async throws {
+        try await batched { db in
+            try db.cachedStatement(sql: "DELETE FROM token_transition_holds WHERE hold_key = ? AND holder = ?").execute(arguments: [key, holder])
         }
     }
 

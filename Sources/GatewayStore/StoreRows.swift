@@ -234,6 +234,26 @@ enum StoreRows {
         WHERE program IS NULL AND (issuer IS NOT NULL OR endpoint IS NOT NULL) AND card_id IN (SELECT card_id FROM cards)
         """
 
+    /// Schema 013, the same on both stores: the wallet token transitions under way, one row per
+    /// token (its issuer, card and token, as a SHA-256), so that instances sharing a store take
+    /// turns as the requests of one process do (the multi-instance audit: two suspends of one
+    /// token on two instances both listed it active and both were sent, 6 trials of 6).
+    static let tokenHoldsVersion = "013_token_transition_holds"
+    static let tokenHoldsMigration = """
+        CREATE TABLE token_transition_holds (hold_key TEXT PRIMARY KEY, holder TEXT NOT NULL, until_ms BIGINT NOT NULL)
+        """
+
+    /// A token hold, taken when free or when the hold there passed its time. Placeholders: key,
+    /// holder, until (ms), now (ms).
+    static func tokenHoldUpsert(placeholders p: [String]) -> String {
+        precondition(p.count == 4)
+        return """
+            INSERT INTO token_transition_holds (hold_key, holder, until_ms) VALUES (\(p[0]), \(p[1]), \(p[2]))
+            ON CONFLICT (hold_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
+            WHERE token_transition_holds.until_ms <= \(p[3])
+            """
+    }
+
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
 

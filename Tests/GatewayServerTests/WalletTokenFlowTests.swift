@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import GatewayServer
 import HTTPTypes
 import NIOCore
@@ -120,6 +121,38 @@ import Testing
             // Once it is over, the token takes requests again (and is final now).
             let after = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "resume")
             #expect(after.status.code == 409 && (after.json["detail"] as? String)?.contains("deactivated token is final") == true)
+        }
+    }
+
+    /// A token another instance on the same store is changing (its hold in the store) is not
+    /// changed here: 409 `token_state_conflict`, nothing sent, not even the listing; once that
+    /// hold is released, or its time has passed (its instance died), the transition goes through.
+    @Test(arguments: [false, true])
+    func aTokenAnotherInstanceIsChangingIsNotChangedHere(lapsed: Bool) async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(store: store) { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            let key = ProvisioningService.tokenHoldKey(issuer: "marqeta", card: "card_marqeta_demo", token: id)
+            let simulator = try #require(sandbox.instance(issuer: "marqeta"))
+            // A lapsed hold: taken a minute ago, for a request that could have run until a second ago.
+            let now = Date()
+            #expect(try await store.holdTokenTransition(key, holder: "prv_elsewhere", now: lapsed ? now - 60 : now, until: now + (lapsed ? -1 : 600)))
+            let before = await simulator.log.count
+            if !lapsed {
+                let refused = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
+                #expect(refused.status == .conflict && refused.json["code"] as? String == "token_state_conflict",
+                        "\(String(buffer: refused.body))")
+                #expect((refused.json["detail"] as? String)?.contains("another request is changing this token") == true)
+                #expect(await simulator.log.count == before, "the issuer was called")
+                try await store.releaseTokenTransition(key, holder: "prv_elsewhere")
+            }
+            let changed = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
+            #expect(changed.status == .ok, "\(String(buffer: changed.body))")
+            #expect(await sandbox.marqeta.tokens.transitions.count == 1)
+            // Its own hold ended with it: the token takes the next request.
+            let resumed = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "resume")
+            #expect(resumed.status == .ok, "\(String(buffer: resumed.body))")
         }
     }
 

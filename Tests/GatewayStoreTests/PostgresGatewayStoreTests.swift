@@ -261,7 +261,7 @@ struct PostgresGatewayStoreTests {
 /// Both stores migrate to the same schema versions, which `route explain` requires of a store.
 @Test func bothStoresKnowTheSameSchemaVersions() {
     #expect(PostgresGatewayStore.migrations.map(\.version) == StoreBootstrap.currentSchema)
-    #expect(StoreBootstrap.currentSchema.last == StoreRows.auditProgramBackfillVersion)
+    #expect(StoreBootstrap.currentSchema.last == StoreRows.tokenHoldsVersion)
 }
 
 /// Needs no server: nothing listens on port 1.

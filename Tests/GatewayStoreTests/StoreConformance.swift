@@ -37,6 +37,7 @@ enum StoreConformance {
         .init(name: "an audit event is recorded once", run: anAuditEventIsRecordedOnce),
         .init(name: "a cancelled request's last writes still land", run: aCancelledRequestsLastWritesStillLand),
         .init(name: "events recorded before a time are archived with a record of their going", run: eventsBeforeATimeAreArchived),
+        .init(name: "a token transition is held by one request at a time", run: aTokenTransitionIsHeldByOneRequestAtATime),
     ]
 
     /// Raw SQL on a store's own database, for the scenarios that break it on purpose (each
@@ -46,7 +47,7 @@ enum StoreConformance {
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
                            "006_released_issuer_references", "007_claim_abandon_time",
                            "008_audit_token_id", "009_reference_case_folded", "010_claim_provisioning_id", "011_audit_program",
-                           "012_audit_program_backfill"]
+                           "012_audit_program_backfill", "013_token_transition_holds"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -177,6 +178,25 @@ enum StoreConformance {
         try await store.putCard(card("c_kept", program: "p_later"))
         try await store.migrate()
         #expect(try await program("prv_kept") == ["p_now"])
+    }
+
+    /// A token transition's hold is one request's at a time, across every instance on the store,
+    /// until it is released or its time passes (its request died); a release by a request whose
+    /// hold was taken over leaves the new holder's alone.
+    static func aTokenTransitionIsHeldByOneRequestAtATime(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let key = "marqeta\ncard_1\ndwt-1"
+        #expect(try await store.holdTokenTransition(key, holder: "prv_a", now: instant(0), until: instant(30)))
+        #expect(try await !store.holdTokenTransition(key, holder: "prv_b", now: instant(1), until: instant(31)), "held twice at once")
+        #expect(try await store.holdTokenTransition("marqeta\ncard_1\ndwt-2", holder: "prv_b", now: instant(1), until: instant(31)),
+                "another token of the card is another hold")
+        #expect(try await !store.holdTokenTransition(key, holder: "prv_b", now: instant(29), until: instant(59)))
+        // prv_a's time passed (it died holding it): prv_b takes it, and prv_a's late release leaves it.
+        #expect(try await store.holdTokenTransition(key, holder: "prv_b", now: instant(30), until: instant(60)))
+        try await store.releaseTokenTransition(key, holder: "prv_a")
+        #expect(try await !store.holdTokenTransition(key, holder: "prv_c", now: instant(31), until: instant(61)))
+        try await store.releaseTokenTransition(key, holder: "prv_b")
+        #expect(try await store.holdTokenTransition(key, holder: "prv_c", now: instant(32), until: instant(62)), "released, free again")
     }
 
     static func theAuditOnceMigrationKeepsWhatDiffers(_ store: any GatewayStore, sql: RawSQL, forget005: String) async throws {
