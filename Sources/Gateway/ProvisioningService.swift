@@ -369,7 +369,10 @@ public struct ProvisioningService: Sendable {
                 rule = routing.firstMatch(record, wallet: wallet)
                 guard let routed = operation == .tokenActivation ? record.issuer ?? activationIssuer : record.issuer ?? rule?.issuer
                 else {
-                    throw GatewayError(.walletNotSupported, "no issuer is routed for card \(cardID) and \(operation.rawValue)")
+                    // A wallet no issuer provisions for this card, or an operation (the token
+                    // routes are no wallet) no issuer serves for it: the codes each route lists.
+                    throw GatewayError(operation.wallet == nil ? .operationNotSupported : .walletNotSupported,
+                                       "no issuer is routed for card \(cardID) and \(operation.rawValue)")
                 }
                 issuer = routed
             } else {

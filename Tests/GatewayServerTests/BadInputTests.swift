@@ -411,6 +411,8 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let response = try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(), key: key)
             expectProblem(response, status: .unauthorized, code: "unauthorized")
+            // RFC 9110, 11.6.1: a 401 names the scheme its credentials go in.
+            #expect(response.headers[.wwwAuthenticate] == "Bearer")
             #expect(await sandbox.bridge.log.count == 0)
         }
     }
@@ -489,6 +491,9 @@ import Testing
         ("POST", "/v1/cards/card_bridge_demo/wallet-tokens", "GET"),
         ("PUT", "/v1/admin/config/reload", "POST"),
         ("QUERY", "/healthz", "GET"),
+        // Methods no route names (the router's 404 before): the path exists all the same.
+        ("PROPFIND", "/v1/cards/card_bridge_demo", "GET, PUT, DELETE"),
+        ("PURGE", "/v1/cards/card_bridge_demo/wallet-tokens/tok_1/suspend", "POST"),
     ])
     func anUndeclaredMethodIs405WithAllow(method: String, path: String, allow: String) async throws {
         try await GatewayHarness.run { client, _ in
@@ -503,9 +508,15 @@ import Testing
 
     @Test func anUnknownPathIsStill404() async throws {
         try await GatewayHarness.run { client, _ in
-            let response = try await client.execute(uri: "/v1/nothing-here", method: .get, headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
-            #expect(response.status == .notFound)
-            #expect(response.headers[.allow] == nil)
+            for method in [HTTPRequest.Method.get, HTTPRequest.Method("PROPFIND")!] {
+                let response = try await client.execute(uri: "/v1/nothing-here", method: method, headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+                #expect(response.status == .notFound)
+                #expect(response.headers[.allow] == nil)
+            }
+            // A path one segment longer than a declared one is no path of the spec either.
+            let longer = try await client.execute(uri: "/v1/cards/card_bridge_demo/extra", method: HTTPRequest.Method("PROPFIND")!,
+                                                  headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(longer.status == .notFound)
         }
     }
 }

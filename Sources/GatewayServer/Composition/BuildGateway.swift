@@ -119,7 +119,7 @@ public func buildGateway(
     // Only where its lines are written: below `info` (the benchmarks' `warning`) it would cost its
     // clock reads and task local on every request for nothing.
     if config.log.access && logger.logLevel <= .info { router.add(middleware: AccessLogMiddleware(logger: logger)) }
-    router.add(middleware: ProblemMiddleware(logger: logger))
+    router.add(middleware: ProblemMiddleware(logger: logger, declaredMethods: try ServedContract.contract().declaredMethods))
     // From here on a request runs on the config generation serving when it arrived.
     router.add(middleware: ConfigGenerationMiddleware(live: live))
     router.add(middleware: ClientAuthMiddleware(

@@ -110,6 +110,10 @@ struct ReloadOutcome: Sendable {
     var changed: [String] = []
     /// Settings the file changed that take a restart; their running values were kept.
     var restartRequired: [String] = []
+    /// What a failure was, for the admin route's answer: the file's problems (`config_invalid`),
+    /// a gateway started without a file (`operation_not_supported`), or the audit event of a good
+    /// file that could not be written (`internal`: the store's failure, not the file's).
+    var failure: GatewayError.Code = .configInvalid
     var applied: Bool { problems.isEmpty }
 }
 
@@ -176,7 +180,8 @@ actor ConfigReloader {
             return ReloadOutcome(generation: 0, problems: [.init("", "the gateway has not started yet")])
         }
         guard let source else {
-            return ReloadOutcome(generation: running.number, problems: [.init("", "this gateway was not started from a config file")])
+            return ReloadOutcome(generation: running.number, problems: [.init("", "this gateway was not started from a config file")],
+                                 failure: .operationNotSupported)
         }
         var outcome = ReloadOutcome(generation: running.number)
         do throws(ConfigError) {
@@ -186,6 +191,7 @@ actor ConfigReloader {
                 try await audit.record(event(.configReloaded, trigger, outcome, generation: next.number))
             } catch {
                 await next.upstreams.shutdown(keeping: [running.upstreams])
+                outcome.failure = .internal
                 throw ConfigError(source: source.path, problems: [.init("", "the audit event could not be written; nothing was changed")])
             }
             parts.health.reconcile(next.endpointSpecs)

@@ -14,6 +14,8 @@ enum ProblemResponse {
             headers[.retryAfter] = "\(max(1, fraction > 0 && seconds < .max ? seconds + 1 : seconds))"
         }
         if let allowed = error.allowedMethods { headers[.allow] = allowed.joined(separator: ", ") }
+        // RFC 9110, 11.6.1: a 401 names the scheme the credentials go in (RFC 6750's Bearer).
+        if error.code == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         // RFC 9110, 15.5.16: what the operation would have taken.
         if error.code == .unsupportedMediaType { headers[.accept] = RequestContractMiddleware.acceptedMediaType }
         return Response(

@@ -11,12 +11,20 @@ import ProvisioningCore
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Used when no request logger is in scope.
     let logger: Logger
+    /// The spec's paths (templates such as `/v1/cards/{card_id}`) and the methods each declares:
+    /// a method no route has (the router's 404: `PROPFIND`, `PURGE`, ...) on one of them is 405
+    /// with `Allow`, as the methods `DeclaredOperations` names are, since the path exists.
+    var declaredMethods: [String: [String]] = [:]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
         } catch {
-            let gatewayError = Self.gatewayError(from: error)
+            var gatewayError = Self.gatewayError(from: error)
+            if let http = error as? HTTPError, http.status == .notFound, let declared = Self.declared(request.uri.path, in: declaredMethods) {
+                gatewayError = GatewayError(.methodNotAllowed, "this method is not allowed on \(declared.path); it has \(declared.methods.joined(separator: ", "))")
+                gatewayError.allowedMethods = declared.methods
+            }
             if gatewayError.code == .internal {
                 (RequestScope.logger ?? logger).error("request failed", metadata: [
                     "code": "\(gatewayError.code.rawValue)", "detail": "\(gatewayError.detail)",
@@ -25,6 +33,22 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return ProblemResponse.make(gatewayError)
         }
+    }
+
+    /// The spec's path template `path` falls under, with its methods, if any: literal segments
+    /// equal, a `{name}` segment any non-empty one.
+    static func declared(_ path: String, in declaredMethods: [String: [String]]) -> (path: String, methods: [String])? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        for (template, methods) in declaredMethods {
+            let parts = template.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == segments.count else { continue }
+            if zip(parts, segments).allSatisfy({ part, segment in
+                part.hasPrefix("{") && part.hasSuffix("}") ? !segment.isEmpty : part == segment
+            }) {
+                return (template, methods)
+            }
+        }
+        return nil
     }
 
     static func gatewayError(from error: any Error) -> GatewayError {

@@ -3,6 +3,7 @@ import Foundation
 import GatewayTestSupport
 import Gateway
 import GatewayServer
+import GRDB
 import Hummingbird
 import HTTPTypes
 import HummingbirdTesting
@@ -265,8 +266,36 @@ import Testing
         }
         try await GatewayHarness.run { client, _ in
             let refused = try await Self.reload(client)
-            #expect(refused.status == .unprocessableContent)
+            #expect(refused.status == .unprocessableContent && refused.json["code"] as? String == "operation_not_supported",
+                    "\(String(buffer: refused.body))")
             #expect((refused.json["detail"] as? String)?.contains("not started from a config file") == true)
+        }
+    }
+
+    /// A good file whose `config_reloaded` event cannot be written is not applied, and the answer
+    /// says the gateway failed (500 `internal`), not that the file has problems (422
+    /// `config_invalid` had sent an operator looking for a mistake in a valid file).
+    @Test func aReloadWhoseAuditEventCannotBeWrittenIsTheGatewaysFailure() async throws {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        let store = try await GatewayHarness.temporaryStore()
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, _ in
+            try file.write(Self.addNewClient)
+            let database = try DatabaseQueue(path: store.path)
+            try await database.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refuse_reload BEFORE INSERT ON security_events WHEN NEW.kind = 'config_reloaded'
+                    BEGIN SELECT RAISE(ABORT, 'refused'); END
+                    """)
+            }
+            let failed = try await Self.reload(client)
+            #expect(failed.status == .internalServerError && failed.json["code"] as? String == "internal", "\(String(buffer: failed.body))")
+            #expect((failed.json["detail"] as? String)?.contains("the audit event could not be written") == true)
+            #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody(),
+                                                       key: Self.newClientKey).status == .unauthorized, "the file was applied")
+            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_reload") }
+            let applied = try await Self.reload(client)
+            #expect(applied.status == .ok, "\(String(buffer: applied.body))")
         }
     }
 
