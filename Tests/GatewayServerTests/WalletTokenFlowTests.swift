@@ -124,6 +124,22 @@ import Testing
         }
     }
 
+    /// A card no issuer holds and no routing rule serves has no issuer for its tokens: the token
+    /// routes answer 422 `operation_not_supported`, a code their spec lists (it had been
+    /// `wallet_not_supported`, which only the wallet routes list), and nothing is sent.
+    @Test func aCardNoIssuerServesHasNoTokenOperations() async throws {
+        let unrouted = CardRecord(id: "card_unrouted", program: "demo", issuer: nil, issuerReference: IssuerReference([:]))
+        try await GatewayHarness.run(extraCards: [unrouted]) { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_unrouted")
+            #expect(listed.status == .unprocessableContent && listed.json["code"] as? String == "operation_not_supported",
+                    "\(String(buffer: listed.body))")
+            let suspended = try await WalletTokenAPITests.transition(client, card: "card_unrouted", token: "tok_1", "suspend")
+            #expect(suspended.status == .unprocessableContent && suspended.json["code"] as? String == "operation_not_supported",
+                    "\(String(buffer: suspended.body))")
+            #expect(await TenantIsolationTests.upstreamCalls(sandbox) == 0)
+        }
+    }
+
     /// A token another instance on the same store is changing (its hold in the store) is not
     /// changed here: 409 `token_state_conflict`, nothing sent, not even the listing; once that
     /// hold is released, or its time has passed (its instance died), the transition goes through.

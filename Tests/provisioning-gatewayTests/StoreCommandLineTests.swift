@@ -31,9 +31,9 @@ import Testing
         let (config, database) = try Self.sandboxConfig()
         try await SQLiteGatewayStore(path: database).migrate()
         let number = "4242424242424242"
-        for arguments in [["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane", number],
-                          ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number", number, "--expiry", "11/29", "--name", "Jane"],
-                          ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number=\(number)", "--expiry", "11/29", "--name", "Jane"],
+        for arguments in [["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/49", "--name", "Jane", number],
+                          ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number", number, "--expiry", "11/49", "--name", "Jane"],
+                          ["vault", "put", "--config", config.path, "--card-id", "card_v", "--number=\(number)", "--expiry", "11/49", "--name", "Jane"],
                           ["cards", "import", "--config", config.path, number],
                           // An option's value given after `=` is read too (the CLI audit: the
                           // parser's refusal echoed `--port=...` and `--batch-rows=...`).
@@ -48,7 +48,7 @@ import Testing
         // As `--card-id` (a legacy id, deleted by it) it is taken; on standard input too.
         let legacy = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", number])
         #expect(legacy.stderr.contains("nothing deleted") && !legacy.stderr.contains("holds a card number"), "\(legacy.stderr)")
-        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane"],
+        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/49", "--name", "Jane"],
                                                  standardInput: number + "\n")
         #expect(put.stderr.contains("not in the registry") && !put.stderr.contains("holds a card number"), "\(put.stderr)")
     }
@@ -60,7 +60,7 @@ import Testing
     @Test func aCommandThatChangesRowsNeverMakesAStore() async throws {
         let (config, database) = try Self.sandboxConfig()
         for arguments in [["vault", "rotate"], ["vault", "delete", "--card-id", "card_v"], ["cards", "delete", "--card-id", "card_v"],
-                          ["vault", "put", "--card-id", "card_v", "--expiry", "11/29", "--name", "Jane"]] {
+                          ["vault", "put", "--card-id", "card_v", "--expiry", "11/49", "--name", "Jane"]] {
             let run = try await CommandLineTests.run(Array(arguments.prefix(2)) + ["--config", config.path] + arguments.dropFirst(2),
                                                      standardInput: arguments[1] == "put" ? "4000000000000002\n" : nil)
             #expect(run.status == 2 && run.stderr.contains("no SQLite store at \(database)") && run.stderr.contains("nothing changed"),
@@ -108,7 +108,7 @@ import Testing
         let csv = config.deletingLastPathComponent().appendingPathComponent("cards.csv")
         try "card_id,program,issuer\ncard_v,demo,local\n".write(to: csv, atomically: true, encoding: .utf8)
         #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path]).status == 0)
-        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/29",
+        let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/49",
                                                   "--name", "Vault Test"], standardInput: "4000000000000002\n")
         #expect(put.status == 0, "\(put.stderr)")
         try "card_id,program,issuer,issuer_card_id\ncard_v,demo,tmp,tmp_v\n".write(to: csv, atomically: true, encoding: .utf8)
@@ -216,13 +216,13 @@ import Testing
         try await SQLiteGatewayStore(path: database).migrate()
         // An entry belongs to a registered card.
         let unregistered = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
-                                                           "--expiry", "11/29", "--name", "Vault Test"], standardInput: "4000000000000002\n")
+                                                           "--expiry", "11/49", "--name", "Vault Test"], standardInput: "4000000000000002\n")
         #expect(unregistered.status == 2 && unregistered.stderr.contains("card card_v is not in the registry"))
         let csv = config.deletingLastPathComponent().appendingPathComponent("local.csv")
         try "card_id,program,issuer\ncard_v,demo,local\n".write(to: csv, atomically: true, encoding: .utf8)
         #expect(try await CommandLineTests.run(["cards", "import", "--config", config.path, csv.path]).status == 0)
         let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
-                                                  "--expiry", "11/29", "--name", "Vault Test"], standardInput: "4000000000000002\n")
+                                                  "--expiry", "11/49", "--name", "Vault Test"], standardInput: "4000000000000002\n")
         #expect(put.status == 0, "\(put.stderr)")
         #expect(put.stdout.contains("number ending 0002") && !put.stdout.contains("4000000000000002"))
         let store = try SQLiteGatewayStore(path: database)
@@ -235,12 +235,12 @@ import Testing
         #expect(expired.status == 2 && expired.stderr.contains("expiry: the card expired at the end of 01/20"), "\(expired.stderr)")
         #expect(!expired.stderr.contains("4000000000000002"))
         let badName = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
-                                                      "--expiry", "11/29", "--name", "Vault\u{1B}[2JTest"], standardInput: "4000000000000002\n")
+                                                      "--expiry", "11/49", "--name", "Vault\u{1B}[2JTest"], standardInput: "4000000000000002\n")
         #expect(badName.status == 2 && badName.stderr.contains("name: 1 to 26 letters"), "\(badName.stderr)")
         #expect(try await store.vaultEntry("card_v") == sealed, "a refused put changed the entry")
 
         let badNumber = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
-                                                        "--expiry", "11/29", "--name", "X"], standardInput: "12ab\n")
+                                                        "--expiry", "11/49", "--name", "X"], standardInput: "12ab\n")
         #expect(badNumber.status != 0 && badNumber.stderr.contains("number: 12 to 19 digits"))
 
         let deleted = try await CommandLineTests.run(["vault", "delete", "--config", config.path, "--card-id", "card_v"])
@@ -249,7 +249,7 @@ import Testing
 
         // Deleting the card from the CLI deletes its vault entry too; every action is a security event.
         #expect(try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v",
-                                                "--expiry", "11/29", "--name", "Vault Test"], standardInput: "4000000000000002\n").status == 0)
+                                                "--expiry", "11/49", "--name", "Vault Test"], standardInput: "4000000000000002\n").status == 0)
         let rotated = try await CommandLineTests.run(["vault", "rotate", "--config", config.path])
         #expect(rotated.status == 0 && rotated.stdout.contains("already current 1"), "\(rotated.stdout)\(rotated.stderr)")
         let cardDeleted = try await CommandLineTests.run(["cards", "delete", "--config", config.path, "--card-id", "card_v"])

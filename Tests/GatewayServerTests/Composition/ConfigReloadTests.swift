@@ -167,6 +167,8 @@ import Testing
             #expect(events.first?["actor"] as? String == "ops")
             #expect(detail["file_sha256"] == file.sha256)
             #expect(detail["generation"] == "2")
+            // Which process reloaded: one instance of several on a store.
+            #expect(detail["instance"]?.hasSuffix(" pid \(getpid())") == true, "\(detail)")
             #expect(try await Self.metric(client, #"gateway_config_reloads_total{result="success"}"#) == 1)
             #expect(try await Self.metric(client, "gateway_config_generation") == 2)
             #expect(try await Self.metric(client, "gateway_config_reload_failing") == 0)
