@@ -230,6 +230,9 @@ public struct ProvisioningService: Sendable {
             do {
                 held = try await store.holdTokenTransition(underWay, holder: provisioningID.rawValue, now: now, until: until)
             } catch {
+                // The hold may have committed with its answer lost (a PostgreSQL timeout): let it
+                // go, or the token would refuse every transition until its time.
+                try? await store.releaseTokenTransition(underWay, holder: provisioningID.rawValue)
                 throw GatewayError(.internal, "the store could not hold the token for its transition; nothing was sent", cause: error)
                     .nothingActed()
             }

@@ -634,9 +634,7 @@ extension APIHandler {
         guard outcome.applied else {
             let listed = outcome.problems.prefix(20).map(\.description).joined(separator: "; ")
             let more = outcome.problems.count > 20 ? " (and \(outcome.problems.count - 20) more)" : ""
-            guard outcome.failure == .configInvalid else {
-                throw GatewayError(outcome.failure, "nothing was changed: \(listed)")
-            }
+            guard outcome.failure == .configInvalid else { throw GatewayError(outcome.failure, listed) }
             throw GatewayError(.configInvalid, "nothing was changed: \(outcome.problems.count) problem(s): \(listed)\(more)")
         }
         return .ok(.init(body: .json(.init(

@@ -848,7 +848,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        try await bounded(shielded: true) { [self] in
+        _ = try await bounded(shielded: true) { [self] in
             try await client.query("""
                 DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
                 AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
@@ -876,7 +876,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func releaseTokenTransition(_ key: String, holder: String) async throws {
-        try await bounded(shielded: true) { [self] in
+        _ = try await bounded(shielded: true) { [self] in
             try await client.query("DELETE FROM token_transition_holds WHERE hold_key = \(key) AND holder = \(holder)", logger: logger)
         }
     }

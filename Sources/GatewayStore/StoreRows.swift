@@ -235,7 +235,7 @@ enum StoreRows {
         """
 
     /// Schema 013, the same on both stores: the wallet token transitions under way, one row per
-    /// token (its issuer, card and token, as a SHA-256), so that instances sharing a store take
+    /// token (its issuer, card and token id, `ProvisioningService.tokenHoldKey`), so that instances sharing a store take
     /// turns as the requests of one process do (the multi-instance audit: two suspends of one
     /// token on two instances both listed it active and both were sent, 6 trials of 6).
     static let tokenHoldsVersion = "013_token_transition_holds"
