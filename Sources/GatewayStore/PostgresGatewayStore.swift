@@ -134,15 +134,24 @@ public final class PostgresGatewayStore: GatewayStore {
                 throw StoreError(store: self.displayName, reason: "synchronous_commit is off for the gateway's database or role: "
                     + "acknowledged commits (audit events, idempotency records) could be lost in a crash; set it to on")
             }
-            // The transaction wraps what its body threw (`PostgresTransactionError`): the body's
-            // own error is the one to tell, a newer schema's refusal above all (the upgrade
-            // audit: an operator read the driver's wrapper, not "schema ..., which this gateway
-            // does not know").
-            do {
-                try await self.migrations()
-            } catch let error as PostgresTransactionError {
-                throw error.closureError ?? error
-            }
+        }
+        // Not bounded by `connect_timeout_ms`, which the server has just met: a version that
+        // rewrites a large table (012's backfill of the audit events) takes as long as it takes,
+        // and cut at 5 s it rolled back at every start, so the upgrade could never finish (the
+        // review). The transaction wraps what its body threw (`PostgresTransactionError`): the
+        // body's own error is the one to tell, a newer schema's refusal above all (the upgrade
+        // audit: an operator read the driver's wrapper, not "schema ..., which this gateway does
+        // not know").
+        do {
+            try await migrations()
+        } catch let error as PostgresTransactionError {
+            let underlying = error.closureError ?? error
+            if let storeError = underlying as? StoreError { throw storeError }
+            throw StoreError(store: displayName, reason: "migrating the schema failed: \(String(reflecting: underlying))")
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(store: displayName, reason: "migrating the schema failed: \(String(reflecting: error))")
         }
     }
 
@@ -883,11 +892,26 @@ public final class PostgresGatewayStore: GatewayStore {
 
     @discardableResult
     public func purgeExpired(now: Date) async throws -> Int {
-        var count = 0
-        for try await _ in try await client.query(
-            "DELETE FROM idempotency_keys WHERE expires_at <= \(StoreRows.milliseconds(now)) RETURNING key", logger: logger
-        ).decode(String.self) { count += 1 }
-        return count
+        // A claim that never finished leaves a security event, in the deletion's transaction.
+        try await committed { connection in
+            var count = 0
+            var unfinished: [SecurityEvent] = []
+            for try await (client, provisioningID, createdAt, finished) in try await connection.query("""
+                DELETE FROM idempotency_keys WHERE expires_at <= \(StoreRows.milliseconds(now))
+                RETURNING client_id, provisioning_id, created_at, response_status IS NOT NULL
+                """, logger: self.logger).decode((String, String?, Int64, Bool).self) {
+                count += 1
+                if !finished {
+                    unfinished.append(StoreRows.unfinishedClaimEvent(client: client, provisioningID: provisioningID, createdAt: createdAt, now: now))
+                }
+            }
+            for event in unfinished.sorted(by: { $0.detail["claimed_at"] ?? "" < $1.detail["claimed_at"] ?? "" }) {
+                try await self.insert(event, on: connection)
+            }
+            // Token holds past their time (their request died, or its release failed) go too.
+            try await connection.query("DELETE FROM token_transition_holds WHERE until_ms < \(StoreRows.milliseconds(now))", logger: self.logger)
+            return count
+        }
     }
 }
 

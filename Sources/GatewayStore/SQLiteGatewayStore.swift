@@ -799,7 +799,18 @@ public final class SQLiteGatewayStore: GatewayStore {
     @discardableResult
     public func purgeExpired(now: Date) async throws -> Int {
         try await writeAlone { db in
-            try db.execute(sql: "DELETE FROM idempotency_keys WHERE expires_at <= ?", arguments: [StoreRows.milliseconds(now)])
+            let nowMS = StoreRows.milliseconds(now)
+            // A claim that never finished leaves a security event in the same transaction.
+            for row in try Row.fetchAll(db, sql: """
+                SELECT client_id, provisioning_id, created_at FROM idempotency_keys WHERE expires_at <= ? AND response_status IS NULL
+                ORDER BY created_at
+                """, arguments: [nowMS]) {
+                try Self.insert(StoreRows.unfinishedClaimEvent(client: row["client_id"], provisioningID: row["provisioning_id"],
+                                                               createdAt: row["created_at"], now: now), db)
+            }
+            // Token holds past their time (their request died, or its release failed) go too.
+            try db.execute(sql: "DELETE FROM token_transition_holds WHERE until_ms < ?", arguments: [nowMS])
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE expires_at <= ?", arguments: [nowMS])
             return db.changesCount
         }
     }

@@ -222,16 +222,19 @@ enum StoreRows {
 
     /// Schema 012, the same on both stores: events kept before 011 that reached an issuer (an
     /// issuer or an endpoint named) are given the program their card is in when the migration
-    /// runs, where the card is still registered. Their trails had been judged by the card as it
-    /// is at each read, so a client lost its own pre-011 trail the moment another tenant
-    /// registered an id it had deleted (and the flip told it so; the upgrade audit): now they are
-    /// judged as 011's events are, by a program that no later change of the card moves. Events of
-    /// cards gone before the upgrade, and refusals before any issuer (which 011 leaves without a
-    /// program too), keep none.
+    /// runs, where the card is still registered and has not been written since the event (so
+    /// the program is the one the event's request found: a card moved, or deleted and registered
+    /// again by another tenant, after it would have given the event a program it never had; the
+    /// review). Their trails had been judged by the card as it is at each read, so a client lost
+    /// its own pre-011 trail the moment another tenant registered an id it had deleted (and the
+    /// flip told it so; the upgrade audit): now they are judged as 011's events are, by a program
+    /// that no later change of the card moves. Events of cards gone, or written since, and
+    /// refusals before any issuer (which 011 leaves without a program too), keep none.
     static let auditProgramBackfillVersion = "012_audit_program_backfill"
     static let auditProgramBackfillMigration = """
         UPDATE audit_events SET program = (SELECT cards.program FROM cards WHERE cards.card_id = audit_events.card_id)
-        WHERE program IS NULL AND (issuer IS NOT NULL OR endpoint IS NOT NULL) AND card_id IN (SELECT card_id FROM cards)
+        WHERE program IS NULL AND (issuer IS NOT NULL OR endpoint IS NOT NULL)
+        AND (SELECT cards.updated_at FROM cards WHERE cards.card_id = audit_events.card_id) <= audit_events.at
         """
 
     /// Schema 013, the same on both stores: the wallet token transitions under way, one row per
@@ -243,15 +246,24 @@ enum StoreRows {
         CREATE TABLE token_transition_holds (hold_key TEXT PRIMARY KEY, holder TEXT NOT NULL, until_ms BIGINT NOT NULL)
         """
 
-    /// A token hold, taken when free or when the hold there passed its time. Placeholders: key,
+    /// A token hold, taken when free, when the hold there passed its time, or when it is the
+    /// holder's own (a retry of its request after a release that failed). Placeholders: key,
     /// holder, until (ms), now (ms).
     static func tokenHoldUpsert(placeholders p: [String]) -> String {
         precondition(p.count == 4)
         return """
             INSERT INTO token_transition_holds (hold_key, holder, until_ms) VALUES (\(p[0]), \(p[1]), \(p[2]))
             ON CONFLICT (hold_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
-            WHERE token_transition_holds.until_ms <= \(p[3])
+            WHERE token_transition_holds.until_ms <= \(p[3]) OR token_transition_holds.holder = excluded.holder
             """
+    }
+
+    /// The claims a purge at `now` deletes that never finished, each as its security event.
+    static func unfinishedClaimEvent(client: String, provisioningID: String?, createdAt: Int64, now: Date) -> SecurityEvent {
+        var detail = ["client": client, "claimed_at": Date(timeIntervalSince1970: Double(createdAt) / 1000)
+            .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))]
+        if let provisioningID { detail["provisioning_id"] = provisioningID }
+        return SecurityEvent(at: now, kind: .idempotencyClaimUnfinished, actor: "gateway:purge", detail: detail)
     }
 
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.

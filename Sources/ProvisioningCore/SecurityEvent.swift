@@ -28,6 +28,12 @@ public struct SecurityEvent: Sendable, Equatable {
         /// them from the store (`before`, `table`, `written`, `deleted`, `first_id`, `last_id`,
         /// `file`, `file_sha256` in the detail), in the deletion's transaction.
         case eventsArchived = "events_archived"
+        /// The purge deleted an expired Idempotency-Key claim whose request never finished (its
+        /// instance died, or its outcome was unknown): `client`, `provisioning_id` (when the
+        /// claim named it) and `claimed_at` in the detail, never the key. The last trace that
+        /// the request was under way, in the purge's transaction (the multi-instance audit: a
+        /// killed instance's call left only its claim, which the purge then removed).
+        case idempotencyClaimUnfinished = "idempotency_claim_unfinished"
     }
 
     /// Assigned by the store, increasing; 0 before it is stored.

@@ -494,6 +494,7 @@ import Testing
         // Methods no route names (the router's 404 before): the path exists all the same.
         ("PROPFIND", "/v1/cards/card_bridge_demo", "GET, PUT, DELETE"),
         ("PURGE", "/v1/cards/card_bridge_demo/wallet-tokens/tok_1/suspend", "POST"),
+        ("PROPFIND", "/v1//cards/", "GET"),
     ])
     func anUndeclaredMethodIs405WithAllow(method: String, path: String, allow: String) async throws {
         try await GatewayHarness.run { client, _ in

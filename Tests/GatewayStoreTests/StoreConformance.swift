@@ -136,24 +136,22 @@ enum StoreConformance {
         #expect(try await store.auditEvents("prv_elsewhere") == [elsewhere])
     }
 
-    /// Schema 005 on a database that already holds copies: exact copies go (the earliest row
-    /// stays), and rows sharing (provisioning id, attempt) but saying different things stop the
-    /// migration with nothing changed. `forget005` drops the version's index and its record.
     /// Schema 012 gives events kept before 011 that reached an issuer the program their card is
-    /// in, where the card is still registered; a refusal before any issuer, an event of a card
-    /// gone, an activation without a card and an event that names its program already are left
-    /// as they are. `forget012` takes the version back (its rows stay as they are).
+    /// in, where the card is still registered and was not written since the event; a refusal
+    /// before any issuer, an event of a card gone or written since (moved, or deleted and
+    /// registered again), an activation without a card and an event that names its program
+    /// already are left as they are. `forget012` takes the version back (its rows stay).
     static func theProgramBackfillNamesTheCardsProgramNow(_ store: any GatewayStore, sql: RawSQL, forget012: String) async throws {
         try await store.migrate()
         try await store.putCard(card("c_kept", program: "p_now"))
         try await store.putCard(card("c_named", program: "p_now", ref: "named"))
         try await sql(forget012)
         func row(_ id: String, card: String, issuer: String = "'bridge'", endpoint: String = "NULL", outcome: String = "succeeded",
-                 program: String = "NULL") -> String {
+                 program: String = "NULL", at: Int64 = 1_800_000_001_000) -> String {
             """
             INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, issuer, endpoint, attempt, outcome,
                 error_code, upstream_status, latency_ms, program)
-            VALUES ('\(id)', \(1_800_000_001_000), 'acme', '\(card)', 'apple_pay', NULL, \(issuer), \(endpoint), 1, '\(outcome)',
+            VALUES ('\(id)', \(at), 'acme', '\(card)', 'apple_pay', NULL, \(issuer), \(endpoint), 1, '\(outcome)',
                 NULL, 200, 3, \(program))
             """
         }
@@ -164,6 +162,9 @@ enum StoreConformance {
             row("prv_gone", card: "c_deleted"),
             row("prv_no_card", card: "", issuer: "'tmp'"),
             row("prv_named", card: "c_named", program: "'p_then'"),
+            // In 2001: the card was written (registered again, moved) since, so its program now
+            // need not be the one this request found.
+            row("prv_written_since", card: "c_kept", at: 1_000_000_000_000),
         ] { try await sql(statement) }
         try await store.migrate()
         #expect(try await store.schemaVersions() == versions)
@@ -174,6 +175,7 @@ enum StoreConformance {
         #expect(try await program("prv_gone") == [nil])
         #expect(try await program("prv_no_card") == [nil])
         #expect(try await program("prv_named") == ["p_then"])
+        #expect(try await program("prv_written_since") == [nil])
         // Later events of the card are not touched by a second run: the version is applied once.
         try await store.putCard(card("c_kept", program: "p_later"))
         try await store.migrate()
@@ -197,8 +199,20 @@ enum StoreConformance {
         #expect(try await !store.holdTokenTransition(key, holder: "prv_c", now: instant(31), until: instant(61)))
         try await store.releaseTokenTransition(key, holder: "prv_b")
         #expect(try await store.holdTokenTransition(key, holder: "prv_c", now: instant(32), until: instant(62)), "released, free again")
+        // Its own request may take it again (a retry after a release that failed); nobody else.
+        #expect(try await store.holdTokenTransition(key, holder: "prv_c", now: instant(33), until: instant(63)))
+        #expect(try await !store.holdTokenTransition(key, holder: "prv_d", now: instant(34), until: instant(64)))
+        // A purge removes holds past their time, and only those.
+        #expect(try await store.holdTokenTransition("lithic\ncard_2\ntok", holder: "prv_e", now: instant(35), until: instant(100)))
+        _ = try await store.purgeExpired(now: instant(70))
+        #expect(try await store.holdTokenTransition(key, holder: "prv_d", now: instant(0), until: instant(64)), "a lapsed hold was kept")
+        #expect(try await !store.holdTokenTransition("lithic\ncard_2\ntok", holder: "prv_f", now: instant(0), until: instant(100)),
+                "a hold in its time was purged")
     }
 
+    /// Schema 005 on a database that already holds copies: exact copies go (the earliest row
+    /// stays), and rows sharing (provisioning id, attempt) but saying different things stop the
+    /// migration with nothing changed. `forget005` drops the version's index and its record.
     static func theAuditOnceMigrationKeepsWhatDiffers(_ store: any GatewayStore, sql: RawSQL, forget005: String) async throws {
         try await store.migrate()
         try await sql(forget005)
@@ -841,10 +855,21 @@ enum StoreConformance {
 
         _ = try await store.claimIdempotencyKey(client: "acme", key: "old1", requestHash: "h", now: instant(0), expiresAt: instant(5),
                                                 abandonAt: instant(60))
-        _ = try await store.claimIdempotencyKey(client: "acme", key: "old2", requestHash: "h", now: instant(0), expiresAt: instant(6),
+        _ = try await store.claimIdempotencyKey(client: "beta", key: "old2", requestHash: "h", provisioningID: "prv_old2", now: instant(1),
+                                                expiresAt: instant(6), abandonAt: instant(60))
+        // A finished one: its answer, and its events, are on record already.
+        _ = try await store.claimIdempotencyKey(client: "acme", key: "done", requestHash: "h", now: instant(0), expiresAt: instant(6),
                                                 abandonAt: instant(60))
-        #expect(try await store.purgeExpired(now: instant(7)) == 2)
+        try await store.completeIdempotencyKey(client: "acme", key: "done", claimedAt: instant(0), response: answer)
+        #expect(try await store.purgeExpired(now: instant(7)) == 3)
         #expect(try await store.purgeExpired(now: instant(7)) == 0)
+        // The two that never finished leave their trace, in claim order; never their keys.
+        let traces = try await store.securityEvents(SecurityEventQuery(kind: .idempotencyClaimUnfinished))
+        #expect(traces.map { $0.detail["client"] } == ["acme", "beta"], "\(traces)")
+        #expect(traces.last?.detail["provisioning_id"] == "prv_old2")
+        #expect(traces.last?.detail["claimed_at"] == "2027-01-15T08:00:01.000Z")
+        #expect(traces.allSatisfy { $0.actor == "gateway:purge" && $0.at == instant(7) })
+        #expect(traces.allSatisfy { Set($0.detail.keys).isSubset(of: ["client", "provisioning_id", "claimed_at"]) && !$0.detail.values.contains("old1") })
         #expect(try await store.claimIdempotencyKey(client: "acme", key: "k", requestHash: "h2", now: instant(12), expiresAt: instant(22),
                                                     abandonAt: instant(72)) == .inProgress)
     }

@@ -36,15 +36,14 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// The spec's path template `path` falls under, with its methods, if any: literal segments
-    /// equal, a `{name}` segment any non-empty one.
+    /// equal, a `{name}` segment any one.
     static func declared(_ path: String, in declaredMethods: [String: [String]]) -> (path: String, methods: [String])? {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        // Empty segments are skipped, as the router skips them (`/v1//cards/` is `/v1/cards`).
+        let segments = path.split(separator: "/")
         for (template, methods) in declaredMethods {
-            let parts = template.split(separator: "/", omittingEmptySubsequences: false)
+            let parts = template.split(separator: "/")
             guard parts.count == segments.count else { continue }
-            if zip(parts, segments).allSatisfy({ part, segment in
-                part.hasPrefix("{") && part.hasSuffix("}") ? !segment.isEmpty : part == segment
-            }) {
+            if zip(parts, segments).allSatisfy({ part, segment in part.hasPrefix("{") && part.hasSuffix("}") || part == segment }) {
                 return (template, methods)
             }
         }
