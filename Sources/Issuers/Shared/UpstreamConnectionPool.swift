@@ -217,13 +217,10 @@ final class UpstreamConnectionPool: Sendable {
                 // answer back. A write and two callbacks added from this task's thread would each
                 // be a hop of their own (a wake-up of a sleeping loop, a write to its eventfd).
                 channel.eventLoop.execute {
+                    promise.futureResult.whenComplete { caller.resume(with: $0) }
                     // The connection was gone before the exchange reached its handler (which fails
                     // the exchange itself for anything later): the request may have been partly written.
                     channel.writeAndFlush(exchange).whenFailure { _ in promise.fail(UpstreamTransportError.closedBeforeAnswer) }
-                    // The caller resumes only after the write: an exchange cancelled before it
-                    // started has its connection back in the pool first, so the caller's next
-                    // request finds it idle instead of opening another (TSan's slower runs).
-                    promise.futureResult.whenComplete { caller.resume(with: $0) }
                 }
             }
         } onCancel: {
