@@ -895,18 +895,18 @@ public final class PostgresGatewayStore: GatewayStore {
         // A claim that never finished leaves a security event, in the deletion's transaction.
         try await committed { connection in
             var count = 0
-            var unfinished: [SecurityEvent] = []
+            var unfinished: [(client: String, provisioningID: String?, createdAt: Int64)] = []
             for try await (client, provisioningID, createdAt, finished) in try await connection.query("""
                 DELETE FROM idempotency_keys WHERE expires_at <= \(StoreRows.milliseconds(now))
                 RETURNING client_id, provisioning_id, created_at, response_status IS NOT NULL
                 """, logger: self.logger).decode((String, String?, Int64, Bool).self) {
                 count += 1
-                if !finished {
-                    unfinished.append(StoreRows.unfinishedClaimEvent(client: client, provisioningID: provisioningID, createdAt: createdAt, now: now))
-                }
+                if !finished { unfinished.append((client, provisioningID, createdAt)) }
             }
-            for event in unfinished.sorted(by: { $0.detail["claimed_at"] ?? "" < $1.detail["claimed_at"] ?? "" }) {
-                try await self.insert(event, on: connection)
+            // In claim order, as SQLite writes them.
+            for claim in unfinished.sorted(by: { $0.createdAt < $1.createdAt }) {
+                try await self.insert(StoreRows.unfinishedClaimEvent(client: claim.client, provisioningID: claim.provisioningID,
+                                                                     createdAt: claim.createdAt, now: now), on: connection)
             }
             // Token holds past their time (their request died, or its release failed) go too.
             try await connection.query("DELETE FROM token_transition_holds WHERE until_ms < \(StoreRows.milliseconds(now))", logger: self.logger)

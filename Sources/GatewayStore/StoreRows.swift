@@ -258,7 +258,7 @@ enum StoreRows {
             """
     }
 
-    /// The claims a purge at `now` deletes that never finished, each as its security event.
+    /// The security event of a claim that never finished, deleted by a purge at `now`.
     static func unfinishedClaimEvent(client: String, provisioningID: String?, createdAt: Int64, now: Date) -> SecurityEvent {
         var detail = ["client": client, "claimed_at": Date(timeIntervalSince1970: Double(createdAt) / 1000)
             .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))]

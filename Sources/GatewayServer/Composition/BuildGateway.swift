@@ -119,7 +119,9 @@ public func buildGateway(
     // Only where its lines are written: below `info` (the benchmarks' `warning`) it would cost its
     // clock reads and task local on every request for nothing.
     if config.log.access && logger.logLevel <= .info { router.add(middleware: AccessLogMiddleware(logger: logger)) }
-    router.add(middleware: ProblemMiddleware(logger: logger, declaredMethods: try ServedContract.contract().declaredMethods))
+    // The spec's paths and their methods: a method a path does not declare is 405 with `Allow`.
+    let declaredMethods = try ServedContract.contract().declaredMethods
+    router.add(middleware: ProblemMiddleware(logger: logger, declaredMethods: declaredMethods))
     // From here on a request runs on the config generation serving when it arrived.
     router.add(middleware: ConfigGenerationMiddleware(live: live))
     router.add(middleware: ClientAuthMiddleware(
@@ -141,7 +143,7 @@ public func buildGateway(
     // The OpenAPI document's request rules run before the generated decoding and every handler.
     try handler.registerHandlers(on: router, middlewares: [RequestContractMiddleware(contract: ServedContract.contract())])
     // A known path with a method the spec does not declare answers 405 with `Allow`, not 404.
-    for (path, declared) in try ServedContract.contract().declaredMethods {
+    for (path, declared) in declaredMethods {
         let routerPath = RouterPath(path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: ""))
         for method in DeclaredOperations.methods where !declared.contains(method) {
             router.on(routerPath, method: HTTPRequest.Method(method)!) { _, _ -> Response in

@@ -9,6 +9,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import ProvisioningCore
+import Synchronization
 import Testing
 
 /// `POST /v1/admin/config/reload` against a live sandbox gateway started from a file the test
@@ -76,27 +77,35 @@ import Testing
         try #require(taken, "the request never reached the simulator", sourceLocation: sourceLocation)
     }
 
-    /// A keyed request held at Bridge by `fault`, its duplicate sent while it runs and found
-    /// waiting for the key's claim (`store` answered the key's second claim: held), and the file
-    /// changed by `edit` and reloaded meanwhile: both answers. (A duplicate that arrived after
-    /// the reload would be refused at the door with the same status: the wait is made sure of,
-    /// not slept for.)
+    /// On a sandbox gateway of its own: a keyed request held at Bridge by `fault`, its duplicate
+    /// sent while it runs and found waiting for the key's claim (the store answered the key's
+    /// second claim: held), and the file changed by `edit` and reloaded meanwhile: both answers,
+    /// and the statuses Bridge answered. (A duplicate that arrived after the reload would be
+    /// refused at the door with the same status: the wait is made sure of, not slept for.)
     static func duplicateAcrossAReload(
-        _ client: GatewayClient, store: LostAcknowledgementStore, file: ReloadableFile, fault: String, key: String,
-        edit: @escaping @Sendable (String) throws -> String
-    ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse) {
-        try await ResilienceTests.addFault(client, fault)
-        let send = keyedProvisioning(port: client.port, key: key)
-        async let first = send()
-        try await waitUntilTheFaultIsTaken(client)
-        #expect(store.claims(of: key) == 1)
-        async let duplicate = send()
-        for _ in 0..<2000 where store.claims(of: key) < 2 { try await Task.sleep(for: .milliseconds(1)) }
-        try #require(store.claims(of: key) >= 2, "the duplicate never found the key held")
-        try file.write(edit)
-        let reloaded = try await reload(client)
-        #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
-        return (try await first, try await duplicate)
+        fault: String, key: String, edit: @escaping @Sendable (String) throws -> String
+    ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int]) {
+        let file = try ReloadableFile()
+        defer { file.remove() }
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let outcome = Mutex<(first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int])?>(nil)
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, sandbox in
+            try await ResilienceTests.addFault(client, fault)
+            let send = keyedProvisioning(port: client.port, key: key)
+            async let first = send()
+            try await waitUntilTheFaultIsTaken(client)
+            #expect(store.claims(of: key) == 1)
+            async let duplicate = send()
+            for _ in 0..<2000 where store.claims(of: key) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(store.claims(of: key) >= 2, "the duplicate never found the key held")
+            try file.write(edit)
+            let reloaded = try await reload(client)
+            #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
+            let answers = (try await first, try await duplicate)
+            let bridge = await sandbox.bridge.log.requests.map(\.status)
+            outcome.withLock { $0 = (answers.0, answers.1, bridge) }
+        }
+        return try #require(outcome.withLock { $0 })
     }
 
     /// demo's Apple Pay provisioning of `card_bridge_demo` under `key`, each call on a connection of its own.
@@ -499,22 +508,17 @@ import Testing
     /// when an operation starts and before each retry.
     @Test(arguments: revokedOrMoved)
     func aReloadWhileARequestOrItsDuplicateWaitsStopsBoth(old: String, new: String, status: Int, code: String) async throws {
-        let file = try ReloadableFile()
-        defer { file.remove() }
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, sandbox in
-            // Bridge throttles the first attempt: the request waits 2 s (its Retry-After) before
-            // it tries again, holding its Idempotency-Key's claim; a 429 says the issuer did
-            // nothing, so the key is let go when the request ends.
-            let (first, duplicate) = try await Self.duplicateAcrossAReload(
-                client, store: store, file: file, fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
-                key: "reload-while-waiting-1", edit: Self.revokingOrMoving(old, new))
-            for answer in [first, duplicate] {
-                #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
-            }
-            // Bridge saw the throttled attempt only.
-            #expect(await sandbox.bridge.log.requests.map(\.status) == [429])
+        // Bridge throttles the first attempt: the request waits 2 s (its Retry-After) before it
+        // tries again, holding its Idempotency-Key's claim; a 429 says the issuer did nothing,
+        // so the key is let go when the request ends.
+        let (first, duplicate, bridge) = try await Self.duplicateAcrossAReload(
+            fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
+            key: "reload-while-waiting-1", edit: Self.revokingOrMoving(old, new))
+        for answer in [first, duplicate] {
+            #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
         }
+        // Bridge saw the throttled attempt only.
+        #expect(bridge == [429])
     }
 
     /// The fallback to the local issuer, after the routed issuer took its time, asks the caller
@@ -547,18 +551,13 @@ import Testing
     /// replay of the first's pass data (the review).
     @Test(arguments: revokedOrMoved)
     func aReloadWhileADuplicateWaitsStopsItsReplay(old: String, new: String, status: Int, code: String) async throws {
-        let file = try ReloadableFile()
-        defer { file.remove() }
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, _ in
-            let (first, replay) = try await Self.duplicateAcrossAReload(
-                client, store: store, file: file, fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
-                key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
-            // The first had its issuer's answer coming: it is answered as it ran.
-            #expect(first.status == .ok)
-            #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
-            #expect(replay.json["encrypted_pass_data"] == nil)
-        }
+        let (first, replay, _) = try await Self.duplicateAcrossAReload(
+            fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
+            key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
+        // The first had its issuer's answer coming: it is answered as it ran.
+        #expect(first.status == .ok)
+        #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
+        #expect(replay.json["encrypted_pass_data"] == nil)
     }
 
     /// An activation without a card, waiting to try again after TMP's 429, asks again whether
