@@ -82,14 +82,21 @@ import Testing
     /// second claim: held), and the file changed by `edit` and reloaded meanwhile: both answers,
     /// and the statuses Bridge answered. (A duplicate that arrived after the reload would be
     /// refused at the door with the same status: the wait is made sure of, not slept for.)
+    ///
+    /// The gateway's clock is a `TestClock` that moves only once the reload is done, so the
+    /// first request's wait before its retry (`firstWaits`, the Retry-After `fault` asks for; nil
+    /// when it waits for nothing but Bridge) and the duplicate's polls for the key end after the
+    /// reload whatever the machine's speed, instead of within a real-time window. The first is
+    /// let go first and answered; only then do the duplicate's polls move on.
     static func duplicateAcrossAReload(
-        fault: String, key: String, edit: @escaping @Sendable (String) throws -> String
+        fault: String, firstWaits: Duration? = nil, key: String, edit: @escaping @Sendable (String) throws -> String
     ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int]) {
         let file = try ReloadableFile()
         defer { file.remove() }
         let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = TestClock()
         let outcome = Mutex<(first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int])?>(nil)
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, sandbox in
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store, clock: clock) { client, sandbox in
             try await ResilienceTests.addFault(client, fault)
             let send = keyedProvisioning(port: client.port, key: key)
             async let first = send()
@@ -101,7 +108,19 @@ import Testing
             try file.write(edit)
             let reloaded = try await reload(client)
             #expect(reloaded.status == .ok && reloaded.json["changed"] as? [String] == ["clients"], "\(String(buffer: reloaded.body))")
-            let answers = (try await first, try await duplicate)
+            if let firstWaits {
+                // Once the first sleeps (the duplicate's one poll is all else that does), its wait ends.
+                for _ in 0..<1000 where !clock.requestedSleeps.contains(firstWaits) { try await Task.sleep(for: .milliseconds(5)) }
+                try #require(clock.requestedSleeps.contains(firstWaits), "the first request never waited \(firstWaits)")
+                clock.advance(by: firstWaits)
+            }
+            let firstAnswer = try await first
+            // Then the duplicate's polls (the purge job's 10-minute interval is left alone).
+            let driver = Task {
+                while !Task.isCancelled { _ = await clock.advanceToNextSleeper(upTo: .seconds(120), limit: .seconds(3_600)) }
+            }
+            defer { driver.cancel() }
+            let answers = (firstAnswer, try await duplicate)
             let bridge = await sandbox.bridge.log.requests.map(\.status)
             outcome.withLock { $0 = (answers.0, answers.1, bridge) }
         }
@@ -512,7 +531,7 @@ import Testing
         // tries again, holding its Idempotency-Key's claim; a 429 says the issuer did nothing,
         // so the key is let go when the request ends.
         let (first, duplicate, bridge) = try await Self.duplicateAcrossAReload(
-            fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#,
+            fault: #"{"issuer":"bridge","mode":"throttled","retry_after_seconds":2,"count":1}"#, firstWaits: .seconds(2),
             key: "reload-while-waiting-1", edit: Self.revokingOrMoving(old, new))
         for answer in [first, duplicate] {
             #expect(answer.status.code == status && answer.json["code"] as? String == code, "\(String(buffer: answer.body))")
@@ -528,12 +547,15 @@ import Testing
     func aReloadWhileTheRoutedIssuerTakesItsTimeStopsTheFallback(old: String, new: String, status: Int, code: String) async throws {
         let fallback = Self.replacing("  rules: []\n", "  rules:\n    - { match: { program: demo }, issuer: bridge, fallback: local }\n")
         let oneTry = Self.replacing("timeouts: { connect_ms: 2000, request_ms: 5000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 3,",
-                                    "timeouts: { connect_ms: 2000, request_ms: 600 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 1,")
+                                    "timeouts: { connect_ms: 2000, request_ms: 3000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 1,")
         let file = try ReloadableFile { try oneTry(try fallback($0)) }
         defer { file.remove() }
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
-            // Bridge answers after its one try's time: a timeout, and the route falls back.
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":2000,"count":1}"#)
+            // Bridge holds the request past its one try's time: a timeout, and the route falls
+            // back. (A real-time window: the pool's per-try timer runs on the machine's clock.
+            // 3 s leaves the reload below room on a stalled machine; Bridge lets go when the
+            // gateway closes the connection, so the test waits no longer.)
+            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"timeout","delay_ms":30000,"count":1}"#)
             let body = try GatewayHarness.requestBody()
             let port = client.port
             async let answer = GatewayClient.with(port: port) { own in try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body) }
@@ -570,7 +592,9 @@ import Testing
     func aReloadWhileAnActivationWithoutACardWaitsStopsItsRetry(old: String, new: String, status: Int, code: String) async throws {
         let file = try ReloadableFile()
         defer { file.remove() }
-        try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
+        // The Retry-After is waited on this clock, moved only once the reload is done.
+        let clock = TestClock()
+        try await GatewayHarness.run(config: try file.config(), configSource: file.source, clock: clock) { client, sandbox in
             try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"throttled","retry_after_seconds":2,"count":1}"#)
             let port = client.port
             async let answer = GatewayClient.with(port: port) { own in
@@ -579,6 +603,7 @@ import Testing
             try await Self.waitUntilTheFaultIsTaken(client)
             try file.write(Self.replacing(old, new))
             #expect(try await Self.reload(client).status == .ok)
+            #expect(await clock.advanceToNextSleeper(upTo: .seconds(120)) == .seconds(2), "the retry waits TMP's Retry-After")
             let response = try await answer
             #expect(response.status.code == status && response.json["code"] as? String == code, "\(String(buffer: response.body))")
             // TMP saw the throttled attempt only.
