@@ -46,9 +46,13 @@ enum Fixtures {
 
     static let logger = Logger(label: "issuers-tests")
 
+    /// A loopback connect takes well under a millisecond: the 30 s connect bound only tolerates
+    /// a stalled machine (the default, 2 s, failed an `UpstreamHTTPTests` case as "could not
+    /// connect" in one CI run). No test using this is about the connect timeout.
     static func http(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil) -> UpstreamHTTP {
         var timeouts = TimeoutConfig()
         timeouts.requestMS = requestMS
+        timeouts.connectMS = 30_000
         return UpstreamHTTP(issuer: issuer, timeouts: timeouts, tls: tls, logger: logger)
     }
 }

@@ -217,10 +217,14 @@ final class UpstreamConnectionPool: Sendable {
                 // answer back. A write and two callbacks added from this task's thread would each
                 // be a hop of their own (a wake-up of a sleeping loop, a write to its eventfd).
                 channel.eventLoop.execute {
-                    promise.futureResult.whenComplete { caller.resume(with: $0) }
                     // The connection was gone before the exchange reached its handler (which fails
                     // the exchange itself for anything later): the request may have been partly written.
                     channel.writeAndFlush(exchange).whenFailure { _ in promise.fail(UpstreamTransportError.closedBeforeAnswer) }
+                    // Only after the write: an exchange cancelled before it started gives its
+                    // connection back in the handler's write, so the caller, resumed here, finds
+                    // it idle for its next request (resumed before the write, it opened a second
+                    // connection; found under ThreadSanitizer's slowdown).
+                    promise.futureResult.whenComplete { caller.resume(with: $0) }
                 }
             }
         } onCancel: {
