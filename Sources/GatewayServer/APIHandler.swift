@@ -525,6 +525,15 @@ struct APIHandler: APIProtocol {
     /// The most events `GET /v1/provisionings/{id}` answers (the spec's `maxItems`).
     static let maxTrailEvents = 1_000
 
+    // MARK: The contract
+
+    /// The served document: read once per process, its bytes shared by every answer.
+    private static let contractBytes: Result<[UInt8], any Error> = Result { [UInt8](try ServedContract.document()) }
+
+    func getContract(_ input: Operations.GetContract.Input) async throws -> Operations.GetContract.Output {
+        .ok(.init(body: .yaml(HTTPBody(try Self.contractBytes.get()))))
+    }
+
     // MARK: Health
 
     func getHealth(_ input: Operations.GetHealth.Input) async throws -> Operations.GetHealth.Output {

@@ -94,11 +94,12 @@ import WalletCrypto
             let probes = GatewayHarness.gateway(client).raw
             #expect(try await probes.getHealth().ok.body.json.status == .ok)
             #expect(try await probes.getReadiness().checked().ok.body.json.status == .ready)
-            // The document itself is served as bytes, not through the client it generates.
-            let spec = try await client.execute(uri: "/openapi.yaml", method: .get)
-            #expect(spec.status == .ok)
+            // The document is an operation of its own, byte for byte the file.
+            let spec = try await probes.getContract().ok.body.yaml
             let onDisk = try String(contentsOf: GatewayHarness.packageRoot.appendingPathComponent("Sources/ProvisioningAPI/openapi.yaml"), encoding: .utf8)
-            #expect(String(buffer: spec.body) == onDisk)
+            #expect(try await String(collecting: spec, upTo: 1 << 22) == onDisk)
+            let raw = try await client.execute(uri: "/openapi.yaml", method: .get)
+            #expect(raw.status == .ok && raw.headers[.contentType] == "application/yaml")
         }
     }
 

@@ -157,6 +157,10 @@ extension ClientSuites {
                 let anonymous = ProvisioningGatewayClient.Client(serverURL: gateways.baseURL, transport: AsyncHTTPClientTransport())
                 #expect(try await anonymous.getHealth().ok.body.json.status == .ok)
                 #expect(try await anonymous.getReadiness().checked().ok.body.json.status == .ready)
+                // So is the document, which names every answer's X-Request-Id.
+                let document = try await anonymous.getContract().ok
+                #expect(try await String(collecting: document.body.yaml, upTo: 1 << 22).hasPrefix("openapi: 3.1.0\n"))
+                #expect(document.headers.xRequestId?.hasPrefix("req_") == true)
 
                 _ = try await gateways.demo.provisionApplePay(card: "card_tmp_demo", try SandboxServer.applePayRequest())
                 _ = try await gateways.ops.raw.pauseIssuer(path: .init(name: "lithic")).checked()

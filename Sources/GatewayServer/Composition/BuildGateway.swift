@@ -131,12 +131,6 @@ public func buildGateway(
         onAuthFailure: reportAuthFailure))
     router.add(middleware: BodyLimitMiddleware(maxBytes: { RequestScope.generation?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }))
 
-    let specBuffer = ByteBuffer(bytes: try ServedContract.document())
-    router.get("/openapi.yaml") { _, _ in
-        // One buffer for every request (a copy-on-write share, never a copy of its 120 KB).
-        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: specBuffer))
-    }
-
     let handler = APIHandler(
         live: live, reloader: reloader, store: store, audit: securityAudit, health: health, metrics: metrics, readiness: readiness,
         clientsInFlight: clientsInFlight, faults: extensions.faults)
