@@ -344,7 +344,7 @@ let package = Package(
         .testTarget(
             name: "provisioning-gatewayTests",
             dependencies: [
-                "provisioning-gateway", "GatewayStore", "ProvisioningCore", "GatewayTestSupport",
+                "provisioning-gateway", "GatewayServer", "GatewayStore", "ProvisioningCore", "GatewayTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -228,11 +228,11 @@ public struct ProvisioningService: Sendable {
             let until = now.addingTimeInterval(Double((context.remaining + GatewayConfig.idempotencyAbandonMargin).wholeMilliseconds) / 1000)
             let held: Bool
             do {
-                held = try await store.holdTokenTransition(underWay, holder: provisioningID.rawValue, now: now, until: until)
+                held = try await store.takeHold(underWay, holder: provisioningID.rawValue, now: now, until: until)
             } catch {
                 // The hold may have committed with its answer lost (a PostgreSQL timeout): let it
                 // go, or the token would refuse every transition until its time.
-                try? await store.releaseTokenTransition(underWay, holder: provisioningID.rawValue)
+                try? await store.releaseHold(underWay, holder: provisioningID.rawValue)
                 throw GatewayError(.internal, "the store could not hold the token for its transition; nothing was sent", cause: error)
                     .nothingActed()
             }
@@ -244,7 +244,7 @@ public struct ProvisioningService: Sendable {
                 outcome = .failure(error)
             }
             do {
-                try await store.releaseTokenTransition(underWay, holder: provisioningID.rawValue)
+                try await store.releaseHold(underWay, holder: provisioningID.rawValue)
             } catch {
                 // Its time ends it: the token waits at most that long.
                 (logger ?? self.logger).warning("a token's transition hold could not be released: it lapses at its time", metadata: [

@@ -865,14 +865,14 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
+    public func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
         try await bounded { [self] in
             var binds = PostgresBindings(capacity: 4)
             binds.append(key)
             binds.append(holder)
             binds.append(StoreRows.milliseconds(until))
             binds.append(StoreRows.milliseconds(now))
-            let upsert = PostgresQuery(unsafeSQL: StoreRows.tokenHoldUpsert(placeholders: (1...4).map { "$\($0)" }) + " RETURNING holder",
+            let upsert = PostgresQuery(unsafeSQL: StoreRows.holdUpsert(placeholders: (1...4).map { "$\($0)" }) + " RETURNING holder",
                                        binds: binds)
             // Held only once its COMMIT is answered, as a claim is (`appendAudit` says why); the
             // primary key decides between instances.
@@ -884,7 +884,7 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func releaseTokenTransition(_ key: String, holder: String) async throws {
+    public func releaseHold(_ key: String, holder: String) async throws {
         _ = try await bounded(shielded: true) { [self] in
             try await client.query("DELETE FROM token_transition_holds WHERE hold_key = \(key) AND holder = \(holder)", logger: logger)
         }

@@ -782,15 +782,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
+    public func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
         try await batched { db in
-            try db.cachedStatement(sql: StoreRows.tokenHoldUpsert(placeholders: ["?", "?", "?", "?"]))
+            try db.cachedStatement(sql: StoreRows.holdUpsert(placeholders: ["?", "?", "?", "?"]))
                 .execute(arguments: [key, holder, StoreRows.milliseconds(until), StoreRows.milliseconds(now)])
             return db.changesCount == 1
         }
     }
 
-    public func releaseTokenTransition(_ key: String, holder: String) async throws {
+    public func releaseHold(_ key: String, holder: String) async throws {
         try await batched { db in
             try db.cachedStatement(sql: "DELETE FROM token_transition_holds WHERE hold_key = ? AND holder = ?").execute(arguments: [key, holder])
         }

@@ -246,10 +246,11 @@ enum StoreRows {
         CREATE TABLE token_transition_holds (hold_key TEXT PRIMARY KEY, holder TEXT NOT NULL, until_ms BIGINT NOT NULL)
         """
 
-    /// A token hold, taken when free, when the hold there passed its time, or when it is the
-    /// holder's own (a retry of its request after a release that failed). Placeholders: key,
-    /// holder, until (ms), now (ms).
-    static func tokenHoldUpsert(placeholders p: [String]) -> String {
+    /// A hold (a token's transition, the archive run's lease), taken when free, when the hold
+    /// there passed its time, or when it is the holder's own (a retry of its request after a
+    /// release that failed; the archive's renewal at each page). Placeholders: key, holder, until
+    /// (ms), now (ms).
+    static func holdUpsert(placeholders p: [String]) -> String {
         precondition(p.count == 4)
         return """
             INSERT INTO token_transition_holds (hold_key, holder, until_ms) VALUES (\(p[0]), \(p[1]), \(p[2]))

@@ -162,14 +162,16 @@ public protocol GatewayStore: CardRegistry {
     /// without knowing whether the issuer acted, so every later claim of the key is `abandoned`
     /// and nothing runs it again. A finished claim keeps its answer.
     func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws
-    /// Holds a wallet token's transition (`key`: its issuer, card and token) for `holder` (a
-    /// request's provisioning id) until `until`, across every instance on the store: true when
-    /// nobody held it or the hold had passed its time (its request died with it), false while
-    /// another request's hold stands. One write, committed before the transition's listing.
-    func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool
-    /// Ends `holder`'s hold of `key`; a hold another request took over (after this one's time
+    /// Holds `key` for `holder` until `until`, across every instance and tool on the store: true
+    /// when nobody held it, `holder` did already (its time is then `until`), or the hold had passed
+    /// its time (its holder died with it); false while another holder's hold stands. One write,
+    /// committed before it answers. Two kinds of key: a wallet token's transition (its issuer,
+    /// card and token, `ProvisioningService.tokenHoldKey`; the holder a request's provisioning
+    /// id), and the store's archive run (`EventArchive.leaseKey`).
+    func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool
+    /// Ends `holder`'s hold of `key`; a hold another holder took over (after this one's time
     /// passed) is left alone.
-    func releaseTokenTransition(_ key: String, holder: String) async throws
+    func releaseHold(_ key: String, holder: String) async throws
     /// Deletes idempotency records that expired before `now`; returns how many.
     @discardableResult func purgeExpired(now: Date) async throws -> Int
     /// The request path's commits so far and the writes they held, for a store that groups

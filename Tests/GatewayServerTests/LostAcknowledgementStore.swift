@@ -181,10 +181,10 @@ final class LostAcknowledgementStore: GatewayStore {
         if claimArmed.withLock({ armed in defer { armed = false }; return armed }) { throw LostAcknowledgement() }
         return claim
     }
-    func holdTokenTransition(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
-        try await inner.holdTokenTransition(key, holder: holder, now: now, until: until)
+    func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
+        try await inner.takeHold(key, holder: holder, now: now, until: until)
     }
-    func releaseTokenTransition(_ key: String, holder: String) async throws { try await inner.releaseTokenTransition(key, holder: holder) }
+    func releaseHold(_ key: String, holder: String) async throws { try await inner.releaseHold(key, holder: holder) }
     func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         if refused.withLock({ state in defer { state.releases = max(0, state.releases - 1) }; return state.releases > 0 }) {
             throw ConnectionCut()

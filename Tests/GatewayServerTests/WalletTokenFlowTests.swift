@@ -153,7 +153,7 @@ import Testing
             let simulator = try #require(sandbox.instance(issuer: "marqeta"))
             // A lapsed hold: taken a minute ago, for a request that could have run until a second ago.
             let now = Date()
-            #expect(try await store.holdTokenTransition(key, holder: "prv_elsewhere", now: lapsed ? now - 60 : now, until: now + (lapsed ? -1 : 600)))
+            #expect(try await store.takeHold(key, holder: "prv_elsewhere", now: lapsed ? now - 60 : now, until: now + (lapsed ? -1 : 600)))
             let before = await simulator.log.count
             if !lapsed {
                 let refused = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
@@ -161,7 +161,7 @@ import Testing
                         "\(String(buffer: refused.body))")
                 #expect((refused.json["detail"] as? String)?.contains("another request is changing this token") == true)
                 #expect(await simulator.log.count == before, "the issuer was called")
-                try await store.releaseTokenTransition(key, holder: "prv_elsewhere")
+                try await store.releaseHold(key, holder: "prv_elsewhere")
             }
             let changed = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
             #expect(changed.status == .ok, "\(String(buffer: changed.body))")

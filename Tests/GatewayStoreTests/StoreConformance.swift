@@ -188,25 +188,25 @@ enum StoreConformance {
     static func aTokenTransitionIsHeldByOneRequestAtATime(_ store: any GatewayStore) async throws {
         try await store.migrate()
         let key = "marqeta\ncard_1\ndwt-1"
-        #expect(try await store.holdTokenTransition(key, holder: "prv_a", now: instant(0), until: instant(30)))
-        #expect(try await !store.holdTokenTransition(key, holder: "prv_b", now: instant(1), until: instant(31)), "held twice at once")
-        #expect(try await store.holdTokenTransition("marqeta\ncard_1\ndwt-2", holder: "prv_b", now: instant(1), until: instant(31)),
+        #expect(try await store.takeHold(key, holder: "prv_a", now: instant(0), until: instant(30)))
+        #expect(try await !store.takeHold(key, holder: "prv_b", now: instant(1), until: instant(31)), "held twice at once")
+        #expect(try await store.takeHold("marqeta\ncard_1\ndwt-2", holder: "prv_b", now: instant(1), until: instant(31)),
                 "another token of the card is another hold")
-        #expect(try await !store.holdTokenTransition(key, holder: "prv_b", now: instant(29), until: instant(59)))
+        #expect(try await !store.takeHold(key, holder: "prv_b", now: instant(29), until: instant(59)))
         // prv_a's time passed (it died holding it): prv_b takes it, and prv_a's late release leaves it.
-        #expect(try await store.holdTokenTransition(key, holder: "prv_b", now: instant(30), until: instant(60)))
-        try await store.releaseTokenTransition(key, holder: "prv_a")
-        #expect(try await !store.holdTokenTransition(key, holder: "prv_c", now: instant(31), until: instant(61)))
-        try await store.releaseTokenTransition(key, holder: "prv_b")
-        #expect(try await store.holdTokenTransition(key, holder: "prv_c", now: instant(32), until: instant(62)), "released, free again")
+        #expect(try await store.takeHold(key, holder: "prv_b", now: instant(30), until: instant(60)))
+        try await store.releaseHold(key, holder: "prv_a")
+        #expect(try await !store.takeHold(key, holder: "prv_c", now: instant(31), until: instant(61)))
+        try await store.releaseHold(key, holder: "prv_b")
+        #expect(try await store.takeHold(key, holder: "prv_c", now: instant(32), until: instant(62)), "released, free again")
         // Its own request may take it again (a retry after a release that failed); nobody else.
-        #expect(try await store.holdTokenTransition(key, holder: "prv_c", now: instant(33), until: instant(63)))
-        #expect(try await !store.holdTokenTransition(key, holder: "prv_d", now: instant(34), until: instant(64)))
+        #expect(try await store.takeHold(key, holder: "prv_c", now: instant(33), until: instant(63)))
+        #expect(try await !store.takeHold(key, holder: "prv_d", now: instant(34), until: instant(64)))
         // A purge removes holds past their time, and only those.
-        #expect(try await store.holdTokenTransition("lithic\ncard_2\ntok", holder: "prv_e", now: instant(35), until: instant(100)))
+        #expect(try await store.takeHold("lithic\ncard_2\ntok", holder: "prv_e", now: instant(35), until: instant(100)))
         _ = try await store.purgeExpired(now: instant(70))
-        #expect(try await store.holdTokenTransition(key, holder: "prv_d", now: instant(0), until: instant(64)), "a lapsed hold was kept")
-        #expect(try await !store.holdTokenTransition("lithic\ncard_2\ntok", holder: "prv_f", now: instant(0), until: instant(100)),
+        #expect(try await store.takeHold(key, holder: "prv_d", now: instant(0), until: instant(64)), "a lapsed hold was kept")
+        #expect(try await !store.takeHold("lithic\ncard_2\ntok", holder: "prv_f", now: instant(0), until: instant(100)),
                 "a hold in its time was purged")
     }
 

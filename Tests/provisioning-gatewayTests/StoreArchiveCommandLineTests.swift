@@ -1,4 +1,5 @@
 import Foundation
+import GatewayServer
 import GatewayStore
 import GatewayTestSupport
 import GRDB
@@ -128,6 +129,44 @@ extension StoreCommandLineTests {
         let empty = try await Self.archive(config, before: day, to: other)
         #expect(empty.status == 0 && empty.stdout.contains("no event recorded before"), "\(empty.stdout)\(empty.stderr)")
         #expect(!FileManager.default.fileExists(atPath: other))
+    }
+
+    /// Two runs at once are kept apart by the store's archive lease (`EventArchive.leaseKey`, a
+    /// hold of the store): a run while another run's lease stands (here the row another host's
+    /// run left, as the store holds it) makes no file and moves nothing; once that lease has
+    /// passed its time (its run was killed) a run goes ahead, and lets its own lease go when it
+    /// ends, so the next run need not wait. (Two runs had each written every old event to their
+    /// own file.)
+    @Test func aRunBesideAnotherRunIsRefusedUntilThatRunsLeaseEnds() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        try await SQLiteGatewayStore(path: database).migrate()
+        let now = Date()
+        _ = try await Self.seedEvents(database, audit: 3, security: 0, at: now.addingTimeInterval(-60 * Self.day), tag: "old")
+        let before = now.addingTimeInterval(-40 * Self.day).formatted(Date.ISO8601FormatStyle())
+        let directory = config.deletingLastPathComponent()
+        func otherRunsLease(until: Date) async throws {
+            try await DatabaseQueue(path: database).write { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO token_transition_holds (hold_key, holder, until_ms) VALUES (?, ?, ?)",
+                               arguments: [EventArchive.leaseKey, "cli:other on host-b pid 7 run 1", Int64(until.timeIntervalSince1970 * 1000)])
+            }
+        }
+        try await otherRunsLease(until: now.addingTimeInterval(600))
+        let besideFile = directory.appendingPathComponent("archive-beside.jsonl").path
+        let beside = try await Self.archive(config, before: before, to: besideFile)
+        #expect(beside.status != 0 && beside.stderr.contains("another archive run is under way") && beside.stderr.contains("nothing archived"),
+                "\(beside.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: besideFile))
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == 3)
+        #expect(try await Self.count(database, "SELECT count(*) FROM security_events WHERE kind = 'events_archived'") == 0)
+
+        // That run was killed: its lease passed its time.
+        try await otherRunsLease(until: now.addingTimeInterval(-1))
+        let file = directory.appendingPathComponent("archive-after.jsonl").path
+        let run = try await Self.archive(config, before: before, to: file)
+        #expect(run.status == 0 && run.stdout.contains("archived 3 audit events"), "\(run.stdout)\(run.stderr)")
+        #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == 0)
+        // Its own lease went with it.
+        #expect(try await Self.count(database, "SELECT count(*) FROM token_transition_holds") == 0)
     }
 
     /// A row is archived as its columns hold it: values this version does not know (a code, a

@@ -30,6 +30,14 @@ public enum EventArchive {
     /// point (clocks a day apart) stays in the store, where a later run finds it.
     static let scanSlack: TimeInterval = 86_400
 
+    /// The store's hold that keeps two archive runs apart (`GatewayStore.takeHold`; no token's
+    /// key, which is three lines, can be it). Two runs at once had each written every old event
+    /// they read to their own file: both files held them.
+    public static let leaseKey = "store archive"
+    /// How long a run's lease lasts past its last renewal (at the start and before each page):
+    /// a run killed outright keeps others out this long at most.
+    public static let leaseTime: TimeInterval = 900
+
     /// How recent `--before` may be: 30 days, the longest an Idempotency-Key lives
     /// (`store.idempotency_ttl_seconds`' bound), since a key's replays and refused repeats read
     /// the first event of its provisioning's trail, and an abandoned claim points its retry there.
@@ -233,8 +241,36 @@ public enum EventArchive {
         // One cutoff, in whole milliseconds as the stores keep times, for the pages here and the
         // deletions there alike.
         let beforeMS = milliseconds(requested)
-        let before = Date(timeIntervalSince1970: TimeInterval(beforeMS) / 1000)
         let scanEndMS = beforeMS + Int64(scanSlack * 1000)
+        // The lease first: a run beside another one makes no file and reads nothing.
+        let holder = "\(actor) on \(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier) "
+            + "run \(UUID().uuidString.prefix(8).lowercased())"
+        func renewLease() async throws -> Bool {
+            let at = now()
+            return try await store.takeHold(leaseKey, holder: holder, now: at, until: at.addingTimeInterval(leaseTime))
+        }
+        do {
+            guard try await renewLease() else {
+                return .failed("another archive run is under way on this store (it holds the store's archive lease, renewed at each "
+                    + "page; a run that was killed lets it go \(Int(leaseTime / 60)) minutes after its last page): nothing archived, no "
+                    + "file written; run it from one place")
+            }
+        } catch {
+            return .failed("the store failed (\(error)) taking the archive lease: nothing archived, no file written")
+        }
+        let outcome = await archive(store: store, beforeMS: beforeMS, scanEndMS: scanEndMS, file: file, actor: actor, pageSize: pageSize,
+                                    now: now, renewLease: renewLease)
+        // Let go at once, whatever happened (a lease the store did not let go lapses by itself).
+        try? await store.releaseHold(leaseKey, holder: holder)
+        return outcome
+    }
+
+    /// The run under its lease: `renewLease` before each page, false once another run took it.
+    private static func archive(
+        store: any GatewayStore, beforeMS: Int64, scanEndMS: Int64, file: String, actor: String, pageSize: Int,
+        now: @escaping @Sendable () -> Date, renewLease: () async throws -> Bool
+    ) async -> ToolOutcome {
+        let before = Date(timeIntervalSince1970: TimeInterval(beforeMS) / 1000)
         let output: ArchiveFile
         do {
             output = try ArchiveFile(path: file)
@@ -250,6 +286,20 @@ public enum EventArchive {
         }
 
         func page(_ table: EventTable, ids: [Int64], lines: [Data]) async throws {
+            // Still this run's lease, for the page's deletion and the next read: a run held up
+            // past the lease's time, whose lease another run then took, stops before it writes.
+            let renewed: Bool
+            do {
+                renewed = try await renewLease()
+            } catch {
+                throw ArchiveProblem("the store failed (\(error)) renewing the archive lease: stopped after deleting "
+                    + "\(totals.audit + totals.security) events, which are in the file; run again, to a new file, for the rest; \(kept())")
+            }
+            guard renewed else {
+                throw ArchiveProblem("another archive run took the archive lease (this run was held up past its "
+                    + "\(Int(leaseTime / 60)) minutes): stopped after deleting \(totals.audit + totals.security) events, which are in the "
+                    + "file; \(kept())")
+            }
             var text = Data()
             for line in lines {
                 text.append(line)
