@@ -48,8 +48,9 @@ def test_processes():
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
-        cmd = read(f"/proc/{pid}/cmdline")
-        if ".xctest" in cmd or "swiftpm-testing-helper" in cmd:
+        # The test binary itself (argv[0]), not a driver or compiler that names it in its arguments.
+        program = os.path.basename(read(f"/proc/{pid}/cmdline").split("\0", 1)[0])
+        if program.endswith(".xctest") or program == "swiftpm-testing-helper":
             found.append(int(pid))
     return found
 

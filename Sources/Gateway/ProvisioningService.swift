@@ -200,59 +200,67 @@ public struct ProvisioningService: Sendable {
         logger: Logger? = nil
     ) async throws(GatewayError) -> WalletTokenChange {
         guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
-        let (issuer, change) = try await run(
-            AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, tokenID: tokenID,
-            fallbackAllowed: false,
-            logger: logger
-        ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
-            // One transition of a token at a time, from its listing to the issuer's answer: two
-            // identical requests at once had both listed the token active and both suspended it,
-            // and a second deactivate went to a token the first had just deactivated (the token
-            // audit). Claimed for this card's token, after the card was found to be the caller's:
-            // keyed by the token alone, another tenant naming the same token id through its own
-            // card (whose listing then finds no such token) held the claim while its listing ran,
-            // refusing the owner's deactivate and telling it that the token was being changed
-            // (the identifier audit: 31 of 40 of the owner's transitions refused). A token is one
-            // card's, and a card's issuer reference is its own (`issuer_reference_in_use`), so the
-            // card's id adds nothing that two requests for one token could differ in.
-            let underWay = Self.tokenHoldKey(issuer: connector.issuer, card: card!.id, token: tokenID)
-            let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
-                + "card's tokens for its outcome; nothing was sent").nothingActed()
-            guard transitions.claim(underWay) else { throw conflict }
-            defer { transitions.release(underWay) }
-            // Then across the instances sharing the store (the multi-instance audit: two suspends
-            // of one token on two instances both listed it active and both were sent). The hold
-            // lasts as long as this request can (its deadline and the claims' margin), so one its
-            // instance died holding is free again after that.
-            let now = clock.date
-            let until = now.addingTimeInterval(Double((context.remaining + GatewayConfig.idempotencyAbandonMargin).wholeMilliseconds) / 1000)
-            let held: Bool
+        // The store's hold of the token, once taken: let go only after `run` wrote the request's
+        // trail, so that a hold left behind is a transition whose outcome may be on no record (its
+        // instance died between the issuer's answer and its audit commit), which the purge then
+        // records as `token_transition_unfinished`.
+        var storeHold: (key: String, until: Date)?
+        let outcome: Result<(IssuerID, WalletTokenTransition), GatewayError>
+        do throws(GatewayError) {
+            outcome = .success(try await run(
+                AuditOperation(action), cardID: cardID, client: client, provisioningID: provisioningID, deviceType: nil, tokenID: tokenID,
+                fallbackAllowed: false,
+                logger: logger
+            ) { (connector, card, context) async throws(GatewayError) -> WalletTokenTransition in
+                // One transition of a token at a time, from its listing to the issuer's answer: two
+                // identical requests at once had both listed the token active and both suspended it,
+                // and a second deactivate went to a token the first had just deactivated (the token
+                // audit). Claimed for this card's token, after the card was found to be the caller's:
+                // keyed by the token alone, another tenant naming the same token id through its own
+                // card (whose listing then finds no such token) held the claim while its listing ran,
+                // refusing the owner's deactivate and telling it that the token was being changed
+                // (the identifier audit: 31 of 40 of the owner's transitions refused). A token is one
+                // card's, and a card's issuer reference is its own (`issuer_reference_in_use`), so the
+                // card's id adds nothing that two requests for one token could differ in.
+                let underWay = Self.tokenHoldKey(issuer: connector.issuer, card: card!.id, token: tokenID)
+                let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
+                    + "card's tokens for its outcome; nothing was sent").nothingActed()
+                guard transitions.claim(underWay) else { throw conflict }
+                defer { transitions.release(underWay) }
+                // Then across the instances sharing the store (the multi-instance audit: two suspends
+                // of one token on two instances both listed it active and both were sent). The hold
+                // lasts as long as this request can (its deadline and the claims' margin), so one its
+                // instance died holding is free again after that.
+                let now = clock.date
+                let until = now.addingTimeInterval(Double((context.remaining + GatewayConfig.idempotencyAbandonMargin).wholeMilliseconds) / 1000)
+                let held: Bool
+                do {
+                    held = try await store.takeHold(underWay, holder: provisioningID.rawValue, now: now, until: until)
+                } catch {
+                    // The hold may have committed with its answer lost (a PostgreSQL timeout): let it
+                    // go, or the token would refuse every transition until its time.
+                    try? await store.releaseHold(underWay, holder: provisioningID.rawValue)
+                    throw GatewayError(.internal, "the store could not hold the token for its transition; nothing was sent", cause: error)
+                        .nothingActed()
+                }
+                guard held else { throw conflict }
+                storeHold = (underWay, until)
+                return try await transition(connector, card!, context)
+            })
+        } catch {
+            outcome = .failure(error)
+        }
+        if let storeHold {
             do {
-                held = try await store.takeHold(underWay, holder: provisioningID.rawValue, now: now, until: until)
+                try await store.releaseHold(storeHold.key, holder: provisioningID.rawValue)
             } catch {
-                // The hold may have committed with its answer lost (a PostgreSQL timeout): let it
-                // go, or the token would refuse every transition until its time.
-                try? await store.releaseHold(underWay, holder: provisioningID.rawValue)
-                throw GatewayError(.internal, "the store could not hold the token for its transition; nothing was sent", cause: error)
-                    .nothingActed()
-            }
-            guard held else { throw conflict }
-            let outcome: Result<WalletTokenTransition, GatewayError>
-            do throws(GatewayError) {
-                outcome = .success(try await transition(connector, card!, context))
-            } catch {
-                outcome = .failure(error)
-            }
-            do {
-                try await store.releaseHold(underWay, holder: provisioningID.rawValue)
-            } catch {
-                // Its time ends it: the token waits at most that long.
+                // Its time ends it: the token waits at most that long (and the purge records it).
                 (logger ?? self.logger).warning("a token's transition hold could not be released: it lapses at its time", metadata: [
-                    "provisioning_id": "\(provisioningID)", "until": "\(until)", "cause": "\(GatewayError.describe(error))",
+                    "provisioning_id": "\(provisioningID)", "until": "\(storeHold.until)", "cause": "\(GatewayError.describe(error))",
                 ])
             }
-            return try outcome.get()
         }
+        let (issuer, change) = try outcome.get()
         return WalletTokenChange(provisioningID: provisioningID, issuer: issuer, tokenID: tokenID, result: change)
 
         /// The transition itself, while this request holds the token: its listing, the state

@@ -908,8 +908,19 @@ public final class PostgresGatewayStore: GatewayStore {
                 try await self.insert(StoreRows.unfinishedClaimEvent(client: claim.client, provisioningID: claim.provisioningID,
                                                                      createdAt: claim.createdAt, now: now), on: connection)
             }
-            // Token holds past their time (their request died, or its release failed) go too.
-            try await connection.query("DELETE FROM token_transition_holds WHERE until_ms < \(StoreRows.milliseconds(now))", logger: self.logger)
+            // Holds past their time (their request died, or its release failed) go too; a token's
+            // leaves a security event in the same transaction, in the order of their times.
+            var lapsed: [(key: String, holder: String, until: Int64)] = []
+            for try await hold in try await connection.query("""
+                DELETE FROM token_transition_holds WHERE until_ms < \(StoreRows.milliseconds(now)) RETURNING hold_key, holder, until_ms
+                """, logger: self.logger).decode((String, String, Int64).self) {
+                lapsed.append(hold)
+            }
+            for hold in lapsed.sorted(by: { $0.until < $1.until }) {
+                if let event = StoreRows.lapsedHoldEvent(key: hold.key, holder: hold.holder, until: hold.until, now: now) {
+                    try await self.insert(event, on: connection)
+                }
+            }
             return count
         }
     }

@@ -808,7 +808,14 @@ public final class SQLiteGatewayStore: GatewayStore {
                 try Self.insert(StoreRows.unfinishedClaimEvent(client: row["client_id"], provisioningID: row["provisioning_id"],
                                                                createdAt: row["created_at"], now: now), db)
             }
-            // Token holds past their time (their request died, or its release failed) go too.
+            // Holds past their time (their request died, or its release failed) go too; a token's
+            // leaves a security event in the same transaction.
+            for row in try Row.fetchAll(db, sql: "SELECT hold_key, holder, until_ms FROM token_transition_holds WHERE until_ms < ? ORDER BY until_ms",
+                                        arguments: [nowMS]) {
+                if let event = StoreRows.lapsedHoldEvent(key: row["hold_key"], holder: row["holder"], until: row["until_ms"], now: now) {
+                    try Self.insert(event, db)
+                }
+            }
             try db.execute(sql: "DELETE FROM token_transition_holds WHERE until_ms < ?", arguments: [nowMS])
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE expires_at <= ?", arguments: [nowMS])
             return db.changesCount

@@ -267,6 +267,19 @@ enum StoreRows {
         return SecurityEvent(at: now, kind: .idempotencyClaimUnfinished, actor: "gateway:purge", detail: detail)
     }
 
+    /// The security event of a hold the purge at `now` deleted after its time (`until`, ms):
+    /// for a token's transition (its key is the issuer, card and token, one per line:
+    /// `ProvisioningService.tokenHoldKey`), `token_transition_unfinished`; nil for any other hold
+    /// (the archive's lease: a killed run's file and its `events_archived` records tell its story).
+    static func lapsedHoldEvent(key: String, holder: String, until: Int64, now: Date) -> SecurityEvent? {
+        let parts = key.split(separator: "\n", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        return SecurityEvent(at: now, kind: .tokenTransitionUnfinished, actor: "gateway:purge", cardID: CardID(String(parts[1])), detail: [
+            "issuer": String(parts[0]), "token_id": String(parts[2]), "provisioning_id": holder,
+            "held_until": Date(timeIntervalSince1970: Double(until) / 1000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)),
+        ])
+    }
+
     /// Schema 008, the same on both stores: the wallet token an audit event's request acted on.
     static let auditTokenMigration = "ALTER TABLE audit_events ADD COLUMN token_id TEXT"
 

@@ -150,7 +150,16 @@ final class LostAcknowledgementStore: GatewayStore {
     func vaultCardIDs(after: CardID?, limit: Int) async throws -> [CardID] { try await inner.vaultCardIDs(after: after, limit: limit) }
     func appendSecurityEvent(_ event: SecurityEvent) async throws { try await inner.appendSecurityEvent(event) }
     func securityEvents(_ query: SecurityEventQuery) async throws -> [SecurityEvent] { try await inner.securityEvents(query) }
+    /// The store holds taken and not yet let go (by key), through this store.
+    private let holdsStanding = Mutex<Set<String>>([])
+    var standingHolds: Int { holdsStanding.withLock { $0.count } }
+    /// Each audit event appended: its operation and attempt, and whether a store hold stood as it
+    /// was written.
+    let auditsWritten = Mutex<[(operation: String, attempt: Int, whileHeld: Bool)]>([])
+
     func appendAudit(_ event: AuditEvent) async throws {
+        let held = holdsStanding.withLock { !$0.isEmpty }
+        auditsWritten.withLock { $0.append((event.operation.rawValue, event.attempt, held)) }
         try droppedUnanswered("audit")
         try refusedWrite()
         let throwNow = await auditGate()
@@ -182,9 +191,14 @@ final class LostAcknowledgementStore: GatewayStore {
         return claim
     }
     func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
-        try await inner.takeHold(key, holder: holder, now: now, until: until)
+        let held = try await inner.takeHold(key, holder: holder, now: now, until: until)
+        if held { holdsStanding.withLock { _ = $0.insert(key) } }
+        return held
     }
-    func releaseHold(_ key: String, holder: String) async throws { try await inner.releaseHold(key, holder: holder) }
+    func releaseHold(_ key: String, holder: String) async throws {
+        try await inner.releaseHold(key, holder: holder)
+        holdsStanding.withLock { _ = $0.remove(key) }
+    }
     func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
         if refused.withLock({ state in defer { state.releases = max(0, state.releases - 1) }; return state.releases > 0 }) {
             throw ConnectionCut()

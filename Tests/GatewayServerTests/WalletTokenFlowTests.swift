@@ -31,6 +31,25 @@ import Testing
         }
     }
 
+    /// The store's hold of a token is let go only once the request's trail is written: a hold
+    /// left behind (its instance died between the issuer's answer and the audit commit) is
+    /// then a transition that may be on no record, which the purge records
+    /// (`token_transition_unfinished`, `StoreConformance`). It had been let go with the issuer's
+    /// answer, before the trail.
+    @Test func aTransitionsHoldStandsUntilItsTrailIsWritten() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(store: store) { client, _ in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            let suspended = try await WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "suspend")
+            #expect(suspended.status == .ok, "\(String(buffer: suspended.body))")
+            let written = store.auditsWritten.withLock { $0.filter { $0.operation == "token_suspend" } }
+            #expect(written.contains { $0.attempt >= 1 }, "the issuer's attempt is on the trail: \(written)")
+            #expect(!written.isEmpty && written.allSatisfy(\.whileHeld), "written after the hold was let go: \(written)")
+            #expect(store.standingHolds == 0, "the hold was let go")
+        }
+    }
+
     @Test func tokensAreListedSuspendedResumedAndDeactivated() async throws {
         try await GatewayHarness.run { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")

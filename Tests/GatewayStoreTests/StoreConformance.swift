@@ -202,9 +202,18 @@ enum StoreConformance {
         // Its own request may take it again (a retry after a release that failed); nobody else.
         #expect(try await store.takeHold(key, holder: "prv_c", now: instant(33), until: instant(63)))
         #expect(try await !store.takeHold(key, holder: "prv_d", now: instant(34), until: instant(64)))
-        // A purge removes holds past their time, and only those.
+        // A purge removes holds past their time, and only those; each lapsed token hold leaves a
+        // `token_transition_unfinished` event (the archive's lease, which lapses too, none).
         #expect(try await store.takeHold("lithic\ncard_2\ntok", holder: "prv_e", now: instant(35), until: instant(100)))
+        #expect(try await store.takeHold("store archive", holder: "cli:ops on host pid 1 run 1", now: instant(35), until: instant(40)))
         _ = try await store.purgeExpired(now: instant(70))
+        let traces = try await store.securityEvents(SecurityEventQuery(kind: .tokenTransitionUnfinished))
+        #expect(traces.map { $0.detail["token_id"] } == ["dwt-2", "dwt-1"], "in the order of their times")
+        #expect(traces.map { $0.detail["provisioning_id"] } == ["prv_b", "prv_c"])
+        #expect(traces.allSatisfy { $0.cardID == CardID("card_1") && $0.detail["issuer"] == "marqeta" && $0.actor == "gateway:purge" })
+        let heldUntil = traces.map { $0.detail["held_until"].flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) } }
+        #expect(heldUntil == [instant(31), instant(63)])
+        #expect(try await store.securityEvents(SecurityEventQuery()).count == traces.count, "the lease's lapse is no event")
         #expect(try await store.takeHold(key, holder: "prv_d", now: instant(0), until: instant(64)), "a lapsed hold was kept")
         #expect(try await !store.takeHold("lithic\ncard_2\ntok", holder: "prv_f", now: instant(0), until: instant(100)),
                 "a hold in its time was purged")
