@@ -13,7 +13,8 @@ tests in the same process took 9 s too. This says which kind of stall it was, ne
   blocked on the disk; all in futex waits is a deadlock or a pool starved by blocked threads).
 
 It writes one line per event to the file given as its first argument and exits when the process
-whose pid is its second argument does (the CI script). It reads only /proc; it changes nothing.
+whose pid is its second argument, its parent, does (the CI script, which also kills it on exit). It
+reads only /proc; it changes nothing.
 """
 import os
 import sys
@@ -24,8 +25,9 @@ TICK = 0.1
 
 
 def read(path):
+    # A process or thread may go between listing and reading, and names need not be UTF-8.
     try:
-        with open(path) as f:
+        with open(path, errors="replace") as f:
             return f.read()
     except OSError:
         return ""
@@ -65,7 +67,11 @@ def cpu_ticks(pid):
 
 def threads(pid):
     states = {}
-    for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return "(gone)"
+    for tid in tids:
         stat = read(f"/proc/{pid}/task/{tid}/stat")
         if not stat:
             continue
@@ -91,6 +97,10 @@ def main():
     reported_idle = set()
     watched, tick = [], 0
     while True:
+        # The CI script gone (also when it exited and is not yet reaped: this process then has
+        # another parent), this one goes too.
+        if os.getppid() != parent:
+            break
         try:
             os.kill(parent, 0)
         except OSError:
@@ -129,4 +139,8 @@ def main():
     say("done")
 
 
-main()
+try:
+    main()
+except Exception as error:  # a watcher that fails says so, and never fails the run
+    with open(out_path, "a") as out:
+        out.write(f"stall watch stopped: {error!r}\n")

@@ -202,8 +202,10 @@ public struct ProvisioningService: Sendable {
         guard WalletToken.isTokenID(tokenID) else { throw GatewayError(.invalidRequest, WalletToken.tokenIDRule) }
         // The store's hold of the token, once taken: let go only after `run` wrote the request's
         // trail, so that a hold left behind is a transition whose outcome may be on no record (its
-        // instance died between the issuer's answer and its audit commit), which the purge then
-        // records as `token_transition_unfinished`.
+        // instance died between the issuer's answer and its audit commit), which the purge, or the
+        // request that takes it over, records as `token_transition_unfinished`. (Under an
+        // Idempotency-Key the success event commits later, with the kept answer; the unfinished
+        // claim is that request's trace.)
         var storeHold: (key: String, until: Date)?
         let outcome: Result<(IssuerID, WalletTokenTransition), GatewayError>
         do throws(GatewayError) {

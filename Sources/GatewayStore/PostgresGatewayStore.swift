@@ -875,11 +875,34 @@ public final class PostgresGatewayStore: GatewayStore {
             let upsert = PostgresQuery(unsafeSQL: StoreRows.holdUpsert(placeholders: (1...4).map { "$\($0)" }) + " RETURNING holder",
                                        binds: binds)
             // Held only once its COMMIT is answered, as a claim is (`appendAudit` says why); the
-            // primary key decides between instances.
+            // primary key decides between instances. Another holder's hold past its time, which
+            // this one takes over, leaves its trace in the same transaction (the purge would never
+            // see it); its row is locked first, so two takers see one state.
             return try await committed { connection in
+                var lapsed: (holder: String, until: Int64)?
+                for try await row in try await connection.query(
+                    "SELECT holder, until_ms FROM token_transition_holds WHERE hold_key = \(key) FOR UPDATE", logger: self.logger
+                ).decode((String, Int64).self) { lapsed = (row.0, row.1) }
                 var held = false
                 for try await _ in try await connection.query(upsert, logger: self.logger).decode(String.self) { held = true }
+                if held, let lapsed,
+                   let event = StoreRows.takenOverHoldEvent(key: key, holder: lapsed.holder, until: lapsed.until, by: holder, now: now) {
+                    try await self.insert(event, on: connection)
+                }
                 return held
+            }
+        }
+    }
+
+    public func extendHold(_ key: String, holder: String, until: Date) async throws -> Bool {
+        try await bounded { [self] in
+            try await committed { connection in
+                var extended = false
+                for try await _ in try await connection.query("""
+                    UPDATE token_transition_holds SET until_ms = \(StoreRows.milliseconds(until)) WHERE hold_key = \(key) AND holder = \(holder)
+                    RETURNING holder
+                    """, logger: self.logger).decode(String.self) { extended = true }
+                return extended
             }
         }
     }

@@ -784,8 +784,24 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {
         try await batched { db in
+            // Another holder's hold past its time, which this one takes over: its trace first,
+            // in the same transaction (the purge would never see it).
+            let lapsed = try Row.fetchOne(db.cachedStatement(sql: "SELECT holder, until_ms FROM token_transition_holds WHERE hold_key = ?"),
+                                          arguments: [key])
             try db.cachedStatement(sql: StoreRows.holdUpsert(placeholders: ["?", "?", "?", "?"]))
                 .execute(arguments: [key, holder, StoreRows.milliseconds(until), StoreRows.milliseconds(now)])
+            guard db.changesCount == 1 else { return false }
+            if let lapsed, let event = StoreRows.takenOverHoldEvent(key: key, holder: lapsed["holder"], until: lapsed["until_ms"], by: holder, now: now) {
+                try Self.insert(event, db)
+            }
+            return true
+        }
+    }
+
+    public func extendHold(_ key: String, holder: String, until: Date) async throws -> Bool {
+        try await batched { db in
+            try db.cachedStatement(sql: "UPDATE token_transition_holds SET until_ms = ? WHERE hold_key = ? AND holder = ?")
+                .execute(arguments: [StoreRows.milliseconds(until), key, holder])
             return db.changesCount == 1
         }
     }

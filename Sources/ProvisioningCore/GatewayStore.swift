@@ -164,11 +164,15 @@ public protocol GatewayStore: CardRegistry {
     func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws
     /// Holds `key` for `holder` until `until`, across every instance and tool on the store: true
     /// when nobody held it, `holder` did already (its time is then `until`), or the hold had passed
-    /// its time (its holder died with it); false while another holder's hold stands. One write,
-    /// committed before it answers. Two kinds of key: a wallet token's transition (its issuer,
+    /// its time (its holder died with it; a token's then leaves `token_transition_unfinished`, in
+    /// the same transaction); false while another holder's hold stands. One write, committed
+    /// before it answers. Two kinds of key: a wallet token's transition (its issuer,
     /// card and token, `ProvisioningService.tokenHoldKey`; the holder a request's provisioning
     /// id), and the store's archive run (`EventArchive.leaseKey`).
     func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool
+    /// Moves `holder`'s hold of `key` on to `until`: true only while the hold is still its own
+    /// (never taken again once it was purged or another holder took it, as `takeHold` would).
+    func extendHold(_ key: String, holder: String, until: Date) async throws -> Bool
     /// Ends `holder`'s hold of `key`; a hold another holder took over (after this one's time
     /// passed) is left alone.
     func releaseHold(_ key: String, holder: String) async throws

@@ -34,12 +34,13 @@ public struct SecurityEvent: Sendable, Equatable {
         /// the request was under way, in the purge's transaction (the multi-instance audit: a
         /// killed instance's call left only its claim, which the purge then removed).
         case idempotencyClaimUnfinished = "idempotency_claim_unfinished"
-        /// The purge deleted a wallet token's transition hold that lapsed without being let go:
-        /// its request ended without releasing it, so its instance died between taking the hold
-        /// and writing the request's trail (or the store refused the release). The card in
-        /// `card_id`; `issuer`, `token_id`, `provisioning_id` (the holder) and `held_until` in the
-        /// detail. When `GET /v1/provisionings/{id}` has no issuer attempt for it, the issuer may
-        /// have applied the transition with no audit event: list the card's tokens.
+        /// The purge deleted a wallet token's transition hold that lapsed without being let go
+        /// (actor `gateway:purge`), or a request took such a hold over first (`gateway:hold`, with
+        /// `taken_over_by`): its request ended without releasing it, so its instance died between
+        /// taking the hold and writing the request's trail (or the store refused the release). The
+        /// card in `card_id`; `issuer`, `token_id`, `provisioning_id` (the holder) and `held_until`
+        /// in the detail. When `GET /v1/provisionings/{id}` has no issuer attempt for it, the issuer
+        /// may have applied the transition with no audit event: list the card's tokens.
         case tokenTransitionUnfinished = "token_transition_unfinished"
     }
 

@@ -178,7 +178,12 @@ struct FailoverTests {
             let response = try await answer
             #expect(response.status == .notFound && response.json["code"] as? String == "card_not_found", "\(response.json)")
             #expect((response.json["detail"] as? String)?.contains(detail) == true, "\(response.json)")
-            // The slow first attempt is the only one Bridge saw (it logs once it has answered).
+            // The trail has one attempt at the issuer, the timed-out first, and the refusal: a retry
+            // sent would be an attempt of its own, on record before the answer.
+            let events = try await ResilienceTests.events(client, response)
+            #expect(events.compactMap { $0["attempt"] as? Int }.filter { $0 >= 1 } == [1], "\(events)")
+            #expect(events.first?["error_code"] as? String == "upstream_timeout" && events.last?["error_code"] as? String == "card_not_found")
+            // And Bridge saw that one request (it logs the slow one once it has answered).
             for _ in 0..<500 where await sandbox.bridge.log.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
             #expect(await sandbox.bridge.log.count == 1)
         }

@@ -171,10 +171,14 @@ final class LostAcknowledgementStore: GatewayStore {
     func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow] {
         try await inner.archivedRows(table, after: after, limit: limit)
     }
+    /// Runs after each archive page's deletion (what another run or the purge does meanwhile).
+    let afterArchivedDeletion = Mutex<(@Sendable () async throws -> Void)?>(nil)
     func deleteArchivedEvents(audit: [Int64], security: [Int64], recordedBefore before: Date,
                               record: @escaping @Sendable (ArchivedEventCounts) -> SecurityEvent) async throws -> ArchivedEventCounts
     {
-        try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, record: record)
+        let deleted = try await inner.deleteArchivedEvents(audit: audit, security: security, recordedBefore: before, record: record)
+        try await afterArchivedDeletion.withLock { $0 }?()
+        return deleted
     }
     /// How many claims of each key the store has answered: a duplicate's first answered claim
     /// (the key's second) found the key held, so the duplicate is waiting for it.
@@ -194,6 +198,9 @@ final class LostAcknowledgementStore: GatewayStore {
         let held = try await inner.takeHold(key, holder: holder, now: now, until: until)
         if held { holdsStanding.withLock { _ = $0.insert(key) } }
         return held
+    }
+    func extendHold(_ key: String, holder: String, until: Date) async throws -> Bool {
+        try await inner.extendHold(key, holder: holder, until: until)
     }
     func releaseHold(_ key: String, holder: String) async throws {
         try await inner.releaseHold(key, holder: holder)

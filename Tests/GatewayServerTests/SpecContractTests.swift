@@ -297,6 +297,11 @@ import Yams
                 #expect(echoed.map { (try? rule.wholeMatch(in: $0)) != nil } == true, "\(method) \(uri): \(String(describing: echoed))")
             }
             #expect(statuses == [200, 404, 401, 405, 200, 200, 200, 200])
+            // A caller's own id that fits the pattern comes back as sent, on a problem too.
+            let ticket = "ticket-\(Int.random(in: 1_000...9_999))_A"
+            let own = try await client.execute(uri: "/v1/cards/card_nobody", method: .get,
+                                               headers: [.authorization: "Bearer \(GatewayHarness.demoKey)", HTTPField.Name("X-Request-Id")!: ticket])
+            #expect(own.status == .notFound && own.headers[HTTPField.Name("X-Request-Id")!] == ticket && (try? rule.wholeMatch(in: ticket)) != nil)
         }
     }
 

@@ -245,17 +245,23 @@ public enum EventArchive {
         // The lease first: a run beside another one makes no file and reads nothing.
         let holder = "\(actor) on \(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier) "
             + "run \(UUID().uuidString.prefix(8).lowercased())"
+        // Renewed only while it is still this run's: a lease that lapsed meanwhile (purged, or
+        // taken and let go by another run) is not taken again, since another run may have moved
+        // the very rows this one read.
         func renewLease() async throws -> Bool {
-            let at = now()
-            return try await store.takeHold(leaseKey, holder: holder, now: at, until: at.addingTimeInterval(leaseTime))
+            try await store.extendHold(leaseKey, holder: holder, until: now().addingTimeInterval(leaseTime))
         }
         do {
-            guard try await renewLease() else {
+            let at = now()
+            guard try await store.takeHold(leaseKey, holder: holder, now: at, until: at.addingTimeInterval(leaseTime)) else {
                 return .failed("another archive run is under way on this store (it holds the store's archive lease, renewed at each "
                     + "page; a run that was killed lets it go \(Int(leaseTime / 60)) minutes after its last page): nothing archived, no "
                     + "file written; run it from one place")
             }
         } catch {
+            // The lease may have committed with its answer lost (a PostgreSQL timeout): let it go,
+            // or every run would be refused until it lapsed.
+            try? await store.releaseHold(leaseKey, holder: holder)
             return .failed("the store failed (\(error)) taking the archive lease: nothing archived, no file written")
         }
         let outcome = await archive(store: store, beforeMS: beforeMS, scanEndMS: scanEndMS, file: file, actor: actor, pageSize: pageSize,
@@ -296,9 +302,9 @@ public enum EventArchive {
                     + "\(totals.audit + totals.security) events, which are in the file; run again, to a new file, for the rest; \(kept())")
             }
             guard renewed else {
-                throw ArchiveProblem("another archive run took the archive lease (this run was held up past its "
-                    + "\(Int(leaseTime / 60)) minutes): stopped after deleting \(totals.audit + totals.security) events, which are in the "
-                    + "file; \(kept())")
+                throw ArchiveProblem("this run's archive lease lapsed (it was held up past its \(Int(leaseTime / 60)) minutes; another "
+                    + "run may have taken it): stopped after deleting \(totals.audit + totals.security) events, which are in the file; "
+                    + "\(kept())")
             }
             var text = Data()
             for line in lines {

@@ -87,7 +87,10 @@ import Testing
     /// first request's wait before its retry (`firstWaits`, the Retry-After `fault` asks for; nil
     /// when it waits for nothing but Bridge) and the duplicate's polls for the key end after the
     /// reload whatever the machine's speed, instead of within a real-time window. The first is
-    /// let go first and answered; only then do the duplicate's polls move on.
+    /// let go and answered first (the step past its wait also ends the duplicate's poll then
+    /// under way, which finds the key still held); then the clock runs on for the duplicate.
+    /// With `firstWaits` nil, the first request is held by Bridge alone (a `slow` fault, real
+    /// time): its delay must outlast the duplicate's arrival.
     static func duplicateAcrossAReload(
         fault: String, firstWaits: Duration? = nil, key: String, edit: @escaping @Sendable (String) throws -> String
     ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int]) {
@@ -574,7 +577,7 @@ import Testing
     @Test(arguments: revokedOrMoved)
     func aReloadWhileADuplicateWaitsStopsItsReplay(old: String, new: String, status: Int, code: String) async throws {
         let (first, replay, _) = try await Self.duplicateAcrossAReload(
-            fault: #"{"issuer":"bridge","mode":"slow","delay_ms":1500,"count":1}"#,
+            fault: #"{"issuer":"bridge","mode":"slow","delay_ms":4000,"count":1}"#,
             key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
         // The first had its issuer's answer coming: it is answered as it ran.
         #expect(first.status == .ok)
