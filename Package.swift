@@ -271,6 +271,7 @@ let package = Package(
                 "Gateway",
                 "ProvisioningCore",
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

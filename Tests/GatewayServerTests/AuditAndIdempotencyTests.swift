@@ -406,7 +406,7 @@ import Testing
         let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
         try await GatewayHarness.run(logger: logger, store: store) { client, sandbox in
             let body = try GatewayHarness.requestBody()
-            let database = try DatabaseQueue(path: store.path)
+            let database = try TestSQLite.queue(store.path)
             try await database.write { db in
                 try db.execute(sql: "CREATE TRIGGER refuse_answer BEFORE UPDATE ON idempotency_keys BEGIN SELECT RAISE(ABORT, 'answer refused'); END")
             }
@@ -621,7 +621,7 @@ import Testing
 
     /// From here on the store refuses every audit event (and only those), under the running gateway.
     static func refuseAuditEvents(_ store: SQLiteGatewayStore, _ refuse: Bool = true) async throws {
-        let database = try DatabaseQueue(path: store.path)
+        let database = try TestSQLite.queue(store.path)
         try await database.write { db in
             if refuse {
                 try db.execute(sql: "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'audit refused'); END")
@@ -706,7 +706,7 @@ import Testing
             #expect(await sandbox.bridge.log.count == 1)
             try await Self.refuseAuditEvents(store, false)
             // Make the claim look as old as an abandoned one: its request can no longer be running.
-            let database = try DatabaseQueue(path: store.path)
+            let database = try TestSQLite.queue(store.path)
             try await database.write { db in
                 try db.execute(sql: "UPDATE idempotency_keys SET created_at = created_at - 3600000, abandon_at = abandon_at - 3600000 WHERE key = 'order-78'")
             }

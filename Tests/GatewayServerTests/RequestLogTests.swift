@@ -56,7 +56,7 @@ struct RequestLogTests {
         let store = try await GatewayHarness.temporaryStore()
         try await GatewayHarness.run(logger: logger, store: store) { client, _ in
             // The registry's table goes away under the running gateway.
-            let database = try DatabaseQueue(path: store.path)
+            let database = try TestSQLite.queue(store.path)
             try await database.write { try $0.execute(sql: "DROP TABLE cards") }
             let response = try await Self.provision(client, card: "card_bridge_demo", requestID: "req_broken_store")
             #expect(response.status == .internalServerError)

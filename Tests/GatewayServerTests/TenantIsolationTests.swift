@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTestSupport
 import GRDB
 import Gateway
 import GatewayServer
@@ -355,7 +356,7 @@ import Testing
             let activation = try #require(first.json["activation_data"] as? String)
             let encrypted = try #require(first.json["encrypted_pass_data"] as? String)
 
-            let queue = try DatabaseQueue(path: store.path)
+            let queue = try TestSQLite.queue(store.path)
             let stored = try await queue.read { db in try Data.fetchOne(db, sql: "SELECT response_body FROM idempotency_keys") }
             let text = String(decoding: try #require(stored), as: UTF8.self)
             #expect(!text.contains(activation) && !text.contains(encrypted.prefix(40)) && !text.contains("provisioning_id"))

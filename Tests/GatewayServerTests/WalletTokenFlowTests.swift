@@ -120,16 +120,19 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            // The first listing is slowed (1.5 s); the second request goes on a connection of its
-            // own 0.2 s later, well inside it, so without the claim both would list the token
-            // active before either sent. Which of the two is first does not matter.
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(1_500)))
+            // The first listing is slowed (4 s); the second request goes on a connection of its own
+            // once that listing reached Marqeta (the fault is taken), well inside it, so without
+            // the claim both would list the token active before either sent.
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
             let simulator = try #require(sandbox.instance(issuer: "marqeta"))
             let before = await simulator.log.count
-            async let first = WalletTokenAPITests.transition(client, card: "card_marqeta_demo", token: id, "deactivate")
+            let port = client.port
+            async let first = GatewayClient.with(port: port) { own in
+                try await WalletTokenAPITests.transition(own, card: "card_marqeta_demo", token: id, "deactivate")
+            }
+            try await ConfigReloadTests.waitUntilTheFaultIsTaken(client)
             let second = try await GatewayClient.with(port: client.port) { other in
-                try await Task.sleep(for: .milliseconds(200))
-                return try await WalletTokenAPITests.transition(other, card: "card_marqeta_demo", token: id, "deactivate")
+                try await WalletTokenAPITests.transition(other, card: "card_marqeta_demo", token: id, "deactivate")
             }
             let answers = [try await first, second].sorted { $0.status.code < $1.status.code }
             #expect(answers.map(\.status.code) == [200, 409])
@@ -203,12 +206,16 @@ import Testing
         try await GatewayHarness.run(config: config) { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(1_500)))
-            async let probe = WalletTokenAPITests.transition(client, card: "card_other_marqeta", token: id, "suspend",
-                                                            key: GatewayHarness.otherKey)
+            // The other tenant's listing is slowed (4 s); the owner's request goes once that
+            // listing reached Marqeta (the fault is taken), while the other's request runs.
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
+            let port = client.port
+            async let probe = GatewayClient.with(port: port) { own in
+                try await WalletTokenAPITests.transition(own, card: "card_other_marqeta", token: id, "suspend", key: GatewayHarness.otherKey)
+            }
+            try await ConfigReloadTests.waitUntilTheFaultIsTaken(client)
             let owners = try await GatewayClient.with(port: client.port) { owner in
-                try await Task.sleep(for: .milliseconds(200))
-                return try await WalletTokenAPITests.transition(owner, card: "card_marqeta_demo", token: id, "deactivate")
+                try await WalletTokenAPITests.transition(owner, card: "card_marqeta_demo", token: id, "deactivate")
             }
             #expect(owners.status == .ok, "\(String(buffer: owners.body))")
             let probed = try await probe

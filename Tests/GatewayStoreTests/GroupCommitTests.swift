@@ -1,5 +1,7 @@
 import Dispatch
+import Foundation
 @testable import GatewayStore
+import GatewayTestSupport
 import Synchronization
 import Testing
 
@@ -161,6 +163,10 @@ import Testing
 /// A held commit here holds a thread of the cooperative pool (as a real one does for its
 /// transaction), so these run one at a time and every hold is bounded.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct GroupCommitHereTests {
+    /// A caller whose commit here is held (`holdHere`) blocks its thread on a semaphore: it runs
+    /// on a thread of its own, never on one of the cooperative pool's (two, on two cores).
+    static let heldCallers = DedicatedThreadExecutor()
+
     typealias Outcomes = GroupCommitTests.Outcomes
 
     /// Both commit paths, each noting its batches; a commit here holds its thread until the test
@@ -173,13 +179,19 @@ import Testing
         let decline = Mutex(false)
         let holdHere = Mutex(false)
         let gate = DispatchSemaphore(value: 0)
+        /// For each held commit here, whether it blocked the dedicated thread (never one of the
+        /// cooperative pool's).
+        let heldOn = Mutex<[Bool]>([])
         private let queue = DispatchQueue(label: "group-commit-here-test")
 
         func writer() -> GroupCommit<Int> {
             GroupCommit<Int>(maxBatch: 64, committingHere: { item in
                 if self.decline.withLock({ $0 }) { return nil }
                 self.here.withLock { $0.append([item]) }
-                if self.holdHere.withLock({ $0 }) { _ = self.gate.wait(timeout: .now() + 10) }
+                if self.holdHere.withLock({ $0 }) {
+                    self.heldOn.withLock { $0.append(GroupCommitHereTests.heldCallers.isCurrent) }
+                    _ = self.gate.wait(timeout: .now() + 10)
+                }
                 if self.failing.withLock({ $0.contains(item) }) { return .failure(GroupCommitTests.Refused()) }
                 self.committed.withLock { _ = $0.insert(item) }
                 return .success(())
@@ -208,7 +220,7 @@ import Testing
         let others = Int.random(in: 3...12)
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask(operation: paths.caller(0, writer, returned))
+            group.addTask(executorPreference: Self.heldCallers, operation: paths.caller(0, writer, returned))
             // Item 0 is being committed on its caller's thread (held there).
             while paths.here.withLock({ $0.isEmpty }) { await Task.yield() }
             for item in 1...others { group.addTask(operation: paths.caller(item, writer, returned)) }
@@ -219,6 +231,7 @@ import Testing
             try await group.waitForAll()
         }
         #expect(returned.value.withLock { Set($0.keys) } == Set(0...others))
+        #expect(paths.heldOn.withLock { $0 } == [true])
         #expect(paths.here.withLock { $0 } == [[0]])
         // What queued during the commit here is one batch, committed by the queue.
         #expect(paths.queued.withLock { $0.map(Set.init) } == [Set(1...others)])
@@ -253,7 +266,7 @@ import Testing
         let others = Int.random(in: 2...9)
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask(operation: paths.caller(100, writer, returned))
+            group.addTask(executorPreference: Self.heldCallers, operation: paths.caller(100, writer, returned))
             while paths.here.withLock({ $0.count }) == alone { await Task.yield() }
             for item in 101...(100 + others) { group.addTask(operation: paths.caller(item, writer, returned)) }
             while writer.queuedCount < others { await Task.yield() }
@@ -261,6 +274,7 @@ import Testing
             try await group.waitForAll()
         }
         paths.holdHere.withLock { $0 = false }
+        #expect(paths.heldOn.withLock { $0 } == [true])
         #expect(paths.queued.withLock { $0.map(Set.init) } == [Set(101...(100 + others))])
         // The last commit held `others` items: the next caller goes to the queue, though the
         // writer is idle; its commit held one, so the caller after it commits here.
@@ -282,7 +296,7 @@ import Testing
         let writer = paths.writer()
         let outcomes = Outcomes()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
+            group.addTask(executorPreference: Self.heldCallers) {
                 let ok = (try? await writer.write(0)) != nil
                 outcomes.value.withLock { $0[0] = ok }
             }
@@ -295,6 +309,7 @@ import Testing
             paths.gate.signal()
         }
         #expect(outcomes.value.withLock { $0 } == [0: false, 1: true])
+        #expect(paths.heldOn.withLock { $0 } == [true])
         #expect(paths.committed.withLock { $0 } == [1])
         #expect(writer.batchesCommitted == 1)
         #expect(writer.batchesCommittedHere == 0)

@@ -23,7 +23,7 @@ import Testing
         try await SQLiteGatewayStore(path: path).migrate()
         func plan(_ query: SecurityEventQuery) throws -> String {
             let (sql, arguments) = SQLiteGatewayStore.securityEventsStatement(query)
-            return try DatabaseQueue(path: path).read { db in
+            return try TestSQLite.queue(path).read { db in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }.joined(separator: "; ")
             }
         }
@@ -41,7 +41,7 @@ import Testing
     @Test func theCheckedTablesAreTheCurrentSchemasTables() async throws {
         let path = TestDirectories.root.appendingPathComponent("tables-\(UUID().uuidString).sqlite").path
         try await SQLiteGatewayStore(path: path).migrate()
-        let tables = try await DatabaseQueue(path: path).read { db in
+        let tables = try await TestSQLite.queue(path).read { db in
             Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
         }
         #expect(tables == SQLiteGatewayStore.expectedTables)
@@ -53,7 +53,7 @@ import Testing
         let path = TestDirectories.root.appendingPathComponent("conflicts-\(UUID().uuidString).sqlite").path
         let store = try SQLiteGatewayStore(path: path)
         try await store.migrate()
-        try await DatabaseQueue(path: path).write { try $0.execute(sql: "CREATE UNIQUE INDEX one_card_per_program ON cards (program)") }
+        try await TestSQLite.queue(path).write { try $0.execute(sql: "CREATE UNIQUE INDEX one_card_per_program ON cards (program)") }
         func card(_ id: String, _ reference: String, program: String = "acme") -> CardRecord {
             CardRecord(id: CardID(id), program: ProgramID(program), issuer: "tmp", issuerReference: .init(["issuer_card_id": reference]))
         }
@@ -95,7 +95,7 @@ import Testing
             try await store.migrate()
             try await store.putCard(StoreConformance.card("kept"))
         }
-        let journalMode = try await DatabaseQueue(path: path).read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        let journalMode = try await TestSQLite.queue(path).read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(journalMode == "wal")
         let reopened = try SQLiteGatewayStore(path: path)
         try await reopened.migrate()
@@ -140,6 +140,7 @@ import Testing
             #expect(try await store.card("c2") == nil)
             // No reader holds a snapshot: a TRUNCATE checkpoint from another connection is not busy
             // and leaves nothing in the WAL.
+            // (GRDB's default connection, which does not wait: a reader's snapshot answers busy at once.)
             let checkpoint = try DatabaseQueue(path: store.path).writeWithoutTransaction { db in
                 try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }
@@ -153,7 +154,7 @@ import Testing
     /// Raw SQL on the store's file, beside the store's own connections.
     static func sql(_ store: SQLiteGatewayStore) -> StoreConformance.RawSQL {
         let path = store.path
-        return { sql in try await DatabaseQueue(path: path).write { db in try db.execute(sql: sql) } }
+        return { sql in try await TestSQLite.queue(path).write { db in try db.execute(sql: sql) } }
     }
 
     /// An archive page's deletion and its `events_archived` record: both or neither.

@@ -116,13 +116,13 @@ import Testing
         try await store.importCards(cards)
         let before = CardVault(store: store, keyring: VaultKeyring(old, id: "k1"))
         for card in cards { try await before.put(card, try CardData(number: Self.number, name: "N", expiry: "01/30")) }
-        try await DatabaseQueue(path: store.path).write { db in
+        try await TestSQLite.queue(store.path).write { db in
             try db.execute(sql: "CREATE TRIGGER stop BEFORE UPDATE ON vault_entries WHEN old.card_id = 'card_2' BEGIN SELECT RAISE(ABORT, 'disk full'); END")
         }
         let after = CardVault(store: store, keyring: VaultKeyring(activeID: "k2", keys: ["k1": old, "k2": SymmetricKey(size: .bits256)]))
         let report = await after.rotate()
         #expect(report.resealed == 2 && report.interruptedBy?.contains("disk full") == true, "\(report)")
-        try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER stop") }
+        try await TestSQLite.queue(store.path).write { db in try db.execute(sql: "DROP TRIGGER stop") }
         let finished = await after.rotate()
         #expect(finished.resealed == 2 && finished.current == 2 && finished.interruptedBy == nil, "\(finished)")
     }

@@ -108,7 +108,7 @@ import Testing
                 try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
                     Thread.detachNewThread {
                         done.resume(with: Result {
-                            let other = try DatabaseQueue(path: database)
+                            let other = try TestSQLite.queue(database)
                             try other.writeWithoutTransaction { db in
                                 try db.execute(sql: "BEGIN IMMEDIATE")
                                 Thread.sleep(forTimeInterval: 7)
@@ -126,7 +126,7 @@ import Testing
         #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
         // What the cut-off request did is on record: its attempt at Bridge, written past the
         // busy store before the process ended.
-        let attempts = try await DatabaseQueue(path: database).read { db in
+        let attempts = try await TestSQLite.queue(database).read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM audit_events WHERE card_id = 'card_bridge_demo' AND issuer = 'bridge' AND attempt = 1")
         }
         #expect(attempts == 1, "the cut-off request's attempt is not on record")
@@ -139,7 +139,7 @@ import Testing
         let (directory, config, body) = try Self.sandbox("hup")
         let database = directory.appendingPathComponent("gateway.sqlite").path
         @Sendable func reloads() async throws -> Int {
-            try await DatabaseQueue(path: database).read { db in
+            try await TestSQLite.queue(database).read { db in
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM security_events WHERE kind = 'config_reloaded'") ?? -1
             }
         }

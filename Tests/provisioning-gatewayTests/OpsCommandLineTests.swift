@@ -207,7 +207,7 @@ import Testing
         try FileManager.default.removeItem(atPath: database)
         try await SQLiteGatewayStore(path: database).migrate()
         let schema = StoreBootstrap.currentSchema
-        try await DatabaseQueue(path: database).write { db in
+        try await TestSQLite.queue(database).write { db in
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [schema.last ?? ""])
         }
         let older = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "apple_pay"])
@@ -219,7 +219,7 @@ import Testing
         // and nothing is written to it: no admin_read event (the CLI audit saw both).
         try FileManager.default.removeItem(atPath: database)
         try await SQLiteGatewayStore(path: database).migrate()
-        try await DatabaseQueue(path: database).write { db in
+        try await TestSQLite.queue(database).write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('999_from_the_future')")
         }
         let newer = try await CommandLineTests.run(["route", "explain", "--config", file.path, "--card-id", "c1", "--wallet", "apple_pay"])

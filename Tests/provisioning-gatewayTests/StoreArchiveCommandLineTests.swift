@@ -20,7 +20,7 @@ extension StoreCommandLineTests {
     static func seedEvents(_ database: String, audit: Int, security: Int, milliseconds: Int64, tag: String) async throws
         -> (audit: [Int64], security: [Int64])
     {
-        return try await DatabaseQueue(path: database).write { db in
+        return try await TestSQLite.queue(database).write { db in
             var ids: (audit: [Int64], security: [Int64]) = ([], [])
             for index in 0..<audit {
                 try db.execute(sql: """
@@ -40,7 +40,7 @@ extension StoreCommandLineTests {
     }
 
     static func count(_ database: String, _ sql: String) async throws -> Int {
-        try await DatabaseQueue(path: database).read { db in try Int.fetchOne(db, sql: sql) ?? -1 }
+        try await TestSQLite.queue(database).read { db in try Int.fetchOne(db, sql: sql) ?? -1 }
     }
 
     /// The file's lines, parsed: each a JSON object.
@@ -145,7 +145,7 @@ extension StoreCommandLineTests {
         let before = now.addingTimeInterval(-40 * Self.day).formatted(Date.ISO8601FormatStyle())
         let directory = config.deletingLastPathComponent()
         func otherRunsLease(until: Date) async throws {
-            try await DatabaseQueue(path: database).write { db in
+            try await TestSQLite.queue(database).write { db in
                 try db.execute(sql: "INSERT OR REPLACE INTO token_transition_holds (hold_key, holder, until_ms) VALUES (?, ?, ?)",
                                arguments: [EventArchive.leaseKey, "cli:other on host-b pid 7 run 1", Int64(until.timeIntervalSince1970 * 1000)])
             }
@@ -177,7 +177,7 @@ extension StoreCommandLineTests {
         let (config, database) = try Self.sandboxConfig()
         try await SQLiteGatewayStore(path: database).migrate()
         let at = Int64(Date().addingTimeInterval(-90 * Self.day).timeIntervalSince1970 * 1000)
-        try await DatabaseQueue(path: database).write { db in
+        try await TestSQLite.queue(database).write { db in
             try db.execute(sql: """
                 INSERT INTO audit_events (provisioning_id, at, client_id, card_id, wallet, device_type, token_id, issuer, endpoint, attempt,
                     outcome, error_code, upstream_status, latency_ms) VALUES ('prv_future', ?, 'demo', 'card_demo', 'vision_pay', 'vision',
@@ -209,7 +209,7 @@ extension StoreCommandLineTests {
         let (config, database) = try Self.sandboxConfig()
         try await SQLiteGatewayStore(path: database).migrate()
         let old = try await Self.seedEvents(database, audit: 3, security: 0, at: Date().addingTimeInterval(-90 * Self.day), tag: "old")
-        try await DatabaseQueue(path: database).write { db in
+        try await TestSQLite.queue(database).write { db in
             try db.execute(sql: """
                 CREATE TRIGGER refuse_archive_record BEFORE INSERT ON security_events WHEN NEW.kind = 'events_archived'
                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
@@ -223,7 +223,7 @@ extension StoreCommandLineTests {
         #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == 3)
         #expect(try Self.lines(first).compactMap { ($0["id"] as? NSNumber)?.int64Value } == old.audit)
 
-        try await DatabaseQueue(path: database).write { db in try db.execute(sql: "DROP TRIGGER refuse_archive_record") }
+        try await TestSQLite.queue(database).write { db in try db.execute(sql: "DROP TRIGGER refuse_archive_record") }
         let second = config.deletingLastPathComponent().appendingPathComponent("second.jsonl").path
         let moved = try await Self.archive(config, before: before, to: second)
         #expect(moved.status == 0 && moved.stdout.contains("archived 3 audit events"), "\(moved.stderr)")

@@ -87,7 +87,7 @@ import Testing
             try? FileManager.default.removeItem(atPath: database)
             switch make {
             case "empty": FileManager.default.createFile(atPath: database, contents: Data())
-            case "other": try await DatabaseQueue(path: database).write { try $0.execute(sql: "CREATE TABLE notes (body TEXT)") }
+            case "other": try await TestSQLite.queue(database).write { try $0.execute(sql: "CREATE TABLE notes (body TEXT)") }
             default: #expect(mkfifo(database, 0o600) == 0)
             }
             let rotate = try await CommandLineTests.run(["vault", "rotate", "--config", config.path])
@@ -96,7 +96,7 @@ import Testing
             let check = try await CommandLineTests.run(["store", "check", "--config", config.path])
             #expect(check.status == 2, "\(make): \(check.stdout)\(check.stderr)")
             if make == "other" {
-                let tables = try await DatabaseQueue(path: database).read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
+                let tables = try await TestSQLite.queue(database).read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
                 #expect(tables == ["notes"], "the other program's database was changed: \(tables)")
             }
         }
@@ -196,7 +196,7 @@ import Testing
         #expect(empty.status == 2 && empty.stderr.contains("holds no tables (0 bytes)"), "\(empty.stdout)\(empty.stderr)")
 
         try FileManager.default.removeItem(atPath: database)
-        let foreign = try DatabaseQueue(path: database)
+        let foreign = try TestSQLite.queue(database)
         try await foreign.write { try $0.execute(sql: "CREATE TABLE x(a)") }
         try foreign.close()
         let other = try await CommandLineTests.run(["store", "check", "--config", config.path])
@@ -204,7 +204,7 @@ import Testing
 
         try FileManager.default.removeItem(atPath: database)
         try await SQLiteGatewayStore(path: database).migrate()
-        let dropping = try DatabaseQueue(path: database)
+        let dropping = try TestSQLite.queue(database)
         try await dropping.write { try $0.execute(sql: "DROP TABLE released_issuer_references") }
         try dropping.close()
         let partial = try await CommandLineTests.run(["store", "check", "--config", config.path])

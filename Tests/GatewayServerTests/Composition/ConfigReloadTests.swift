@@ -314,7 +314,7 @@ import Testing
         let store = try await GatewayHarness.temporaryStore()
         try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store) { client, _ in
             try file.write(Self.addNewClient)
-            let database = try DatabaseQueue(path: store.path)
+            let database = try TestSQLite.queue(store.path)
             try await database.write { db in
                 try db.execute(sql: """
                     CREATE TRIGGER refuse_reload BEFORE INSERT ON security_events WHEN NEW.kind = 'config_reloaded'

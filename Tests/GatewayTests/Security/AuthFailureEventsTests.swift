@@ -46,12 +46,12 @@ import Testing
     @Test func aFailedWriteGivesItsCountBackToTheNextEvent() async throws {
         let (store, clock, events) = try await Self.recorder(RateLimitConfig(requestsPerSecond: 1, burst: 1))
         for _ in 0..<3 { await events.note(source: "10.0.0.1", reason: "invalid_key") }  // one written, two counted
-        try await DatabaseQueue(path: store.path).write { db in
+        try await TestSQLite.queue(store.path).write { db in
             try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON security_events BEGIN SELECT RAISE(ABORT, 'disk full'); END")
         }
         clock.advance(by: .seconds(1))
         await events.note(source: "10.0.0.2", reason: "invalid_key")  // its write fails: three to carry
-        try await DatabaseQueue(path: store.path).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+        try await TestSQLite.queue(store.path).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
         clock.advance(by: .seconds(1))
         await events.note(source: "10.0.0.3", reason: "missing_key")
         let written = try await store.securityEvents(SecurityEventQuery(kind: .authFailed))
