@@ -17,6 +17,7 @@ public enum TestDirectories {
 
     /// This process's directory, made on first use.
     public static let root: URL = {
+        PoolWatchdog.started
         let base = FileManager.default.temporaryDirectory
         removeAbandoned(in: base)
         let root = base.appendingPathComponent("\(prefix)\(getpid())")

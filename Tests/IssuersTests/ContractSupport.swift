@@ -46,10 +46,12 @@ enum Fixtures {
 
     static let logger = Logger(label: "issuers-tests")
 
-    /// A loopback connect takes well under a millisecond: the 30 s connect bound only tolerates
-    /// a stalled machine (the default, 2 s, failed an `UpstreamHTTPTests` case as "could not
-    /// connect" in one CI run). No test using this is about the connect timeout.
-    static func http(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil) -> UpstreamHTTP {
+    /// A loopback exchange takes milliseconds: the 30 s bounds (connect, and each call unless a
+    /// test gives its own) only tolerate a test process whose cooperative pool is backlogged
+    /// (the tests' start-up burst kept a task waiting 4 s for a thread, `PoolWatchdog`), where the
+    /// connect default (2 s) and then a 5 s call bound failed `UpstreamHTTPTests` cases as
+    /// "could not connect in time" in CI. No test using the defaults is about a timeout.
+    static func http(_ issuer: IssuerID = "test", requestMS: Int = 30_000, tls: UpstreamTLS? = nil) -> UpstreamHTTP {
         var timeouts = TimeoutConfig()
         timeouts.requestMS = requestMS
         timeouts.connectMS = 30_000
@@ -147,7 +149,7 @@ func keyPaths(_ object: Any, prefix: String = "") -> Set<String> {
 }
 
 /// An upstream client for one test, shut down afterwards whatever happens.
-func withUpstreamHTTP<T: Sendable>(_ issuer: IssuerID = "test", requestMS: Int = 5_000, tls: UpstreamTLS? = nil,
+func withUpstreamHTTP<T: Sendable>(_ issuer: IssuerID = "test", requestMS: Int = 30_000, tls: UpstreamTLS? = nil,
                                    _ body: (UpstreamHTTP) async throws -> T) async throws -> T {
     let http = Fixtures.http(issuer, requestMS: requestMS, tls: tls)
     return try await withCleanup({ try await body(http) }, cleanup: { try await http.shutdown() })
