@@ -895,15 +895,14 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func extendHold(_ key: String, holder: String, until: Date) async throws -> Bool {
+        // One statement, committed as it answers (a transaction around it adds two round trips).
         try await bounded { [self] in
-            try await committed { connection in
-                var extended = false
-                for try await _ in try await connection.query("""
-                    UPDATE token_transition_holds SET until_ms = \(StoreRows.milliseconds(until)) WHERE hold_key = \(key) AND holder = \(holder)
-                    RETURNING holder
-                    """, logger: self.logger).decode(String.self) { extended = true }
-                return extended
-            }
+            var extended = false
+            for try await _ in try await client.query("""
+                UPDATE token_transition_holds SET until_ms = \(StoreRows.milliseconds(until)) WHERE hold_key = \(key) AND holder = \(holder)
+                RETURNING holder
+                """, logger: logger).decode(String.self) { extended = true }
+            return extended
         }
     }
 

@@ -280,12 +280,12 @@ enum StoreRows {
         ])
     }
 
-    /// The security event of another holder's hold that `by` took over at `now`, nil unless that
-    /// hold was a token's and past its time: the takeover deletes what the purge would have
-    /// recorded (a client retrying the transition its dead instance left is the usual taker).
+    /// The security event of the hold `taker` replaced at `now` (`holdUpsert` succeeded), nil
+    /// when the hold was its own or not a token's. Another holder's could only be taken past its
+    /// time: the takeover deletes what the purge would have recorded (a client retrying the
+    /// transition its dead instance left is the usual taker).
     static func takenOverHoldEvent(key: String, holder: String, until: Int64, by taker: String, now: Date) -> SecurityEvent? {
-        guard holder != taker, until <= milliseconds(now), var event = lapsedHoldEvent(key: key, holder: holder, until: until, now: now)
-        else { return nil }
+        guard holder != taker, var event = lapsedHoldEvent(key: key, holder: holder, until: until, now: now) else { return nil }
         event.actor = "gateway:hold"
         event.detail["taken_over_by"] = taker
         return event

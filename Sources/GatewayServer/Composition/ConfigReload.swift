@@ -278,18 +278,10 @@ actor ConfigReloader {
         if !outcome.changed.isEmpty { detail["changed"] = outcome.changed.joined(separator: ",") }
         if !outcome.restartRequired.isEmpty { detail["restart_required"] = outcome.restartRequired.joined(separator: ",") }
         if !outcome.problems.isEmpty { detail["problems"] = "\(outcome.problems.count)" }
-        detail["instance"] = Self.instance
+        detail["instance"] = GatewayInstance.name
         return SecurityEvent(at: parts.clock.date, kind: kind, actor: trigger.actor, source: trigger.source, detail: detail)
     }
 
-    /// Which gateway process reloaded (its host name and pid): a reload applies to one instance,
-    /// and on a store several share, the trail must say which have taken a revocation (the
-    /// multi-instance audit could not tell from the events).
-    static let instance: String = {
-        var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count - 1) == 0 ? String(cString: name) : "unknown-host"
-        return "\(host) pid \(getpid())"
-    }()
 }
 
 /// The clients' own rate limits, by client id.

@@ -243,8 +243,7 @@ public enum EventArchive {
         let beforeMS = milliseconds(requested)
         let scanEndMS = beforeMS + Int64(scanSlack * 1000)
         // The lease first: a run beside another one makes no file and reads nothing.
-        let holder = "\(actor) on \(ProcessInfo.processInfo.hostName) pid \(ProcessInfo.processInfo.processIdentifier) "
-            + "run \(UUID().uuidString.prefix(8).lowercased())"
+        let holder = "\(actor) on \(GatewayInstance.name) run \(UUID().uuidString.prefix(8).lowercased())"
         // Renewed only while it is still this run's: a lease that lapsed meanwhile (purged, or
         // taken and let go by another run) is not taken again, since another run may have moved
         // the very rows this one read.
