@@ -114,6 +114,8 @@ let package = Package(
                 "PEMFiles",
                 "ProvisioningCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the busy timeout of a commit on a request's thread.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

@@ -18,7 +18,8 @@ import Synchronization
 /// under load no caller's task leads a batch or is woken to hand one on. At most one caller's
 /// thread is ever in a commit (the one that found the writer idle), for one transaction. The
 /// store can decline a commit here (`commitHere` returns nil: another of its writes is running,
-/// and the caller's thread would wait for it); the item then goes to `commit` as a batch of one.
+/// or another process holds the database's write lock, and the caller's thread would wait for
+/// it); the item then goes to `commit` as a batch of one, which waits on the writer's queue.
 ///
 /// A failed commit fails every caller of that batch (the transaction rolled back, so none of its
 /// items was written); the next batch is tried afresh. A batch is committed whatever happens to

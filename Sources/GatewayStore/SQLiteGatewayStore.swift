@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import ProvisioningCore
 import Synchronization
 
@@ -27,7 +28,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             var configuration = Configuration()
             configuration.journalMode = .wal
             // Another writer (a second process on the same file) waits instead of failing at once.
-            configuration.busyMode = .timeout(5)
+            configuration.busyMode = .timeout(Self.busyTimeout)
             pool = try DatabasePool(path: path, configuration: configuration)
             // Every commit is synced to the WAL before it returns, so a committed audit event or
             // idempotency record survives a power loss, not only a crash (README, "State"). Set on
@@ -63,11 +64,47 @@ public final class SQLiteGatewayStore: GatewayStore {
         self.writesAlone = writesAlone
         writer = GroupCommit(committingHere: { write in
             guard writesAlone.none else { return nil }
-            return Result { try pool.write { db in write.apply(db) } }
+            return Self.commitHere(write, on: pool)
         }) { writes, done in
             pool.asyncWrite({ db in
                 for write in writes { write.apply(db) }
             }, completion: { _, result in done(result) })
+        }
+    }
+
+    /// How long a write waits for another connection's write lock (another process on the same
+    /// file: `vault rotate`, `store archive`, `cards import`) before it fails, in seconds.
+    static let busyTimeout: TimeInterval = 5
+
+    /// A request's write committed on the calling thread, a cooperative one. Its transaction is
+    /// begun without waiting: when another connection (another process) holds the write lock, it
+    /// declines (nil) at once and the write goes to the writer's queue, which waits for the lock
+    /// (the busy timeout) on a thread of its own. Waiting here would keep one of the pool's
+    /// threads (two on two cores) from every other request for as long as the other process
+    /// writes. Once begun, the transaction holds the lock, and the busy timeout is back for the
+    /// rest of it.
+    static func commitHere(_ write: BatchedWrite, on pool: DatabasePool) -> Result<Void, any Error>? {
+        do {
+            return try pool.writeWithoutTransaction { db -> Result<Void, any Error>? in
+                let connection = db.sqliteConnection
+                sqlite3_busy_timeout(connection, 0)
+                let began = Result { try db.beginTransaction(.immediate) }
+                sqlite3_busy_timeout(connection, Int32(busyTimeout * 1000))
+                if case .failure(let error as DatabaseError) = began, error.resultCode == .SQLITE_BUSY {
+                    return nil
+                }
+                try began.get()
+                write.apply(db)
+                do {
+                    try db.commit()
+                } catch {
+                    try? db.rollback()
+                    throw error
+                }
+                return .success(())
+            }
+        } catch {
+            return .failure(error)
         }
     }
 
@@ -256,7 +293,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         var configuration = Configuration()
         configuration.readonly = true
         // A serving gateway may hold a lock a moment (a checkpoint): waited for, as the store does.
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busyTimeout)
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             let tables = try queue.read { db in Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")) }

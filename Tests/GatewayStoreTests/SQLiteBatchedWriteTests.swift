@@ -169,4 +169,47 @@ import Testing
             #expect(names == ["idle", "alone", "request"])
         }
     }
+
+    /// Another process's write lock (here another connection, writing on a queue of its own, as
+    /// `vault rotate`, `store archive` or `cards import` beside a serving gateway do) sends a
+    /// request's write to the writer's queue at once: the request's thread, one of the cooperative
+    /// pool's, never waits out the busy timeout there. The writer's queue waits for the lock with
+    /// the busy timeout (set back after the declined begin), so the write commits once the other
+    /// connection's does.
+    @Test func anotherConnectionsWriteLockSendsTheWriteToTheWritersQueue() async throws {
+        try await Self.withScratchStore { store in
+            let other = try TestSQLite.queue(store.path)
+            let holding = Mutex(false)
+            let release = Mutex(false)
+            let lockHolder = Task {
+                try await other.write { db in
+                    try db.execute(sql: "INSERT INTO scratch (name) VALUES ('other')")
+                    holding.withLock { $0 = true }
+                    var waited = 0
+                    while !release.withLock({ $0 }) && waited < 10_000 {
+                        usleep(1_000)
+                        waited += 1
+                    }
+                }
+            }
+            while !holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+            let declined = store.writer.commitsDeclinedHere
+            let here = store.writer.batchesCommittedHere
+            let request = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('request')") } }
+            // Bounded: a commit that waited for the lock on the request's thread would leave this
+            // count where it is (and fail after the busy timeout).
+            var waited = 0
+            while store.writer.commitsDeclinedHere == declined && waited < 5_000 {
+                try await Task.sleep(for: .milliseconds(1))
+                waited += 1
+            }
+            #expect(store.writer.commitsDeclinedHere == declined + 1, "the request's write waited for the lock on its own thread")
+            release.withLock { $0 = true }
+            try await lockHolder.value
+            try await request.value
+            #expect(store.writer.batchesCommittedHere == here)
+            let names = try await store.batched { db in try String.fetchAll(db, sql: "SELECT name FROM scratch ORDER BY rowid") }
+            #expect(names == ["other", "request"])
+        }
+    }
 }
