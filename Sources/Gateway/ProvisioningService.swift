@@ -287,6 +287,15 @@ public struct ProvisioningService: Sendable {
             if let conflict = Self.stateConflict(token.status, action) {
                 throw GatewayError(.tokenStateConflict, "the token is \(token.status.rawValue) at \(connector.issuer): \(conflict); nothing was sent")
             }
+            // The listing took its time (up to ten pages, each within a try's bound): the caller
+            // as the configuration says now and the card as the registry says now are read again
+            // before the one call that acts, as before a retry. A card moved to another tenant's
+            // program, or a key revoked, while the listing ran stops here, nothing sent.
+            do throws(GatewayError) {
+                try await reconfirm(card, client: client, issuer: connector.issuer)
+            } catch {
+                throw error.nothingActed()
+            }
             return try await connector.transitionWalletToken(token, action, card: card, context: context)
         }
     }

@@ -146,6 +146,35 @@ import Testing
         }
     }
 
+    /// A card an admin moves to another tenant's program, or points at another card at its
+    /// issuer, while a transition's token listing runs gets no transition: the caller and the card
+    /// are read again between the listing and the call that acts (the isolation audit: the
+    /// deactivate went out for a card that was no longer the caller's).
+    @Test(arguments: [("other", "mq_card_demo_001", "among this client's programs"), ("demo", "mq_card_demo_999", "changed while the request ran")])
+    func aCardMovedAwayDuringItsTokenListingGetsNoTransition(program: String, reference: String, detail: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+            let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+            // The listing is slowed (4 s); the card moves once it reached Marqeta.
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
+            let simulator = try #require(sandbox.instance(issuer: "marqeta"))
+            let before = await simulator.log.count
+            let port = client.port
+            async let answer = GatewayClient.with(port: port) { own in
+                try await WalletTokenAPITests.transition(own, card: "card_marqeta_demo", token: id, "suspend")
+            }
+            try await ConfigReloadTests.waitUntilTheFaultIsTaken(client)
+            let card = #"{"issuer":"marqeta","program":"\#(program)","issuer_reference":{"issuer_card_id":"\#(reference)"}}"#
+            let moved = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_marqeta_demo", json: card, key: GatewayHarness.opsKey)
+            #expect(moved.status.code < 300, "\(moved.json)")
+            let response = try await answer
+            #expect(response.status == .notFound && response.json["code"] as? String == "card_not_found", "\(response.json)")
+            #expect((response.json["detail"] as? String)?.contains(detail) == true, "\(response.json)")
+            #expect(await sandbox.marqeta.tokens.transitions.isEmpty, "a transition was sent for a card that moved")
+            #expect(await simulator.log.count - before == 1, "the listing only")
+        }
+    }
+
     /// A card no issuer holds and no routing rule serves has no issuer for its tokens: the token
     /// routes answer 422 `operation_not_supported`, a code their spec lists (it had been
     /// `wallet_not_supported`, which only the wallet routes list), and nothing is sent.
