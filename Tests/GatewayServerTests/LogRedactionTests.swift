@@ -161,4 +161,25 @@ final class CapturedLog: Sendable {
         }
         #expect(captured.text.contains("apple_pay succeeded"), "nothing was logged; the test would prove nothing")
     }
+
+    /// A request that fails inside the gateway (its store did not answer) is logged with its
+    /// cause and its route's template, never its path: a provisioning id is looked up whatever it
+    /// holds (an id that holds a card number is simply not found), so the path may hold anything a
+    /// caller typed (the input audit: the error line had the raw path).
+    @Test func aFailedRequestsLogLineNamesItsRouteNotItsPath() async throws {
+        let captured = CapturedLog()
+        let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let number = "4111111111111111"
+        try await GatewayHarness.run(logger: logger, store: store) { client, _ in
+            store.failNextAuditRead()
+            let failed = try await client.execute(uri: "/v1/provisionings/\(number)", method: .get,
+                                                  headers: [.authorization: "Bearer \(GatewayHarness.demoKey)"])
+            #expect(failed.status == .internalServerError && failed.json["code"] as? String == "internal", "\(failed.json)")
+            #expect(!String(buffer: failed.body).contains(number))
+        }
+        let line = try #require(captured.text.split(separator: "\n").first { $0.contains("request failed") }, "the failure was not logged")
+        #expect(line.contains("/v1/provisionings/{provisioning_id}"), "\(line)")
+        #expect(!captured.text.contains(number), "the card number in the path was logged")
+    }
 }

@@ -167,7 +167,13 @@ final class LostAcknowledgementStore: GatewayStore {
         if throwNow { throw Self.noAnswer }
         try unanswered("audit")
     }
-    func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] { try await inner.auditEvents(provisioningID, limit: limit) }
+    private let auditReadsUnanswered = Mutex(0)
+    /// The next read of a provisioning's trail reports that the store did not answer in time.
+    func failNextAuditRead() { auditReadsUnanswered.withLock { $0 = 1 } }
+    func auditEvents(_ provisioningID: ProvisioningID, limit: Int) async throws -> [AuditEvent] {
+        if auditReadsUnanswered.withLock({ count in defer { count = max(0, count - 1) }; return count > 0 }) { throw Self.noAnswer }
+        return try await inner.auditEvents(provisioningID, limit: limit)
+    }
     func archivedRows(_ table: EventTable, after: Int64, limit: Int) async throws -> [ArchivedRow] {
         try await inner.archivedRows(table, after: after, limit: limit)
     }

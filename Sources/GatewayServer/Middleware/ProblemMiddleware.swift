@@ -28,7 +28,9 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
             if gatewayError.code == .internal {
                 (RequestScope.logger ?? logger).error("request failed", metadata: [
                     "code": "\(gatewayError.code.rawValue)", "detail": "\(gatewayError.detail)",
-                    "cause": "\(gatewayError.cause ?? "none")", "path": "\(request.uri.path)",
+                    // The route's template, as the access log says it, never the path itself: an
+                    // id there may be anything a caller typed, a card number included.
+                    "cause": "\(gatewayError.cause ?? "none")", "route": "\(RequestMetricsMiddleware<Context>.route(context.endpointPath))",
                 ])
             }
             return ProblemResponse.make(gatewayError)
