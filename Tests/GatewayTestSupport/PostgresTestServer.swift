@@ -66,6 +66,16 @@ public final class PostgresTestServer: Sendable {
                                               "-c", sql])
     }
 
+    /// Runs one query as the server's superuser, through its Unix socket, and returns its rows
+    /// unaligned, without headers (`psql -At`): `count(*)` reads as its number.
+    public func query(_ sql: String, database: String = "gateway") async throws -> String {
+        let result = try await Command.run(binaries.appendingPathComponent("psql").path,
+                                           ["-h", directory.path, "-p", "\(port)", "-U", "gateway", "-d", database, "-v", "ON_ERROR_STOP=1",
+                                            "-At", "-c", sql], asUser: Self.serverUser)
+        guard result.status == 0 else { throw Failure(description: "psql failed (\(result.status)): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     public static func start(database: String = "gateway", tls: TLS? = nil) async throws -> PostgresTestServer {
         guard let binaries = binDirectory else { throw Failure(description: skipMessage) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-test-\(UUID().uuidString.prefix(8))")

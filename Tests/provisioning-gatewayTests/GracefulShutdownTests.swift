@@ -132,6 +132,45 @@ import Testing
         #expect(attempts == 1, "the cut-off request's attempt is not on record")
     }
 
+    /// The same on PostgreSQL, whose store has a connection pool that runs as a service: at the
+    /// shutdown timeout the group cancelled it with everything else, its connections closed under
+    /// the cut-off request's writes, and the attempt at Bridge (whose answer had not come) was on
+    /// no record (the send-twice audit). The pool now stops only once the server has returned.
+    @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipMessage)))
+    func aShutdownPastItsTimeoutStillWritesToPostgreSQL() async throws {
+        try await PostgresTestServer.with { server in
+            var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
+                .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(CommandLineTests.packageRoot.path)/Config/sandbox/")
+            let hostLine = "  host: 127.0.0.1\n"
+            #expect(yaml.contains(hostLine), "Config/gateway.yaml no longer has the host line this test edits")
+            yaml = yaml.replacingOccurrences(of: hostLine, with: hostLine + "  shutdown_timeout_ms: 1000\n")
+            yaml += "\nstore:\n  postgres:\n    url: \(server.url)\n"
+            let config = try CommandLineTests.writeConfig(yaml)
+            defer { try? FileManager.default.removeItem(at: config) }
+            let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
+
+            let (_, status) = try await Command.withRunning(
+                try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path,
+                limit: .seconds(120), stopLimit: .seconds(60)
+            ) { running in
+                let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+                // Bridge's answer takes 6 s, past the shutdown's 1 s timeout (and its margin).
+                #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
+                                            body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":6000}"#.utf8)).status == 200)
+                let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
+                let taken = try await Self.faultTaken(base)
+                try #require(taken, "the slow request never reached the Bridge simulator")
+                running.signal(SIGTERM)
+                let answer = await slow.value
+                #expect(answer != 200, "the request was not cut off: the test proves nothing")
+            }
+            #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
+            let attempts = try await server.query(
+                "SELECT count(*) FROM audit_events WHERE card_id = 'card_bridge_demo' AND issuer = 'bridge' AND attempt = 1")
+            #expect(attempts == "1", "the cut-off request's attempt is not on record")
+        }
+    }
+
     /// A SIGHUP once the shutdown has begun reloads nothing (the reload service hears of the
     /// shutdown last, after the upstream clients and the store): no `config_reloaded` event, while
     /// one before the SIGTERM is applied as usual.

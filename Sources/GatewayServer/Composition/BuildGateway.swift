@@ -67,18 +67,18 @@ public func buildGateway(
         + StartupChecks.fileProblems(config: config, environment: environment, store: givenStore == nil)
     guard problems.isEmpty else { throw ConfigError(source: "environment and files", problems: problems) }
 
-    let storeService: StoreService
+    let storeService: (client: (any Service)?, name: String)
     let store: any GatewayStore
     var serveLock: SQLiteServeLock?
     if let givenStore {
         store = givenStore
-        storeService = StoreService(store: nil, name: "given")
+        storeService = (nil, "given")
     } else {
         // One `serve` per SQLite file, refused before the database is opened (or migrated).
         if config.store.postgres == nil { serveLock = try SQLiteServeLock(databasePath: config.store.sqlite.path) }
         let opened = try StoreBootstrap.open(config.store, baseDirectory: config.baseDirectory, environment: environment, logger: logger)
         store = opened.store
-        storeService = StoreService(store: opened.service, name: opened.name)
+        storeService = (opened.service, opened.name)
     }
 
     // The one clock behind every decision time makes: deadlines, backoff, Retry-After, breaker
@@ -190,14 +190,18 @@ public func buildGateway(
     // delay), the server (listener closed, requests in flight finish), the composition's services,
     // the purge job, the upstream clients, the store, and last the tracer's exporter (flushing the
     // spans of the last requests).
-    let services: [any Service] = (tracing.service.map { [$0] } ?? []) + [
-        storeService,
+    let users: [any Service] = [
         UpstreamClientsService(live: live),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
     ] + extensions.services + [
         app,
         DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),
     ]
+    // Every service started after the store uses it: the store's pool outlives them all.
+    let storeUsers = StoreUsers(count: users.count)
+    let services: [any Service] = (tracing.service.map { [$0] } ?? [])
+        + [StoreService(store: storeService.client, name: storeService.name, users: storeUsers)]
+        + users.map { StoreUser(base: $0, users: storeUsers) }
     return GatewayProcess(
         store: store, serveLock: serveLock, live: live, reloader: reloader, health: health, readiness: readiness,
         services: services.map { LoggedService(base: $0, logger: logger) },

@@ -3,23 +3,86 @@ import Gateway
 import Logging
 import ProvisioningCore
 import ServiceLifecycle
+import Synchronization
 
 /// The process's background parts as `Service`s, so they start, fail and stop with the server in
 /// one `ServiceGroup` (see `GatewayProcess`).
 
 /// Keeps the store's own background work (PostgreSQL's connection pool) alive; the SQLite store has
 /// none and simply waits for shutdown.
+///
+/// PostgreSQL's pool runs in a task of its own, not the group's: at the shutdown timeout the group
+/// cancels every service at once, and the requests it cut off then still write what they did
+/// (their attempts' audit events, their keys' claims). Cancelled with the rest, the pool closed its
+/// connections under those writes, and the events of issuer calls that were made were lost (the
+/// send-twice audit). The pool is stopped only once every service that uses the store has
+/// returned (`users`), which a graceful shutdown already ensures (services stop in the reverse of
+/// their start order) and a cancelled one now waits for, within the group's cancellation bound.
 struct StoreService: Service, CustomStringConvertible {
     let store: (any Service)?
     let name: String
+    let users: StoreUsers
     var description: String { "store (\(name))" }
 
     func run() async throws {
-        if let store {
-            try await store.run()
-        } else {
+        guard let store else {
             try await gracefulShutdown()
+            return
         }
+        // Detached: a child task, or one that inherits this service's task locals, would be told of
+        // this service's graceful shutdown (PostgresClient cancels its pool on it), which the group
+        // also gives at the timeout, while the cut-off requests still write.
+        let pool = Task.detached { try await store.run() }
+        do {
+            try await gracefulShutdown()
+        } catch {
+            // Cancelled: the shutdown timeout passed.
+        }
+        // Either way the services cut off at the timeout may still be writing.
+        await users.allEnded()
+        pool.cancel()
+        try await pool.value
+    }
+}
+
+/// The services that use the store, counted down as each one's `run` returns (`StoreUser`).
+final class StoreUsers: Sendable {
+    private let state: Mutex<(running: Int, waiters: [CheckedContinuation<Void, Never>])>
+
+    init(count: Int) { state = Mutex((count, [])) }
+
+    func ended() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.running -= 1
+            guard state.running <= 0 else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once every user has ended; not cut short by cancellation.
+    func allEnded() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                guard state.running > 0 else { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if now { waiter.resume() }
+        }
+    }
+}
+
+/// A service that uses the store: says so to `users` when its `run` returns, however it returns.
+struct StoreUser: Service, CustomStringConvertible {
+    let base: any Service
+    let users: StoreUsers
+    var description: String { "\(base)" }
+
+    func run() async throws {
+        defer { users.ended() }
+        try await base.run()
     }
 }
 
