@@ -62,7 +62,7 @@ public struct IdempotencyGuard: Sendable {
     /// as in progress and then as an outcome unknown though nothing was sent (the crash audit).
     private func release(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async {
         do {
-            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
+            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         } catch {
             LateAudit.keepReleasing(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
                                     clock: clock, logger: logger)
@@ -210,7 +210,7 @@ public struct IdempotencyGuard: Sendable {
                     // hear `idempotency_outcome_unknown` instead of waiting it out; should that
                     // write fail, the claim still turns abandoned when it is old enough.
                     if error.issuerOutcomeUnknown {
-                        try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now)
+                        try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                     } else if error.code != .internal || !error.afterIssuerAttempt {
                         await release(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                     }

@@ -38,7 +38,7 @@ public enum LateAudit {
         retrying(clock: clock, logger: logger, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID?.rawValue ?? "-")"],
                  written: "Idempotency-Key released after the store failed the release",
                  lost: "Idempotency-Key could not be released: it reads as in progress, then as idempotency_outcome_unknown") {
-            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt)
+            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         }
     }
 

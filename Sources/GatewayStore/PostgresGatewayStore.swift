@@ -846,23 +846,28 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
+    public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
         try await bounded(shielded: true) { [self] in
-            var binds = PostgresBindings(capacity: 3)
-            binds.append(clientID.rawValue)
-            binds.append(key)
-            binds.append(StoreRows.milliseconds(claimedAt))
-            try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3"]), binds: binds), logger: logger)
+            try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3", "$4::text"]),
+                                                 binds: Self.claimBinds(clientID, key, claimedAt, provisioningID)), logger: logger)
         }
     }
 
-    public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date) async throws {
-        _ = try await bounded(shielded: true) { [self] in
-            try await client.query("""
-                DELETE FROM idempotency_keys WHERE client_id = \(clientID.rawValue) AND key = \(key)
-                AND created_at = \(StoreRows.milliseconds(claimedAt)) AND response_status IS NULL
-                """, logger: logger)
+    public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+        try await bounded(shielded: true) { [self] in
+            try await client.query(PostgresQuery(unsafeSQL: StoreRows.releaseClaim(placeholders: ["$1", "$2", "$3", "$4::text"]),
+                                                 binds: Self.claimBinds(clientID, key, claimedAt, provisioningID)), logger: logger)
         }
+    }
+
+    /// A claim's client, key, time and (or NULL) provisioning id, for a release or an abandon.
+    private static func claimBinds(_ clientID: ClientID, _ key: String, _ claimedAt: Date, _ provisioningID: ProvisioningID?) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: 4)
+        binds.append(clientID.rawValue)
+        binds.append(key)
+        binds.append(StoreRows.milliseconds(claimedAt))
+        binds.append(provisioningID?.rawValue)
+        return binds
     }
 
     public func takeHold(_ key: String, holder: String, now: Date, until: Date) async throws -> Bool {

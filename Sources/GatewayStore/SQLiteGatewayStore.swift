@@ -805,17 +805,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
+    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?", "?", "?"]))
-                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt)])
+            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?1", "?2", "?3", "?4"]))
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID?.rawValue])
         }
     }
 
-    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
+    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: "DELETE FROM idempotency_keys WHERE client_id = ? AND key = ? AND created_at = ? AND response_status IS NULL")
-                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt)])
+            try db.cachedStatement(sql: StoreRows.releaseClaim(placeholders: ["?1", "?2", "?3", "?4"]))
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID?.rawValue])
         }
     }
 

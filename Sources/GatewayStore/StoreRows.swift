@@ -370,10 +370,20 @@ enum StoreRows {
     /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:
     /// one taken over since is another request's. Placeholders: client id, key, claim time (ms).
     static func abandonClaim(placeholders p: [String]) -> String {
-        precondition(p.count == 3)
+        precondition(p.count == 4)
         return """
             UPDATE idempotency_keys SET created_at = 0, abandon_at = 0
             WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2]) AND response_status IS NULL
+            AND (\(p[3]) IS NULL OR provisioning_id = \(p[3]))
+            """
+    }
+
+    /// Deletes an unfinished claim made at its time (and, when the id is not NULL, with that id).
+    static func releaseClaim(placeholders p: [String]) -> String {
+        precondition(p.count == 4)
+        return """
+            DELETE FROM idempotency_keys WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2])
+            AND response_status IS NULL AND (\(p[3]) IS NULL OR provisioning_id = \(p[3]))
             """
     }
 

@@ -994,6 +994,20 @@ enum StoreConformance {
         try await store.completeIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1), response: answer)
         try await store.abandonIdempotencyKey(client: "acme", key: "done", claimedAt: instant(1))
         #expect(try await claim("done") == .replay(answer))
+
+        // Two claims of one key in the same millisecond (two instances): the one that did not get
+        // it (its claim failed) releases or abandons only its own, named by its provisioning id,
+        // never the winner's, which runs on.
+        let winner = ProvisioningID.generate(at: instant(1)), loser = ProvisioningID.generate(at: instant(1))
+        #expect(try await claim("twin", as: winner) == .acquired)
+        try await store.releaseIdempotencyKey(client: "acme", key: "twin", claimedAt: instant(1), provisioningID: loser)
+        try await store.abandonIdempotencyKey(client: "acme", key: "twin", claimedAt: instant(1), provisioningID: loser)
+        #expect(try await claim("twin") == .inProgress, "another request's release or abandon freed the winner's claim")
+        try await store.abandonIdempotencyKey(client: "acme", key: "twin", claimedAt: instant(1), provisioningID: winner)
+        #expect(try await claim("twin") == .abandoned(winner))
+        #expect(try await claim("twin2", as: winner) == .acquired)
+        try await store.releaseIdempotencyKey(client: "acme", key: "twin2", claimedAt: instant(1), provisioningID: winner)
+        #expect(try await claim("twin2") == .acquired, "its own release did not free it")
     }
 
     /// A shutdown cancels the requests still running once its bound has passed, and a request
