@@ -147,6 +147,26 @@ import WalletCrypto
         #expect(problems("issuers:\n  bridge: 1\n") == ["issuers.bridge: expected a mapping"])
         #expect(problems("routing:\n  rules: [1]\n") == ["routing.rules[0]: expected a mapping"])
         #expect(problems("issuers:\n  \"007\": 1\n") == ["issuers.007: expected a mapping"])
+        // A secret mis-indented into a key reads as a name's characters, and is not shown either.
+        #expect(problems("issuers:\n  sk_live_51HxYzAbCdEfGhIj: true\n") == ["issuers.(a key that is no name, not shown): expected a mapping"])
+        #expect(problems("issuers:\n  bridge: true\n  Ab3dEf7hIj9kLm2nOp4q: 1\n")
+                    == ["issuers.bridge: expected a mapping", "issuers.(a key that is no name, not shown): expected a mapping"])
+    }
+
+    /// An issuer's name is one the API can name (a card's `issuer`, `/v1/admin/issuers/{name}`):
+    /// `bridge eu` had passed the check and served routing rules, while no card could be
+    /// registered with it and ops could not pause it (the input audit).
+    @Test(arguments: ["bridge eu", "bridge/eu", "brîdge", String(repeating: "b", count: 65)])
+    func anIssuersNameIsOneTheAPITakes(name: String) {
+        let yaml = Self.minimal.replacingOccurrences(of: "  bridge:\n    kind: bridge", with: "  \"\(name)\":\n    kind: bridge")
+        #expect(problems(yaml).contains { $0.hasSuffix("an issuer's name is 1 to 64 of A-Z a-z 0-9 _ - . (the API's cards and admin routes name it)") },
+                "\(problems(yaml))")
+    }
+
+    @Test(arguments: ["bridge", "bridge-eu.2", String(repeating: "b", count: 64)])
+    func anIssuersNameTheAPITakesIsKept(name: String) {
+        let yaml = Self.minimal.replacingOccurrences(of: "  bridge:\n    kind: bridge", with: "  \"\(name)\":\n    kind: bridge")
+        #expect(!problems(yaml).contains { $0.contains("an issuer's name") }, "\(problems(yaml))")
     }
 
     /// A wrong word is reported once, as what it is: its placeholder is not then reported again

@@ -158,8 +158,25 @@ import Testing
             .replacingOccurrences(of: "action: fail,", with: "action: later,")
         #expect(problems(yaml) == [
             "issuers.bridge.retry.decisions[0].action: must be retry, failover or fail",
-            "issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>'",
+            "issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, ...)",
         ])
+    }
+
+    /// A TMP token header is a name HTTP takes, and not one HTTP or the connector writes: `header:`
+    /// with a space, a colon, nothing, or `Content-Length` had passed the check, and every call to
+    /// TMP then failed in SwiftNIO's header validation, blamed on TMP (the input audit).
+    @Test(arguments: ["header:", "header:Api Key", "header:X-Api-Key:", "header:Content-Length", "header:host", "header:X-Tøken",
+                      "header:" + String(repeating: "A", count: 65)])
+    func aTMPTokenHeaderMustBeAHeaderNameOfItsOwn(auth: String) {
+        let yaml = Self.everyKey.replacingOccurrences(of: "auth: \"header:X-Api-Key\"", with: "auth: \"\(auth)\"")
+        #expect(problems(yaml).contains { $0.hasPrefix("issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>'") }, "\(auth)")
+    }
+
+    @Test(arguments: ["header:X-Api-Key", "header:Authorization", "header:x_token.v2", "header:" + String(repeating: "A", count: 64)])
+    func aTMPTokenHeaderNameHTTPTakesIsKept(auth: String) throws {
+        let yaml = Self.everyKey.replacingOccurrences(of: "auth: \"header:X-Api-Key\"", with: "auth: \"\(auth)\"")
+        #expect(problems(yaml).isEmpty, "\(problems(yaml))")
+        #expect(try ConfigLoader.parse(yaml: yaml, source: "t.yaml").issuers["tmp"]?.wire.auth == .header(String(auth.dropFirst(7))))
     }
 
     @Test func theTypedWordsAreWhatTheFileSaid() throws {

@@ -17,10 +17,13 @@ public struct ConfigProblem: Error, Sendable, Equatable, CustomStringConvertible
     /// digits, `_ -`, an `[index]`; at most 100 characters, no run of 8 digits) is not repeated.
     /// A secret written as a key (`{ api_key:sk_live_... }`, no space after the colon), a card
     /// number, terminal escapes or the lines of a file that is no config at all would otherwise
-    /// reach the terminal, the reload's answer and the log.
+    /// reach the terminal, the reload's answer and the log. Nor is a key that reads as a
+    /// credential (`InputRules.looksLikeCredential`: `sk_live_51Hx...` under `issuers:`, a secret
+    /// mis-indented into a key), though its characters are a name's (the input audit).
     static func shown(_ path: String) -> String {
         path.split(separator: ".", omittingEmptySubsequences: false).map { segment in
-            segment.isEmpty || InputRules.readsAsCode(String(segment), punctuation: "_-[]") ? String(segment) : "(a key that is no name, not shown)"
+            segment.isEmpty || InputRules.readsAsCode(String(segment), punctuation: "_-[]")
+                && !InputRules.looksLikeCredential(String(segment), uuids: false) ? String(segment) : "(a key that is no name, not shown)"
         }.joined(separator: ".")
     }
 

@@ -101,7 +101,14 @@ extension GatewayConfig {
         }
 
         for name in issuers.keys.sorted() {
-            if InputRules.isCardNumber(name) { problems.append(.init("issuers.\(name)", "an issuer's name is never a card number")) }
+            if InputRules.isCardNumber(name) {
+                problems.append(.init("issuers.\(name)", "an issuer's name is never a card number"))
+            } else if !InputRules.isName(name) {
+                // The API names issuers by this rule (a card's `issuer`, `/v1/admin/issuers/{name}`):
+                // an issuer named otherwise served routing rules, but no card could be registered
+                // with it and ops could not pause it (the input audit).
+                problems.append(.init("issuers.\(name)", "an issuer's name is 1 to 64 of A-Z a-z 0-9 _ - . (the API's cards and admin routes name it)"))
+            }
             let issuer = issuers[name]!
             let path = "issuers.\(name)"
             guard let profile = profiles[issuer.kind] else {

@@ -98,11 +98,28 @@ public enum TMPAuth: Sendable, Equatable, Codable {
     public init?(parsing text: String) {
         if text == "bearer" {
             self = .bearer
-        } else if text.hasPrefix("header:"), text.count > 7 {
+        } else if text.hasPrefix("header:"), Self.isHeaderName(String(text.dropFirst(7))) {
             self = .header(String(text.dropFirst(7)))
         } else {
             return nil
         }
+    }
+
+    /// Headers the connector or HTTP itself writes: the token never goes in one of them.
+    static let reservedHeaders: Set<String> = [
+        "host", "content-length", "transfer-encoding", "connection", "content-type", "accept", "upgrade", "te", "trailer",
+        "keep-alive", "expect", "proxy-authorization", "proxy-connection",
+    ]
+
+    /// A header name HTTP takes (RFC 9110's token: letters, digits and ! # $ % & ' * + - . ^ _ ` | ~,
+    /// here at most 64 of them) that is none of `reservedHeaders`. Anything else had passed the
+    /// config check and failed every call to TMP in SwiftNIO's header validation before a byte was
+    /// sent, which the trail blamed on TMP as an answer that was not HTTP (the input audit).
+    static func isHeaderName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.utf8.allSatisfy { $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber
+                                                    || "!#$%&'*+-.^_`|~".utf8.contains($0)) }
+            && !reservedHeaders.contains(name.lowercased())
     }
 
     public var text: String {
@@ -118,7 +135,7 @@ public enum TMPAuth: Sendable, Equatable, Codable {
             self = auth
         } else {
             try ConfigDecodingProblems.note(
-                ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), "must be 'bearer' or 'header:<Header-Name>'"), in: decoder)
+                ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), "must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, ...)"), in: decoder)
             self = .bearer
         }
     }
