@@ -192,7 +192,7 @@ public enum InputRules {
     }
 
     /// Why an issuer reference value may not be stored, or nil. Values become upstream path
-    /// segments (percent-encoded), so `/` and `..` are refused outright rather than trusted to
+    /// segments (percent-encoded), so `/`, `..` and `%` are refused outright rather than trusted to
     /// encoding. Only printable ASCII without spaces is taken: every issuer's ids are such, and one
     /// upstream card then has one spelling, so the registry's uniqueness cannot be side-stepped
     /// with a trailing space, another Unicode normalization or look-alike digits.
@@ -203,6 +203,10 @@ public enum InputRules {
         }
         if value.utf8.count > maxReferenceValueLength { return "at most \(maxReferenceValueLength) characters" }
         if value.contains("/") || value.contains("\\") || value.contains("..") || value == "." { return "must not hold /, \\ or .." }
+        // Percent-encoded on the way out, `x%2F..%2Fcards` reaches the issuer as `x%252F..`: a
+        // path only to one that decodes twice (the issuer, or a proxy in front of it). No
+        // issuer's ids hold a `%`, so none is taken (the isolation audit).
+        if value.contains("%") { return "must not hold %" }
         // A reference is the issuer's id of the card, taken as the issuer gives it: some let the
         // integrator choose it (Marqeta's card token), and one numeric id in ten passes the Luhn
         // check, so a reference is not screened for card numbers (the review of the CLI audit's fix).
