@@ -304,6 +304,22 @@ import Yams
             let own = try await client.execute(uri: "/v1/cards/card_nobody", method: .get,
                                                headers: [.authorization: "Bearer \(GatewayHarness.demoKey)", HTTPField.Name("X-Request-Id")!: ticket])
             #expect(own.status == .notFound && own.headers[HTTPField.Name("X-Request-Id")!] == ticket && (try? rule.wholeMatch(in: ticket)) != nil)
+            // Two lines of it (a proxy's beside the caller's) are replaced, as the spec says, not
+            // refused: on a probe and on an operation with a body alike.
+            var twice = HTTPFields()
+            twice.append(HTTPField(name: HTTPField.Name("X-Request-Id")!, value: ticket))
+            twice.append(HTTPField(name: HTTPField.Name("X-Request-Id")!, value: "proxy-1"))
+            let ready = try await client.execute(uri: "/readyz", method: .get, headers: twice)
+            #expect(ready.status == .ok, "\(ready.json)")
+            twice[.authorization] = "Bearer \(GatewayHarness.demoKey)"
+            twice[.contentType] = "application/json"
+            let provisioned = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                       headers: twice, body: ByteBuffer(data: try GatewayHarness.requestBody()))
+            #expect(provisioned.status == .ok, "\(provisioned.json)")
+            for answer in [ready, provisioned] {
+                let echoed = try #require(answer.headers[HTTPField.Name("X-Request-Id")!])
+                #expect(echoed.hasPrefix("req_") && (try? rule.wholeMatch(in: echoed)) != nil, "\(echoed)")
+            }
         }
     }
 

@@ -21,6 +21,9 @@ public struct RequestContract: Sendable {
         let schema: JSONSchemaCheck
         /// `integer` parameters arrive as text and are checked as numbers.
         let isInteger: Bool
+        /// `x-replaced-when-unusable`: any value is taken (the gateway replaces one it cannot use),
+        /// two fields of it as well (`X-Request-Id`: a proxy that adds its own beside the caller's).
+        var replacedWhenUnusable = false
     }
 
     public struct Operation: Sendable {
@@ -80,7 +83,8 @@ public struct RequestContract: Sendable {
                     }
                     byLocation[location, default: []].append(Parameter(
                         name: name, required: (parameter["required"] as? Bool) ?? (location == "path"), schema: check,
-                        isInteger: (schema as? [String: Any])?["type"] as? String == "integer"))
+                        isInteger: (schema as? [String: Any])?["type"] as? String == "integer",
+                        replacedWhenUnusable: parameter["x-replaced-when-unusable"] as? Bool ?? false))
                 }
                 var body: JSONSchemaCheck?
                 var bodyRequired = false
@@ -151,7 +155,10 @@ public struct RequestContract: Sendable {
         for parameter in operation.headerParameters {
             let values = header(parameter.name)
             // Two fields of one header parameter (two `Idempotency-Key`s) are not one value joined
-            // by ", ": which one the caller meant cannot be told, as for a query parameter.
+            // by ", ": which one the caller meant cannot be told, as for a query parameter. Unless
+            // the gateway replaces what it cannot use (the spec says so of `X-Request-Id`, whose
+            // second line a proxy may add: it had been refused, `/readyz` included).
+            if values.count > 1 && parameter.replacedWhenUnusable { continue }
             guard values.count <= 1 else {
                 problems.append("\(parameter.name): given more than once")
                 continue
