@@ -251,6 +251,10 @@ let package = Package(
             dependencies: ["ByteText"]
         ),
         .testTarget(
+            name: "PEMFilesTests",
+            dependencies: ["PEMFiles"]
+        ),
+        .testTarget(
             name: "ProvisioningCoreTests",
             dependencies: ["ProvisioningCore"]
         ),

@@ -30,7 +30,21 @@ public enum PEMFiles {
         return key
     }
 
+    /// The largest PEM file read: a chain and a key are a few kB; 1 MiB holds a CA bundle of
+    /// hundreds of certificates.
+    public static let maxFileBytes = 1 << 20
+
+    /// The file's bytes, once it is a regular file of at most `maxFileBytes` (a symbolic link is
+    /// measured by what it points at): a device or a pipe named by mistake (`/dev/zero`) had been
+    /// read until memory ran out (input audit).
     static func read(_ url: URL) throws(Failure) -> [UInt8] {
+        var info = stat()
+        if stat(url.path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw Failure(reason: "\(url.path) is not a regular file") }
+            guard Int(info.st_size) <= maxFileBytes else {
+                throw Failure(reason: "\(url.path) is \(info.st_size) bytes; a PEM file is at most \(maxFileBytes) bytes (1 MiB)")
+            }
+        }
         do {
             return try [UInt8](Data(contentsOf: url))
         } catch {

@@ -36,7 +36,19 @@ struct Cards: AsyncParsableCommand {
             guard batchRows >= 0 else { throw ValidationError("--batch-rows must be 0 or more") }
         }
 
+        /// The largest CSV read (read whole, then imported in batches): 256 MiB holds about two
+        /// million cards; split a larger export. A device or a pipe (`/dev/zero`, a runaway
+        /// export) is refused before reading, which had grown until memory ran out (input audit).
+        static let maxFileBytes = 256 << 20
+
         func run() async throws {
+            var info = stat()
+            if stat(file, &info) == 0 {
+                guard (info.st_mode & S_IFMT) == S_IFREG else { Serve.fail("\(file) is not a regular file: give the CSV file itself") }
+                guard Int(info.st_size) <= Self.maxFileBytes else {
+                    Serve.fail("\(file) is \(info.st_size) bytes; cards import reads at most \(Self.maxFileBytes) bytes (256 MiB): split the file")
+                }
+            }
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
             report(await OperatorTools.importCards(config: config, csv: text, fileName: file, actor: CommandLineActor.name, batchRows: batchRows))
         }

@@ -70,6 +70,23 @@ import Testing
         }
     }
 
+    /// `cards import` reads its CSV whole: a device (`/dev/zero`) or a file past 256 MiB is
+    /// refused before a byte is read, and nothing is imported (it had read until memory ran out).
+    @Test func anImportFileThatIsNoRegularFileOrTooLargeIsRefusedUnread() async throws {
+        let (config, database) = try Self.sandboxConfig()
+        let device = try await CommandLineTests.run(["cards", "import", "--config", config.path, "/dev/zero"])
+        #expect(device.status != 0 && device.stderr.contains("/dev/zero is not a regular file"), "\(device.stderr)")
+        let large = config.deletingLastPathComponent().appendingPathComponent("large.csv")
+        #expect(FileManager.default.createFile(atPath: large.path, contents: Data("card_id,program,issuer\n".utf8)))
+        let handle = try FileHandle(forWritingTo: large)
+        try handle.truncate(atOffset: UInt64((256 << 20) + 1))
+        try handle.close()
+        let tooLarge = try await CommandLineTests.run(["cards", "import", "--config", config.path, large.path])
+        #expect(tooLarge.status != 0 && tooLarge.stderr.contains("cards import reads at most 268435456 bytes (256 MiB): split the file"),
+                "\(tooLarge.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: database), "a refused import made a store")
+    }
+
     /// A file that is there but is no gateway store (cut to nothing by a crash or a copy, another
     /// program's database, a FIFO) is refused by the commands that would migrate it, and `store
     /// check` says what it is without waiting on it; a file `cards import` refuses whole makes no
