@@ -199,6 +199,28 @@ import Testing
         }
     }
 
+    /// A head the gateway refuses before reading its body (no key: 401; a declared body past
+    /// `server.max_body_bytes`: 413) is not told to go on: its refusal is the answer, first on the
+    /// wire, and the client sends no body to have it dropped.
+    @Test func expectContinueIsNotAnsweredForAHeadThatIsRefused() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            let path = "POST /v1/cards/card_bridge_demo/wallet-provisioning/apple-pay HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            let heads = [
+                ("HTTP/1.1 401 ", path + "Content-Type: application/json\r\nContent-Length: 2000\r\nExpect: 100-continue\r\n\r\n"),
+                ("HTTP/1.1 413 ", path + "Authorization: Bearer \(GatewayHarness.demoKey)\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(64 * 1024 + 1)\r\nExpect: 100-continue\r\n\r\n"),
+            ]
+            for (status, head) in heads {
+                let connection = try await RawConnection.open(port: client.port)
+                defer { connection.close() }
+                try await connection.send(head)
+                #expect(await connection.eventually { $0.text.hasPrefix(status) }, "\(connection.text.prefix(100))")
+                #expect(!connection.text.contains("100 Continue"), "\(connection.text.prefix(100))")
+            }
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
     /// The contract reads a query as the generated code does (`+` is a space, `%2B` a plus): it
     /// read `limit=+1` as 1 where the handler got " 1", and answered "wrong type" naming nothing.
     @Test func aQueryIsCheckedAsTheHandlerReadsIt() async throws {

@@ -154,7 +154,7 @@ public func buildGateway(
     var app = Application(
         router: router,
         // HTTPS when `server.tls` is set, and the listener's limits (Transport/GatewayListener.swift).
-        server: try GatewayListener.server(config: config),
+        server: try GatewayListener.server(config: config, maxBodyBytes: { live.current?.config.server.maxBodyBytes ?? config.server.maxBodyBytes }),
         configuration: .init(address: .hostname(config.server.host, port: config.server.port), serverName: "provisioning-gateway"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: serverLogger)

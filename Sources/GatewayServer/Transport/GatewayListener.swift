@@ -27,11 +27,13 @@ import ProvisioningCore
 enum GatewayListener {
     /// The server Hummingbird runs for this config; throws a `ConfigError` naming
     /// `server.tls.certificate` or `server.tls.private_key` when a PEM file is unusable.
-    static func server(config: GatewayConfig) throws(ConfigError) -> HTTPServerBuilder {
+    /// `maxBodyBytes`: the serving configuration's `server.max_body_bytes`, which decides whether
+    /// an `Expect: 100-continue` is told to go on (`HTTPEdgeHandler`).
+    static func server(config: GatewayConfig, maxBodyBytes: @escaping @Sendable () -> Int) throws(ConfigError) -> HTTPServerBuilder {
         let tls = try ListenerTLS.configuration(for: config)
         let server = config.server
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestArrivalObserver(), HTTPEdgeHandler()],
+            additionalChannelHandlers: [RequestArrivalObserver(), HTTPEdgeHandler(maxBodyBytes: maxBodyBytes)],
             idleTimeout: .milliseconds(Int64(server.idleTimeoutMS)))
         let limits = ListenerLimits(
             connections: ConnectionLimit(maximum: server.maxConnections),

@@ -28,8 +28,12 @@ import ProvisioningCore
 ///   answered with `100 Continue` as soon as the head is read, so the client sends its body at
 ///   once instead of waiting a second or more for an answer that would never come; only when every
 ///   earlier request's answer is written whole (a pipelined request's `100` must not land inside
-///   the answer before it), else the client sends its body after its own wait. A request the
-///   gateway then refuses before reading its body is answered and closed (below).
+///   the answer before it), else the client sends its body after its own wait. Not for a head the
+///   gateway refuses before reading its body, whose refusal is then the answer (RFC 9110, 10.1.1):
+///   one without `Authorization` (401; the public probes take no body) or whose `Content-Length`
+///   is past `server.max_body_bytes` (413). A `100` there had the client send a body only to
+///   have it dropped. A request the gateway refuses before reading its body is answered and
+///   closed (below).
 /// - **A refusal written while its request's body is still arriving** (401 before the body was
 ///   read, 413 part-way through it) says `Connection: close`; once it is written the connection's
 ///   output is closed, what still arrives is read and dropped for `lingerTime` (so the client's
@@ -67,6 +71,23 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// How long a refused connection still reads (and drops) before it is closed.
     static let lingerTime: TimeAmount = .seconds(1)
 
+    /// The serving configuration's `server.max_body_bytes`.
+    private let maxBodyBytes: @Sendable () -> Int
+
+    init(maxBodyBytes: @escaping @Sendable () -> Int) {
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    /// Whether a head asking `Expect: 100-continue` is told to go on: not when the gateway will
+    /// refuse it before reading its body, without a key or with a body declared too large.
+    func continues(_ head: HTTPRequest) -> Bool {
+        guard head.headerFields[.authorization] != nil else { return false }
+        if let declared = head.headerFields[.contentLength] {
+            guard let length = Int(declared), length <= maxBodyBytes() else { return false }
+        }
+        return true
+    }
+
     /// What the bytes that were not a request are told, once the parser's error passed (or
     /// `HostHeaderCheck` refused a head, which it passes on as one).
     private var refusal: GatewayError?
@@ -80,7 +101,8 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             requests += 1
             requestOpen = true
             if head.method == .connect, connectRequest == nil { connectRequest = requests }
-            if let expect = head.headerFields[.expect], expect.lowercased() == "100-continue", answers + 1 == requests, !answerInProgress {
+            if let expect = head.headerFields[.expect], expect.lowercased() == "100-continue", answers + 1 == requests, !answerInProgress,
+               continues(head) {
                 // Informational: not counted as the request's answer.
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
