@@ -108,6 +108,26 @@ public final class UpstreamDirectory: Sendable {
         }
     }
 
+    /// Two issuers of one kind sharing an endpoint whose credentials name different variables
+    /// holding the same values: one upstream account under two names, which the file's own check
+    /// (the references compared) cannot see. The values are compared, never shown.
+    public static func sameAccountProblems(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
+        GatewayConfig.issuersSharingAnEndpoint(config.issuers).compactMap { name, other -> ConfigProblem? in
+            let (a, b) = (config.issuers[name]!, config.issuers[other]!)
+            // Same references: the file's check already says so.
+            guard a.credentials != b.credentials else { return nil }
+            let names = IssuerCatalog.definition(a.kind)?.credentialNames ?? []
+            guard !names.isEmpty else { return nil }
+            for credential in names {
+                guard case .value(let first)? = try? SecretReference.resolve(a.credentials[credential], at: "", in: environment),
+                      case .value(let second)? = try? SecretReference.resolve(b.credentials[credential], at: "", in: environment),
+                      first == second else { return nil }
+            }
+            return ConfigProblem("issuers.\(other).credentials", "the same account as issuers.\(name) (same endpoint, and its variables hold the "
+                + "same credentials): one upstream account is one issuer, limit it with programs: instead")
+        }
+    }
+
     /// Every `issuers.<name>.tls` file that cannot be read or used, as `load` would find it,
     /// without building any client (start-up checks them before anything listens; `config check`).
     public static func tlsProblems(config: GatewayConfig) -> [ConfigProblem] {

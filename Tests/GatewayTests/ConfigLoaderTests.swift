@@ -744,7 +744,22 @@ import WalletCrypto
             "issuers.bridge_b: the same account as issuers.bridge (same endpoint and credentials): one upstream account is one issuer, limit it with programs: instead",
         ])
         // Another account (its own key) at the same endpoint is another issuer.
-        #expect(problems(twice.replacingOccurrences(of: "{ api_key: env:BRIDGE_API_KEY }", with: "{ api_key: env:BRIDGE_B_KEY }")) == [])
+        let ownKey = twice.replacingOccurrences(of: "{ api_key: env:BRIDGE_API_KEY }", with: "{ api_key: env:BRIDGE_B_KEY }")
+        #expect(problems(ownKey) == [])
+        // The endpoint compared as the upstream it names, not as written (the isolation audit).
+        for spelling in ["https://API.bridge.xyz:443/v0/", "HTTPS://api.bridge.xyz/v0//"] {
+            #expect(problems(twice.replacingOccurrences(of: "url: https://api.bridge.xyz/v0 }", with: "url: \"\(spelling)\" }")) == [
+                "issuers.bridge_b: the same account as issuers.bridge (same endpoint and credentials): one upstream account is one issuer, limit it with programs: instead",
+            ], "\(spelling)")
+        }
+        #expect(problems(twice.replacingOccurrences(of: "url: https://api.bridge.xyz/v0 }", with: "url: https://api.bridge.xyz/v1 }")) == [])
+        // Two variables holding one key are one account too: start-up compares their values,
+        // never showing them.
+        let config = try? ConfigLoader.parse(yaml: ownKey, source: "t.yaml")
+        let same = UpstreamDirectory.sameAccountProblems(config: config!, environment: ["BRIDGE_API_KEY": "sk_same", "BRIDGE_B_KEY": " sk_same\n"])
+        #expect(same.map(\.description) == ["issuers.bridge_b.credentials: the same account as issuers.bridge (same endpoint, and its variables "
+            + "hold the same credentials): one upstream account is one issuer, limit it with programs: instead"])
+        #expect(UpstreamDirectory.sameAccountProblems(config: config!, environment: ["BRIDGE_API_KEY": "sk_a", "BRIDGE_B_KEY": "sk_b"]).isEmpty)
     }
 
     @Test func theSandboxListensOnLoopbackOnly() {

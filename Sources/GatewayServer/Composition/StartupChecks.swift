@@ -11,6 +11,7 @@ enum StartupChecks {
     /// Missing or unusable `env:` variables, each with its key path.
     static func environmentProblems(config: GatewayConfig, environment: [String: String]) -> [ConfigProblem] {
         var problems = UpstreamDirectory.missingSecrets(config: config, environment: environment)
+        problems += UpstreamDirectory.sameAccountProblems(config: config, environment: environment)
         var keyring: VaultKeyring?
         do throws(ConfigError) {
             keyring = try VaultKeyring.resolve(config.vault, environment: environment)

@@ -203,16 +203,11 @@ extension GatewayConfig {
         }
 
         // Two issuer names for one upstream account would let the same upstream card be registered
-        // twice (uniqueness is per issuer name), once under each name.
-        let names = issuers.keys.sorted()
-        for (index, name) in names.enumerated() {
-            for other in names[(index + 1)...] {
-                let (a, b) = (issuers[name]!, issuers[other]!)
-                guard a.kind == b.kind, a.credentials == b.credentials,
-                      !Set(a.endpoints.map(\.url)).isDisjoint(with: b.endpoints.map(\.url)) else { continue }
-                problems.append(.init("issuers.\(other)", "the same account as issuers.\(name) (same endpoint and credentials): "
-                    + "one upstream account is one issuer, limit it with programs: instead"))
-            }
+        // twice (uniqueness is per issuer name), once under each name. Endpoints are compared as
+        // hosts compare (`Issuers.sharingAnEndpoint`); start-up compares the credentials' values too.
+        for (name, other) in Self.issuersSharingAnEndpoint(issuers) where issuers[name]!.credentials == issuers[other]!.credentials {
+            problems.append(.init("issuers.\(other)", "the same account as issuers.\(name) (same endpoint and credentials): "
+                + "one upstream account is one issuer, limit it with programs: instead"))
         }
         if sandbox.enabled && !NetworkHost.isLoopback(server.host) {
             problems.append(.init("sandbox.enabled", "the sandbox's demo keys are public: it listens on loopback only (server.host)"))
@@ -471,5 +466,39 @@ extension RateLimitConfig {
         }
         if !(1...100_000).contains(burst) { problems.append(.init("\(path).burst", "must be 1 to 100000")) }
         return problems
+    }
+}
+
+extension GatewayConfig {
+    /// Pairs of issuers (in name order) of one kind with an endpoint in common, compared as the
+    /// same upstream: scheme and host in lower case, the scheme's default port dropped, the path
+    /// without its trailing `/` (`https://API.bridge.xyz:443/v0/` is `https://api.bridge.xyz/v0`).
+    /// Compared as written, those spellings had passed as two accounts (the isolation audit).
+    public static func issuersSharingAnEndpoint(_ issuers: [String: IssuerConfig]) -> [(String, String)] {
+        let names = issuers.keys.sorted()
+        var pairs: [(String, String)] = []
+        for (index, name) in names.enumerated() {
+            for other in names[(index + 1)...] {
+                let (a, b) = (issuers[name]!, issuers[other]!)
+                guard a.kind == b.kind,
+                      !Set(a.endpoints.map { endpointIdentity($0.url) }).isDisjoint(with: b.endpoints.map { endpointIdentity($0.url) })
+                else { continue }
+                pairs.append((name, other))
+            }
+        }
+        return pairs
+    }
+
+    /// An endpoint URL as the upstream it names: see `issuersSharingAnEndpoint`.
+    public static func endpointIdentity(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        if (components.scheme == "https" && components.port == 443) || (components.scheme == "http" && components.port == 80) {
+            components.port = nil
+        }
+        while components.path.count > 1 && components.path.hasSuffix("/") { components.path.removeLast() }
+        if components.path == "/" { components.path = "" }
+        return components.string ?? url
     }
 }
