@@ -59,7 +59,7 @@ let package = Package(
         ),
         .target(
             name: "PEMFiles",
-            dependencies: [.product(name: "NIOSSL", package: "swift-nio-ssl")]
+            dependencies: ["ProvisioningCore", .product(name: "NIOSSL", package: "swift-nio-ssl")]
         ),
         .target(
             name: "ProvisioningAPI",
@@ -252,7 +252,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PEMFilesTests",
-            dependencies: ["PEMFiles"]
+            dependencies: ["PEMFiles", "ProvisioningCore"]
         ),
         .testTarget(
             name: "ProvisioningCoreTests",

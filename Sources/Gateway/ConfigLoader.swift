@@ -15,12 +15,8 @@ public enum ConfigLoader {
     /// on to check the environment and the files the config names; throws when the file cannot be
     /// read or decoded at all.
     public static func read(path: String) throws(ConfigError) -> (config: GatewayConfig, problems: [ConfigProblem]) {
-        try checkSize(path: path)
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigError(source: path, problems: [.init("", "cannot read the file")])
+        guard let text = String(data: try bytes(path: path), encoding: .utf8) else {
+            throw ConfigError(source: path, problems: [.init("", "the file is not UTF-8 text")])
         }
         return try read(text: text, path: path)
     }
@@ -44,12 +40,19 @@ public enum ConfigLoader {
     /// seconds and hundreds of megabytes (18 MB of unknown keys took 16 s and 725 MB; CLI audit).
     public static let maxFileBytes = 4 << 20
 
-    /// Refuses a file past `maxFileBytes` before reading it; a symbolic link (a Kubernetes
-    /// ConfigMap mounts each file as one) is measured by what it points at.
-    public static func checkSize(path: String) throws(ConfigError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return }  // reading it says what is wrong
-        guard Int(info.st_size) <= maxFileBytes else { throw tooLarge(Int(info.st_size), source: path) }
+    /// The config file's bytes, at most `maxFileBytes` of them (`BoundedFile`): a file past it is
+    /// refused before it is read (a symbolic link, as a Kubernetes ConfigMap mounts each file, is
+    /// measured by what it points at), a pipe (`--config <(...)`) once past it, a device unread.
+    public static func bytes(path: String) throws(ConfigError) -> Data {
+        do throws(BoundedFile.Failure) {
+            return try BoundedFile.read(path, maxBytes: maxFileBytes)
+        } catch {
+            switch error {
+            case .tooLarge(let size): throw tooLarge(size, source: path)
+            case .notAFile: throw ConfigError(source: path, problems: [.init("", "not a file (a device or a directory)")])
+            case .unreadable(let reason): throw ConfigError(source: path, problems: [.init("", "cannot read the file (\(reason))")])
+            }
+        }
     }
 
     static func tooLarge(_ size: Int, source: String) -> ConfigError {

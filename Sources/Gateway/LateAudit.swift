@@ -32,10 +32,10 @@ public enum LateAudit {
     }
 
     /// Releases the claim `claimedAt` of `client`'s `key`, now, then after 1, 2, 4 and 8 seconds.
-    public static func keepReleasing(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?,
+    public static func keepReleasing(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
                                      store: any GatewayStore, clock: GatewayClock, logger: Logger) {
         // Never the key itself in a log line: the client's provisioning names the claim.
-        retrying(clock: clock, logger: logger, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID?.rawValue ?? "-")"],
+        retrying(clock: clock, logger: logger, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
                  written: "Idempotency-Key released after the store failed the release",
                  lost: "Idempotency-Key could not be released: it reads as in progress, then as idempotency_outcome_unknown") {
             try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)

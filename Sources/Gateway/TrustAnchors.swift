@@ -9,6 +9,9 @@ import X509
 /// The PassKit chain validator the configuration asks for: `apple` is the bundled Apple Root CA -
 /// G3; other entries are PEM or DER files (the sandbox trusts its own device root).
 public enum TrustAnchors {
+    /// The largest anchor file read: one certificate, PEM or DER, is a few kB.
+    static let maxFileBytes = 1 << 20
+
     /// SHA-256 of the DER of the sandbox device root (`Config/sandbox/device-root.pem`), whose
     /// private key is committed beside it: anyone can make a chain it trusts, and so read the card
     /// number of every vaulted card the caller's key can provision. Only a sandbox may trust it.
@@ -35,7 +38,8 @@ public enum TrustAnchors {
                     continue
                 }
                 let url = entry.hasPrefix("/") ? URL(fileURLWithPath: entry) : base.appendingPathComponent(entry)
-                let data = try Data(contentsOf: url)
+                // A certificate is a few kB: a device or a runaway file is refused unread.
+                let data = try BoundedFile.read(url.path, maxBytes: Self.maxFileBytes)
                 if let pem = String(data: data, encoding: .utf8), pem.contains("-----BEGIN CERTIFICATE-----") {
                     anchors.append(try Certificate(pemEncoded: pem))
                 } else {

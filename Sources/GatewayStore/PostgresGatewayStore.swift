@@ -846,27 +846,27 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    public func abandonIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         try await bounded(shielded: true) { [self] in
-            try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3", "$4::text"]),
+            try await client.query(PostgresQuery(unsafeSQL: StoreRows.abandonClaim(placeholders: ["$1", "$2", "$3", "$4"]),
                                                  binds: Self.claimBinds(clientID, key, claimedAt, provisioningID)), logger: logger)
         }
     }
 
-    public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    public func releaseIdempotencyKey(client clientID: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         try await bounded(shielded: true) { [self] in
-            try await client.query(PostgresQuery(unsafeSQL: StoreRows.releaseClaim(placeholders: ["$1", "$2", "$3", "$4::text"]),
+            try await client.query(PostgresQuery(unsafeSQL: StoreRows.releaseClaim(placeholders: ["$1", "$2", "$3", "$4"]),
                                                  binds: Self.claimBinds(clientID, key, claimedAt, provisioningID)), logger: logger)
         }
     }
 
-    /// A claim's client, key, time and (or NULL) provisioning id, for a release or an abandon.
-    private static func claimBinds(_ clientID: ClientID, _ key: String, _ claimedAt: Date, _ provisioningID: ProvisioningID?) -> PostgresBindings {
+    /// A claim's client, key, time and provisioning id, for a release or an abandon.
+    private static func claimBinds(_ clientID: ClientID, _ key: String, _ claimedAt: Date, _ provisioningID: ProvisioningID) -> PostgresBindings {
         var binds = PostgresBindings(capacity: 4)
         binds.append(clientID.rawValue)
         binds.append(key)
         binds.append(StoreRows.milliseconds(claimedAt))
-        binds.append(provisioningID?.rawValue)
+        binds.append(provisioningID.rawValue)
         return binds
     }
 

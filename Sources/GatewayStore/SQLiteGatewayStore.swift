@@ -19,7 +19,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// be another (a restore copied over it, the directory removed and made again).
     private let openedFile: (device: UInt64, inode: UInt64)?
 
-    public init(path: String) throws {
+    /// `busyTimeout`: how long a write waits for another connection's write lock (tests lengthen
+    /// it to tell a wait from a decline).
+    public init(path: String, busyTimeout: TimeInterval = SQLiteGatewayStore.busyTimeout) throws {
         self.path = path
         let pool: DatabasePool
         do {
@@ -28,7 +30,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             var configuration = Configuration()
             configuration.journalMode = .wal
             // Another writer (a second process on the same file) waits instead of failing at once.
-            configuration.busyMode = .timeout(Self.busyTimeout)
+            configuration.busyMode = .timeout(busyTimeout)
             pool = try DatabasePool(path: path, configuration: configuration)
             // Every commit is synced to the WAL before it returns, so a committed audit event or
             // idempotency record survives a power loss, not only a crash (README, "State"). Set on
@@ -64,7 +66,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         self.writesAlone = writesAlone
         writer = GroupCommit(committingHere: { write in
             guard writesAlone.none else { return nil }
-            return Self.commitHere(write, on: pool)
+            return Self.commitHere(write, on: pool, busyTimeout: busyTimeout)
         }) { writes, done in
             pool.asyncWrite({ db in
                 for write in writes { write.apply(db) }
@@ -74,7 +76,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// How long a write waits for another connection's write lock (another process on the same
     /// file: `vault rotate`, `store archive`, `cards import`) before it fails, in seconds.
-    static let busyTimeout: TimeInterval = 5
+    public static let busyTimeout: TimeInterval = 5
 
     /// A request's write committed on the calling thread, a cooperative one. Its transaction is
     /// begun without waiting: when another connection (another process) holds the write lock, it
@@ -83,7 +85,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// threads (two on two cores) from every other request for as long as the other process
     /// writes. Once begun, the transaction holds the lock, and the busy timeout is back for the
     /// rest of it.
-    static func commitHere(_ write: BatchedWrite, on pool: DatabasePool) -> Result<Void, any Error>? {
+    static func commitHere(_ write: BatchedWrite, on pool: DatabasePool, busyTimeout: TimeInterval) -> Result<Void, any Error>? {
         do {
             return try pool.writeWithoutTransaction { db -> Result<Void, any Error>? in
                 let connection = db.sqliteConnection
@@ -805,17 +807,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?1", "?2", "?3", "?4"]))
-                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID?.rawValue])
+            try db.cachedStatement(sql: StoreRows.abandonClaim(placeholders: ["?", "?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID.rawValue])
         }
     }
 
-    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         try await batched { db in
-            try db.cachedStatement(sql: StoreRows.releaseClaim(placeholders: ["?1", "?2", "?3", "?4"]))
-                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID?.rawValue])
+            try db.cachedStatement(sql: StoreRows.releaseClaim(placeholders: ["?", "?", "?", "?"]))
+                .execute(arguments: [client.rawValue, key, StoreRows.milliseconds(claimedAt), provisioningID.rawValue])
         }
     }
 

@@ -374,16 +374,16 @@ enum StoreRows {
         return """
             UPDATE idempotency_keys SET created_at = 0, abandon_at = 0
             WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2]) AND response_status IS NULL
-            AND (\(p[3]) IS NULL OR provisioning_id = \(p[3]))
+            AND provisioning_id = \(p[3])
             """
     }
 
-    /// Deletes an unfinished claim made at its time (and, when the id is not NULL, with that id).
+    /// Deletes an unfinished claim made at its time under its provisioning id.
     static func releaseClaim(placeholders p: [String]) -> String {
         precondition(p.count == 4)
         return """
             DELETE FROM idempotency_keys WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2])
-            AND response_status IS NULL AND (\(p[3]) IS NULL OR provisioning_id = \(p[3]))
+            AND response_status IS NULL AND provisioning_id = \(p[3])
             """
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import ProvisioningCore
 
 /// Reading the PEM files TLS is configured with (the listener's chain and key, an upstream's CA
 /// and client certificate, PostgreSQL's CA), one way everywhere: a file that cannot be used is a
@@ -34,32 +35,17 @@ public enum PEMFiles {
     /// hundreds of certificates.
     public static let maxFileBytes = 1 << 20
 
-    /// The file's bytes, once it is a regular file of at most `maxFileBytes` (a symbolic link is
-    /// measured by what it points at): a device or a pipe named by mistake (`/dev/zero`) had been
-    /// read until memory ran out (input audit).
+    /// The file's bytes, at most `maxFileBytes` of them (`BoundedFile`): a device named by mistake
+    /// (`/dev/zero`) had been read until memory ran out (input audit).
     static func read(_ url: URL) throws(Failure) -> [UInt8] {
-        var info = stat()
-        if stat(url.path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFREG else { throw Failure(reason: "\(url.path) is not a regular file") }
-            guard Int(info.st_size) <= maxFileBytes else {
-                throw Failure(reason: "\(url.path) is \(info.st_size) bytes; a PEM file is at most \(maxFileBytes) bytes (1 MiB)")
-            }
-        }
-        do {
-            return try [UInt8](Data(contentsOf: url))
+        do throws(BoundedFile.Failure) {
+            return [UInt8](try BoundedFile.read(url.path, maxBytes: maxFileBytes))
         } catch {
-            throw Failure(reason: "cannot read \(url.path) (\(reason(error)))")
-        }
-    }
-
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? CocoaError {
-            switch error.code {
-            case .fileReadNoSuchFile, .fileNoSuchFile: return "no such file"
-            case .fileReadNoPermission: return "permission denied"
-            default: break
+            switch error {
+            case .unreadable(let reason): throw Failure(reason: "cannot read \(url.path) (\(reason))")
+            case .notAFile: throw Failure(reason: "\(url.path) is not a file (a device or a directory)")
+            case .tooLarge: throw Failure(reason: "\(url.path) is larger than a PEM file is here (at most \(maxFileBytes) bytes, 1 MiB)")
             }
         }
-        return error.localizedDescription
     }
 }

@@ -156,16 +156,16 @@ public protocol GatewayStore: CardRegistry {
     /// throws a `StoreError` and writes nothing (the answer is not kept, so it is not sent, and
     /// the other request's claim is left alone); releasing or abandoning it changes nothing.
     func completeIdempotencyKey(client: ClientID, key: String, claimedAt: Date, response: StoredResponse, audit: [AuditEvent]) async throws
-    /// Forgets a claim whose request failed in a way worth retrying. `provisioningID`, when
-    /// given, must be the claim's too: two requests with one key on two instances can claim it in
-    /// the same millisecond, and the one whose claim failed (it waited on the other's row past
-    /// the store's timeout) then released the other's, still running, and a retry ran the key again
-    /// (the send-twice audit). Nil matches by time alone (a claim made before schema 010 has no id).
-    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws
+    /// Forgets a claim whose request failed in a way worth retrying. `provisioningID` must be the
+    /// claim's too: two requests with one key on two instances can claim it in the same
+    /// millisecond, and the one whose claim failed (it waited on the other's row past the store's
+    /// timeout) then released the other's, still running, and a retry ran the key again (the
+    /// send-twice audit). (A claim made before schema 010 has no id: it is let go by its age.)
+    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws
     /// Marks an unfinished claim abandoned now, as if its request had died: its request ended
     /// without knowing whether the issuer acted, so every later claim of the key is `abandoned`
     /// and nothing runs it again. A finished claim keeps its answer. `provisioningID` as for a release.
-    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws
+    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws
     /// Holds `key` for `holder` until `until`, across every instance and tool on the store: true
     /// when nobody held it, `holder` did already (its time is then `until`), or the hold had passed
     /// its time (its holder died with it; a token's then leaves `token_transition_unfinished`, in
@@ -242,14 +242,6 @@ public struct StoreCommitCounts: Sendable, Equatable {
 extension GatewayStore {
     /// A store whose writes fail only when tried (PostgreSQL: its server says so at once).
     public func writeProblem() async -> String? { nil }
-    /// A release matched by the claim's time alone.
-    public func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
-        try await releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: nil)
-    }
-    /// An abandon matched by the claim's time alone.
-    public func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date) async throws {
-        try await abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: nil)
-    }
 
     public var commitCounts: StoreCommitCounts? { nil }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayServer
+import ProvisioningCore
 
 struct Cards: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -37,19 +38,23 @@ struct Cards: AsyncParsableCommand {
         }
 
         /// The largest CSV read (read whole, then imported in batches): 256 MiB holds about two
-        /// million cards; split a larger export. A device or a pipe (`/dev/zero`, a runaway
-        /// export) is refused before reading, which had grown until memory ran out (input audit).
+        /// million cards; split a larger export. A device (`/dev/zero`) is refused unread and a
+        /// runaway export once past the bound (`BoundedFile`): both had been read until memory ran
+        /// out (input audit).
         static let maxFileBytes = 256 << 20
 
         func run() async throws {
-            var info = stat()
-            if stat(file, &info) == 0 {
-                guard (info.st_mode & S_IFMT) == S_IFREG else { Serve.fail("\(file) is not a regular file: give the CSV file itself") }
-                guard Int(info.st_size) <= Self.maxFileBytes else {
-                    Serve.fail("\(file) is \(info.st_size) bytes; cards import reads at most \(Self.maxFileBytes) bytes (256 MiB): split the file")
+            let bytes: Data
+            do throws(BoundedFile.Failure) {
+                bytes = try BoundedFile.read(file, maxBytes: Self.maxFileBytes)
+            } catch {
+                switch error {
+                case .unreadable(let reason): Serve.fail("cannot read \(file) (\(reason))")
+                case .notAFile: Serve.fail("\(file) is not a file (a device or a directory): give the CSV file itself")
+                case .tooLarge: Serve.fail("\(file) is larger than cards import reads (at most \(Self.maxFileBytes) bytes, 256 MiB): split the file")
                 }
             }
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Serve.fail("cannot read \(file)") }
+            guard let text = String(data: bytes, encoding: .utf8) else { Serve.fail("\(file) is not UTF-8 text") }
             report(await OperatorTools.importCards(config: config, csv: text, fileName: file, actor: CommandLineActor.name, batchRows: batchRows))
         }
     }

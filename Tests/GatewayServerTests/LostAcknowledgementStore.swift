@@ -212,13 +212,13 @@ final class LostAcknowledgementStore: GatewayStore {
         try await inner.releaseHold(key, holder: holder)
         holdsStanding.withLock { _ = $0.remove(key) }
     }
-    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    func releaseIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         if refused.withLock({ state in defer { state.releases = max(0, state.releases - 1) }; return state.releases > 0 }) {
             throw ConnectionCut()
         }
         try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
     }
-    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID?) async throws {
+    func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
         try await inner.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
     }
     func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }

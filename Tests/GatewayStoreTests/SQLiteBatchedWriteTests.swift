@@ -11,10 +11,11 @@ import Testing
     struct Refused: Error {}
 
     /// A migrated store with a `scratch (name)` table, in a directory of its own.
-    static func withScratchStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
+    static func withScratchStore(busyTimeout: TimeInterval = SQLiteGatewayStore.busyTimeout,
+                                 _ body: (SQLiteGatewayStore) async throws -> Void) async throws {
         let directory = TestDirectories.root.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path)
+        let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path, busyTimeout: busyTimeout)
         try await store.migrate()
         try await store.batched { db in try db.execute(sql: "CREATE TABLE scratch (name TEXT NOT NULL)") }
         try await body(store)
@@ -177,7 +178,9 @@ import Testing
     /// the busy timeout (set back after the declined begin), so the write commits once the other
     /// connection's does.
     @Test func anotherConnectionsWriteLockSendsTheWriteToTheWritersQueue() async throws {
-        try await Self.withScratchStore { store in
+        // A busy timeout far past this test's bounds: a commit that waited for the lock here
+        // instead of declining would still be waiting when the count below is read.
+        try await Self.withScratchStore(busyTimeout: 60) { store in
             let other = try TestSQLite.queue(store.path)
             let holding = Mutex(false)
             let release = Mutex(false)
@@ -197,7 +200,7 @@ import Testing
             let here = store.writer.batchesCommittedHere
             let request = Task { try await store.batched { db in try db.execute(sql: "INSERT INTO scratch (name) VALUES ('request')") } }
             // Bounded: a commit that waited for the lock on the request's thread would leave this
-            // count where it is (and fail after the busy timeout).
+            // count where it is until the lock is let go, after this bound.
             var waited = 0
             while store.writer.commitsDeclinedHere == declined && waited < 5_000 {
                 try await Task.sleep(for: .milliseconds(1))

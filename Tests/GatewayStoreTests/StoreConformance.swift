@@ -974,13 +974,13 @@ enum StoreConformance {
         func claim(_ key: String, _ hash: String = "h", at now: Double = 1, client: ClientID = "acme",
                    as provisioning: ProvisioningID? = nil) async throws -> IdempotencyClaim {
             try await store.claimIdempotencyKey(client: client, key: key, requestHash: hash,
-                                                provisioningID: provisioning ?? .generate(at: instant(now)), now: instant(now),
+                                                provisioningID: provisioning ?? .testClaim(client, key, at: instant(now)), now: instant(now),
                                                 expiresAt: instant(now + 3600), abandonAt: instant(now + 600))
         }
         let first = ProvisioningID.generate(at: instant(1)), globex = ProvisioningID.generate(at: instant(1))
         #expect(try await claim("k", as: first) == .acquired)
         #expect(try await claim("k", "h", client: "globex", as: globex) == .acquired)
-        try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1))
+        try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1), provisioningID: first)
         #expect(try await claim("k") == .abandoned(first))
         #expect(try await claim("k", at: 700) == .abandoned(first), "abandoned by age, it still names its own provisioning")
         #expect(try await claim("k", "h2") == .mismatch(first), "a reuse names the provisioning the key ran as")

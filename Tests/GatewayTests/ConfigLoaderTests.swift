@@ -83,8 +83,12 @@ import WalletCrypto
         let link = path + ".link.yaml"
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
         defer { try? FileManager.default.removeItem(atPath: link) }
-        #expect(throws: ConfigError.self) { try ConfigLoader.checkSize(path: link) }
-        #expect(throws: ConfigError.self) { try ConfigLoader.checkSize(path: path) }
+        #expect(throws: ConfigError.self) { try ConfigLoader.bytes(path: link) }
+        #expect(throws: ConfigError.self) { try ConfigLoader.bytes(path: path) }
+        // A device is refused unread (it had been read until memory ran out).
+        do { _ = try ConfigLoader.read(path: "/dev/zero") } catch {
+            #expect(error.problems.map(\.description) == ["not a file (a device or a directory)"], "\(error)")
+        }
     }
 
     /// A card number pasted into a name (a client, a program, an issuer a rule names) or any value
@@ -747,12 +751,14 @@ import WalletCrypto
         let ownKey = twice.replacingOccurrences(of: "{ api_key: env:BRIDGE_API_KEY }", with: "{ api_key: env:BRIDGE_B_KEY }")
         #expect(problems(ownKey) == [])
         // The endpoint compared as the upstream it names, not as written (the isolation audit).
-        for spelling in ["https://API.bridge.xyz:443/v0/", "HTTPS://api.bridge.xyz/v0//"] {
+        for spelling in ["https://API.bridge.xyz:443/v0/", "HTTPS://api.bridge.xyz./v0"] {
             #expect(problems(twice.replacingOccurrences(of: "url: https://api.bridge.xyz/v0 }", with: "url: \"\(spelling)\" }")) == [
                 "issuers.bridge_b: the same account as issuers.bridge (same endpoint and credentials): one upstream account is one issuer, limit it with programs: instead",
             ], "\(spelling)")
         }
-        #expect(problems(twice.replacingOccurrences(of: "url: https://api.bridge.xyz/v0 }", with: "url: https://api.bridge.xyz/v1 }")) == [])
+        for another in ["https://api.bridge.xyz/v1", "https://api.bridge.xyz/v0%2F", "https://api.bridge.xyz:8443/v0"] {
+            #expect(problems(twice.replacingOccurrences(of: "url: https://api.bridge.xyz/v0 }", with: "url: \"\(another)\" }")) == [], "\(another)")
+        }
         // Two variables holding one key are one account too: start-up compares their values,
         // never showing them.
         let config = try? ConfigLoader.parse(yaml: ownKey, source: "t.yaml")

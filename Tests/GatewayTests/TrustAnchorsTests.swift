@@ -79,4 +79,15 @@ import X509
             #expect(validator.trustAnchors.count == 2)
         }
     }
+
+    /// An anchor is one certificate: a device (`/dev/zero`) or a file past 1 MiB is refused unread
+    /// (the input audit: it had been read until memory ran out), named by its place in the list.
+    @Test func anAnchorThatIsNoCertificateFileIsRefusedUnread() throws {
+        var trust = TrustConfig()
+        trust.anchors = ["apple", "/dev/zero"]
+        let refusal = #expect(throws: ConfigError.self) {
+            try TrustAnchors.validator(trust, relativeTo: URL(fileURLWithPath: "/"), sandboxEnabled: false)
+        }
+        #expect(refusal?.problems.map(\.path) == ["trust.anchors[1]"], "\(String(describing: refusal))")
+    }
 }

@@ -158,14 +158,14 @@ import Testing
             .replacingOccurrences(of: "action: fail,", with: "action: later,")
         #expect(problems(yaml) == [
             "issuers.bridge.retry.decisions[0].action: must be retry, failover or fail",
-            "issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, ...)",
+            "issuers.tmp.wire.auth: must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, traceparent, ...)",
         ])
     }
 
     /// A TMP token header is a name HTTP takes, and not one HTTP or the connector writes: `header:`
     /// with a space, a colon, nothing, or `Content-Length` had passed the check, and every call to
     /// TMP then failed in SwiftNIO's header validation, blamed on TMP (the input audit).
-    @Test(arguments: ["header:", "header:Api Key", "header:X-Api-Key:", "header:Content-Length", "header:host", "header:X-Tøken",
+    @Test(arguments: ["header:", "header:Api Key", "header:X-Api-Key:", "header:Content-Length", "header:host", "header:traceparent", "header:X-Tøken",
                       "header:" + String(repeating: "A", count: 65)])
     func aTMPTokenHeaderMustBeAHeaderNameOfItsOwn(auth: String) {
         let yaml = Self.everyKey.replacingOccurrences(of: "auth: \"header:X-Api-Key\"", with: "auth: \"\(auth)\"")

@@ -1,9 +1,11 @@
 import Foundation
 @testable import PEMFiles
+import ProvisioningCore
 import Testing
 
-/// What `PEMFiles` refuses before reading a byte: a file that is no regular file, or one past its
-/// size bound, each said with the file's path and never anything in it.
+/// What `PEMFiles` refuses before reading a byte (a device, a file past its size bound), each said
+/// with the file's path and never anything in it; and `BoundedFile` itself, which reads a pipe
+/// within the same bound.
 @Suite struct PEMFilesTests {
     @Test func aDeviceIsRefusedBeforeItIsRead() {
         #expect(throws: PEMFiles.Failure.self) { try PEMFiles.certificates(at: URL(fileURLWithPath: "/dev/zero")) }
@@ -11,7 +13,7 @@ import Testing
             _ = try PEMFiles.privateKey(at: URL(fileURLWithPath: "/dev/zero"))
             Issue.record("/dev/zero was read as a key")
         } catch {
-            #expect(error.reason == "/dev/zero is not a regular file")
+            #expect(error.reason == "/dev/zero is not a file (a device or a directory)")
         }
     }
 
@@ -27,7 +29,7 @@ import Testing
             _ = try PEMFiles.certificates(at: file)
             Issue.record("a file past the bound was read")
         } catch {
-            #expect(error.reason == "\(file.path) is \(PEMFiles.maxFileBytes + 1) bytes; a PEM file is at most \(PEMFiles.maxFileBytes) bytes (1 MiB)")
+            #expect(error.reason == "\(file.path) is larger than a PEM file is here (at most \(PEMFiles.maxFileBytes) bytes, 1 MiB)")
         }
         // At the bound it is read, and judged by what it holds.
         let atBound = try FileHandle(forWritingTo: file)
@@ -39,5 +41,21 @@ import Testing
         } catch {
             #expect(error.reason == "\(file.path) holds no PEM certificate")
         }
+    }
+
+    /// A pipe has no size to judge: it is read within the bound, and refused once past it.
+    @Test func aPipeIsReadWithinTheBound() throws {
+        let pipe = Pipe()
+        let path = "/proc/self/fd/\(pipe.fileHandleForReading.fileDescriptor)"
+        let writer = Thread { pipe.fileHandleForWriting.write(Data(repeating: 0x41, count: 200)); try? pipe.fileHandleForWriting.close() }
+        writer.start()
+        #expect(try BoundedFile.read(path, maxBytes: 200) == Data(repeating: 0x41, count: 200))
+        let longer = Pipe()
+        let longerPath = "/proc/self/fd/\(longer.fileHandleForReading.fileDescriptor)"
+        let longWriter = Thread { longer.fileHandleForWriting.write(Data(repeating: 0x41, count: 4096)); try? longer.fileHandleForWriting.close() }
+        longWriter.start()
+        #expect(throws: BoundedFile.Failure.tooLarge(1001)) { try BoundedFile.read(longerPath, maxBytes: 1000) }
+        #expect(throws: BoundedFile.Failure.notAFile) { try BoundedFile.read("/tmp", maxBytes: 1000) }
+        #expect(throws: BoundedFile.Failure.unreadable("no such file")) { try BoundedFile.read("/nonexistent-\(UUID().uuidString)", maxBytes: 1000) }
     }
 }

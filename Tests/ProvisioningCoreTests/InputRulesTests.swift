@@ -83,7 +83,7 @@ struct InputRulesTests {
         #expect(InputRules.isName("acme-4111111111111111") && InputRules.isName("acme-20240115093000002"))
         #expect(InputRules.isCardNumber("4111 1111 1111 1111") && !InputRules.isCardNumber("cards-4111111111111111.csv"))
         #expect(InputRules.referenceValueProblem("4111111111111111") == nil && InputRules.referenceValueProblem("ca_1234") == nil)
-        #expect(InputRules.referenceValueProblem("x%2F..%2Fcards") != nil && InputRules.referenceValueProblem("ca%41") == "must not hold %")
+        #expect(InputRules.referenceValueProblem("x%2Fcards") == "must not hold %" && InputRules.referenceValueProblem("ca%41") == "must not hold %")
         #expect(InputRules.nameRule("program").hasSuffix("never a card number"))
     }
 

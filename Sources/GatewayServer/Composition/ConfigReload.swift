@@ -225,13 +225,7 @@ actor ConfigReloader {
 
     /// Reads, checks and builds the next generation without touching the running one.
     private func prepare(source: ConfigSource, running: ConfigGeneration, outcome: inout ReloadOutcome) async throws(ConfigError) -> ConfigGeneration {
-        let bytes: Data
-        try ConfigLoader.checkSize(path: source.path)
-        do {
-            bytes = try Data(contentsOf: URL(fileURLWithPath: source.path))
-        } catch {
-            throw ConfigError(source: source.path, problems: [.init("", "cannot read the file")])
-        }
+        let bytes = try ConfigLoader.bytes(path: source.path)
         outcome.fileSHA256 = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
         guard let text = String(data: bytes, encoding: .utf8) else {
             throw ConfigError(source: source.path, problems: [.init("", "the file is not UTF-8 text")])

@@ -472,7 +472,7 @@ extension RateLimitConfig {
 extension GatewayConfig {
     /// Pairs of issuers (in name order) of one kind with an endpoint in common, compared as the
     /// same upstream: scheme and host in lower case, the scheme's default port dropped, the path
-    /// without its trailing `/` (`https://API.bridge.xyz:443/v0/` is `https://api.bridge.xyz/v0`).
+    /// without one trailing `/` (`https://API.bridge.xyz.:443/v0/` is `https://api.bridge.xyz/v0`).
     /// Compared as written, those spellings had passed as two accounts (the isolation audit).
     public static func issuersSharingAnEndpoint(_ issuers: [String: IssuerConfig]) -> [(String, String)] {
         let names = issuers.keys.sorted()
@@ -493,12 +493,19 @@ extension GatewayConfig {
     public static func endpointIdentity(_ url: String) -> String {
         guard var components = URLComponents(string: url) else { return url }
         components.scheme = components.scheme?.lowercased()
-        components.host = components.host?.lowercased()
+        // A host's letter case and a final dot (the root of DNS) name the same host.
+        if var host = components.percentEncodedHost?.lowercased() {
+            if host.count > 1 && host.hasSuffix(".") { host.removeLast() }
+            components.percentEncodedHost = host
+        }
         if (components.scheme == "https" && components.port == 443) || (components.scheme == "http" && components.port == 80) {
             components.port = nil
         }
-        while components.path.count > 1 && components.path.hasSuffix("/") { components.path.removeLast() }
-        if components.path == "/" { components.path = "" }
+        // One trailing `/`, as the connectors drop it (`UpstreamBase`): the path as sent, encoded
+        // as written (`/v0%2F` is not `/v0`).
+        var path = components.percentEncodedPath
+        if path.hasSuffix("/") { path.removeLast() }
+        components.percentEncodedPath = path
         return components.string ?? url
     }
 }

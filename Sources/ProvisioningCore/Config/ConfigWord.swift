@@ -105,10 +105,13 @@ public enum TMPAuth: Sendable, Equatable, Codable {
         }
     }
 
-    /// Headers the connector or HTTP itself writes: the token never goes in one of them.
+    /// Headers the connector or HTTP itself writes: the token never goes in one of them. Every
+    /// upstream call (`UpstreamHTTP`) writes `Host`, `Content-Type` and `Content-Length`, and
+    /// `traceparent` and `tracestate` over any of the connector's own (W3C trace context), which
+    /// would have replaced the token or sent it as a trace header (the session's review).
     static let reservedHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "content-type", "accept", "upgrade", "te", "trailer",
-        "keep-alive", "expect", "proxy-authorization", "proxy-connection",
+        "keep-alive", "expect", "proxy-authorization", "proxy-connection", "traceparent", "tracestate",
     ]
 
     /// A header name HTTP takes (RFC 9110's token: letters, digits and ! # $ % & ' * + - . ^ _ ` | ~,
@@ -135,7 +138,7 @@ public enum TMPAuth: Sendable, Equatable, Codable {
             self = auth
         } else {
             try ConfigDecodingProblems.note(
-                ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), "must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, ...)"), in: decoder)
+                ConfigProblem(ConfigProblem.keyPath(decoder.codingPath), "must be 'bearer' or 'header:<Header-Name>' (a header name HTTP takes, at most 64 characters, not one HTTP or the connector writes: Host, Content-Length, Content-Type, Accept, Connection, traceparent, ...)"), in: decoder)
             self = .bearer
         }
     }
