@@ -155,8 +155,9 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            // The listing is slowed (4 s); the card moves once it reached Marqeta.
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
+            // The listing is slowed (8 s, inside the tests' 12 s per try: room for the move even in
+            // the test run's start-up burst); the card moves once the listing reached Marqeta.
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(8_000)))
             let simulator = try #require(sandbox.instance(issuer: "marqeta"))
             let before = await simulator.log.count
             let port = client.port
