@@ -11,7 +11,8 @@ declare -A allowed=(
   # jemalloc's C header (the package trait Jemalloc); GatewayServer reports the allocator.
   [CJemalloc]=""
   [ProvisioningCore]=""
-  [PEMFiles]=""
+  # BoundedFile, the one bounded whole-file read (ProvisioningCore, Foundation-only).
+  [PEMFiles]="ProvisioningCore"
   [WalletCrypto]="ByteText"
   [ProvisioningAPI]=""
   [Sandbox]="WalletCrypto ByteText"

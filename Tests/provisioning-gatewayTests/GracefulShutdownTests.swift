@@ -26,10 +26,10 @@ import Testing
 
     /// The sandbox config with its store in a fresh directory (removed at the process's exit with
     /// every test directory), and the sandbox device's Apple Pay request.
-    static func sandbox(_ name: String, serverLines: [String] = []) throws -> (directory: URL, config: URL, body: Data) {
+    static func sandbox(_ name: String, serverLines: [String] = [], store: String? = nil) throws -> (directory: URL, config: URL, body: Data) {
         let directory = TestDirectories.root.appendingPathComponent("\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: serverLines)
+        let config = try ListenerCommandLineTests.sandboxConfig(directory: directory, serverLines: serverLines, store: store)
         let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
         return (directory, config, body)
     }
@@ -42,6 +42,17 @@ import Testing
             try await Task.sleep(for: .milliseconds(10))
         }
         return false
+    }
+
+    /// Queues Bridge's next answer `delayMS` late, sends the sandbox device's Apple Pay request into
+    /// it, and returns once Bridge has taken it (the request's status, or nil, when it ends).
+    static func slowProvisioning(_ base: String, delayMS: Int, body: Data) async throws -> Task<Int?, Never> {
+        #expect(try await send(.POST, "\(base)/v1/sandbox/faults",
+                               body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":\#(delayMS)}"#.utf8)).status == 200)
+        let slow = Task { (try? await send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
+        let taken = try await faultTaken(base)
+        try #require(taken, "the slow request never reached the Bridge simulator")
+        return slow
     }
 
     @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
@@ -96,11 +107,7 @@ import Testing
             limit: .seconds(120), stopLimit: .seconds(60)
         ) { running in
             let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-            #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
-                                        body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":4000}"#.utf8)).status == 200)
-            let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
-            let taken = try await Self.faultTaken(base)
-            try #require(taken, "the slow request never reached the Bridge simulator")
+            let slow = try await Self.slowProvisioning(base, delayMS: 4000, body: body)
             // Another writer takes the store's lock for 7 s, from before the shutdown, on a thread
             // of its own: held on one of the concurrency pool's two threads, it had slowed every
             // other test of the run (a real 1 s timeout elsewhere then failed).
@@ -139,27 +146,15 @@ import Testing
     @Test(.enabled(if: PostgresTestServer.isAvailable, Comment(rawValue: PostgresTestServer.skipMessage)))
     func aShutdownPastItsTimeoutStillWritesToPostgreSQL() async throws {
         try await PostgresTestServer.with { server in
-            var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
-                .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(CommandLineTests.packageRoot.path)/Config/sandbox/")
-            let hostLine = "  host: 127.0.0.1\n"
-            #expect(yaml.contains(hostLine), "Config/gateway.yaml no longer has the host line this test edits")
-            yaml = yaml.replacingOccurrences(of: hostLine, with: hostLine + "  shutdown_timeout_ms: 1000\n")
-            yaml += "\nstore:\n  postgres:\n    url: \(server.url)\n"
-            let config = try CommandLineTests.writeConfig(yaml)
-            defer { try? FileManager.default.removeItem(at: config) }
-            let body = try Data(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/sandbox/apple-pay-request.json"))
-
+            let (_, config, body) = try Self.sandbox("postgres-cut", serverLines: ["shutdown_timeout_ms: 1000"],
+                                                     store: "\nstore:\n  postgres:\n    url: \(server.url)\n")
             let (_, status) = try await Command.withRunning(
                 try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path,
                 limit: .seconds(120), stopLimit: .seconds(60)
             ) { running in
                 let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-                // Bridge's answer takes 6 s, past the shutdown's 1 s timeout (and its margin).
-                #expect(try await Self.send(.POST, "\(base)/v1/sandbox/faults",
-                                            body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":6000}"#.utf8)).status == 200)
-                let slow = Task { (try? await Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body))?.status }
-                let taken = try await Self.faultTaken(base)
-                try #require(taken, "the slow request never reached the Bridge simulator")
+                // Bridge's answer takes 6 s, past the shutdown's 1 s timeout.
+                let slow = try await Self.slowProvisioning(base, delayMS: 6000, body: body)
                 running.signal(SIGTERM)
                 let answer = await slow.value
                 #expect(answer != 200, "the request was not cut off: the test proves nothing")

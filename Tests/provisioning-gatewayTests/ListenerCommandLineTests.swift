@@ -12,13 +12,14 @@ import Testing
 @Suite struct ListenerCommandLineTests {
     /// The sandbox config as shipped, its SQLite file in `directory`, `serverLines` added under
     /// `server:` (after its `host:` line, which `host` replaces).
-    static func sandboxConfig(directory: URL, host: String = "127.0.0.1", serverLines: [String] = []) throws -> URL {
+    /// `store`: the file's `store:` section (a SQLite file in `directory` by default).
+    static func sandboxConfig(directory: URL, host: String = "127.0.0.1", serverLines: [String] = [], store: String? = nil) throws -> URL {
         var yaml = try String(contentsOf: CommandLineTests.packageRoot.appendingPathComponent("Config/gateway.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "anchors: [sandbox/", with: "anchors: [\(CommandLineTests.packageRoot.path)/Config/sandbox/")
         let hostLine = "  host: 127.0.0.1\n"
         #expect(yaml.contains(hostLine), "Config/gateway.yaml no longer has the host line this test edits")
         yaml = yaml.replacingOccurrences(of: hostLine, with: (["  host: \(host)"] + serverLines.map { "  \($0)" }).joined(separator: "\n") + "\n")
-        yaml += "\nstore:\n  sqlite:\n    path: \(directory.path)/gateway.sqlite\n"
+        yaml += store ?? "\nstore:\n  sqlite:\n    path: \(directory.path)/gateway.sqlite\n"
         return try CommandLineTests.writeConfig(yaml)
     }
 
