@@ -60,7 +60,6 @@ public enum BoundedFile {
         switch code {
         case ENOENT: "no such file"
         case EACCES, EPERM: "permission denied"
-        case EISDIR: "not a file (a device or a directory)"
         default: String(cString: strerror(code)).lowercased()
         }
     }

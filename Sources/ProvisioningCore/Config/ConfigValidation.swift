@@ -204,7 +204,7 @@ extension GatewayConfig {
 
         // Two issuer names for one upstream account would let the same upstream card be registered
         // twice (uniqueness is per issuer name), once under each name. Endpoints are compared as
-        // hosts compare (`Issuers.sharingAnEndpoint`); start-up compares the credentials' values too.
+        // the upstream sees them (`issuersSharingAnEndpoint`); start-up compares the credentials' values too.
         for (name, other) in Self.issuersSharingAnEndpoint(issuers) where issuers[name]!.credentials == issuers[other]!.credentials {
             problems.append(.init("issuers.\(other)", "the same account as issuers.\(name) (same endpoint and credentials): "
                 + "one upstream account is one issuer, limit it with programs: instead"))

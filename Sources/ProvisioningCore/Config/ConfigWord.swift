@@ -120,8 +120,8 @@ public enum TMPAuth: Sendable, Equatable, Codable {
     /// sent, which the trail blamed on TMP as an answer that was not HTTP (the input audit).
     static func isHeaderName(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 64
-            && name.utf8.allSatisfy { $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber
-                                                    || "!#$%&'*+-.^_`|~".utf8.contains($0)) }
+            && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+                                      || "!#$%&'*+-.^_`|~".utf8.contains($0) }
             && !reservedHeaders.contains(name.lowercased())
     }
 
