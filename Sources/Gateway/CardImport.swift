@@ -122,13 +122,14 @@ public struct CardImport: Sendable {
             seen[id] = line
             let rowProblems = registration.problems(id: id, program: value("program"), issuer: value("issuer"), reference: reference)
             if rowProblems.isEmpty {
-                // Two rows with one issuer reference (letter case aside, as the stores compare them)
-                // are refused here, before any batch is written, not by the store part-way. Cards
-                // without a reference (`issuer: local`, whose card data is in the vault) hold none,
-                // and any number of them may share a file (the audit's 3,000 local cards were
-                // 2,999 problems).
-                let held = value("issuer") + "\u{0}" + reference.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-                    .joined(separator: "\u{0}").lowercased()
+                // Two rows naming one card at one issuer (by its naming field, letter case aside, as
+                // the stores compare them) are refused here, before any batch is written, not by the
+                // store part-way. Cards without a reference (`issuer: local`, whose card data is in
+                // the vault) hold none, and any number of them may share a file (the audit's 3,000
+                // local cards were 2,999 problems).
+                let named = IssuerReference(reference).namingValue
+                    ?? reference.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{0}")
+                let held = value("issuer") + "\u{0}" + named.lowercased()
                 if !reference.isEmpty, let first = references[held] {
                     problems.append(Problem(line: line, reason: "issuer_reference: the same as on line \(first) (letter case aside)"))
                     continue

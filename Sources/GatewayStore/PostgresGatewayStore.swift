@@ -98,6 +98,7 @@ public final class PostgresGatewayStore: GatewayStore {
         (StoreRows.auditProgramVersion, statements(StoreRows.auditProgramMigration)),
         (StoreRows.auditProgramBackfillVersion, statements(StoreRows.auditProgramBackfillMigration)),
         (StoreRows.tokenHoldsVersion, statements(StoreRows.tokenHoldsMigration)),
+        (StoreRows.cardKeyVersion, statements(StoreRows.cardKeyMigration(.postgres))),
     ]
 
     /// A migration text shared with SQLite, one query per `;`-separated statement (the shared
@@ -172,6 +173,12 @@ public final class PostgresGatewayStore: GatewayStore {
                     for try await variants in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.caseVariantReferences(.postgres)),
                                                                          logger: self.logger).decode(Int.self) where variants > 0 {
                         throw StoreRows.caseVariantsRefused(variants, store: self.displayName, .postgres)
+                    }
+                }
+                if migration.version == StoreRows.cardKeyVersion {
+                    for try await shared in try await connection.query(PostgresQuery(unsafeSQL: StoreRows.sharedCardKeys(.postgres)),
+                                                                       logger: self.logger).decode(Int.self) where shared > 0 {
+                        throw StoreRows.sharedCardKeysRefused(shared, store: self.displayName, .postgres)
                     }
                 }
                 for statement in migration.statements { try await connection.query(statement, logger: self.logger) }
@@ -384,11 +391,11 @@ public final class PostgresGatewayStore: GatewayStore {
             ?? false
         if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             var heldElsewhere: String?
-            // Compared without regard to case, as the unique index does (schema 009).
+            // Compared by the card they name, letter case aside, as the unique index does (schema 014).
             for try await program in try await connection.query("""
                 DELETE FROM released_issuer_references
                 WHERE issuer = \(card.issuer?.rawValue)
-                    AND \(unescaped: StoreRows.Dialect.postgres.folded()) = lower(\(reference)::text COLLATE "C")
+                    AND \(unescaped: StoreRows.Dialect.postgres.cardKey()) = \(unescaped: Self.givenKey.prefix)\(reference)\(unescaped: Self.givenKey.suffix)
                 RETURNING program
                 """, logger: logger).decode(String.self) where owners?.contains(ProgramID(program)) == false { heldElsewhere = program }
             if heldElsewhere != nil { throw CardRegistryError.issuerReferenceInUse }
@@ -427,6 +434,10 @@ public final class PostgresGatewayStore: GatewayStore {
             }
         }
     }
+
+    /// `Dialect.cardKey(ofValue:)` around one bound reference, typed text for the server.
+    private static let givenKey = (prefix: StoreRows.Dialect.postgres.cardKeyAround.prefix,
+                                   suffix: "::text" + StoreRows.Dialect.postgres.cardKeyAround.suffix)
 
     /// Remembers a reference a card of `program` let go of (schema 006).
     private func release(issuer: String?, referenceJSON: String, program: String, on connection: PostgresConnection) async throws {

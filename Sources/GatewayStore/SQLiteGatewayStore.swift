@@ -229,7 +229,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         migrator.registerMigration(StoreRows.referenceCaseFoldVersion) { db in
             let variants = try Int.fetchOne(db, sql: StoreRows.caseVariantReferences(.sqlite)) ?? 0
-            if variants > 0 { throw CaseVariantReferences(count: variants) }
+            if variants > 0 { throw HeldTwice(version: StoreRows.referenceCaseFoldVersion, count: variants) }
             try db.execute(sql: StoreRows.referenceCaseFoldMigration(.sqlite))
         }
         migrator.registerMigration(StoreRows.claimProvisioningVersion) { db in
@@ -243,6 +243,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         migrator.registerMigration(StoreRows.tokenHoldsVersion) { db in
             try db.execute(sql: StoreRows.tokenHoldsMigration)
+        }
+        migrator.registerMigration(StoreRows.cardKeyVersion) { db in
+            let shared = try Int.fetchOne(db, sql: StoreRows.sharedCardKeys(.sqlite)) ?? 0
+            if shared > 0 { throw HeldTwice(version: StoreRows.cardKeyVersion, count: shared) }
+            try db.execute(sql: StoreRows.cardKeyMigration(.sqlite))
         }
         return migrator
     }
@@ -259,17 +264,20 @@ public final class SQLiteGatewayStore: GatewayStore {
             if let newer = StoreRows.unknownSchema(applied: applied, known: known, store: store) { throw newer }
             do {
                 try Self.migrator.migrate(pool)
-            } catch let refused as CaseVariantReferences {
-                throw StoreRows.caseVariantsRefused(refused.count, store: store, .sqlite)
+            } catch let refused as HeldTwice {
+                throw refused.version == StoreRows.cardKeyVersion
+                    ? StoreRows.sharedCardKeysRefused(refused.count, store: store, .sqlite)
+                    : StoreRows.caseVariantsRefused(refused.count, store: store, .sqlite)
             }
         }.value
     }
 
-    /// A released reference's column against a reference given, folded as the index is (schema 009).
-    private static let foldedMatch = "\(StoreRows.Dialect.sqlite.folded()) = \(StoreRows.Dialect.sqlite.folded("?"))"
+    /// A released reference's column against a reference given: the card each names at the
+    /// issuer, as the unique index compares them (schema 014).
+    private static let keyMatch = "\(StoreRows.Dialect.sqlite.cardKey()) = \(StoreRows.Dialect.sqlite.cardKey(ofValue: "?"))"
 
-    /// Schema 009's refusal, inside the migrator, which knows no path.
-    private struct CaseVariantReferences: Error { let count: Int }
+    /// Schema 009's or 014's refusal, inside the migrator, which knows no path.
+    private struct HeldTwice: Error { let version: String; let count: Int }
 
     /// `PRAGMA integrity_check` over the whole file (every page, every index against its table),
     /// at most 100 problems, on a reader connection: nothing is written.
@@ -483,13 +491,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         // A reference another program let go of stays that program's (schema 006); taking it
         // back (its own program's client, an admin, the CLI) makes it a card's again.
         if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
-            // Compared without regard to case, as the unique index does (schema 009).
+            // Compared by the card they name, letter case aside, as the unique index does (schema 014).
             let holders = try String.fetchAll(
-                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND \(Self.foldedMatch)",
+                db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND \(Self.keyMatch)",
                 arguments: [card.issuer?.rawValue, reference])
             if let owners, holders.contains(where: { !owners.contains(ProgramID($0)) }) { throw CardRegistryError.issuerReferenceInUse }
             if !holders.isEmpty {
-                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND \(Self.foldedMatch)",
+                try db.execute(sql: "DELETE FROM released_issuer_references WHERE issuer = ? AND \(Self.keyMatch)",
                                arguments: [card.issuer?.rawValue, reference])
             }
         }

@@ -316,6 +316,32 @@ enum StoreRows {
             case .postgres: "lower(\(column) COLLATE \"C\")"
             }
         }
+
+        /// The card at its issuer a reference column names, folded (schema 014): the value of its
+        /// naming field (`IssuerReference.cardNamingFields`, the first it holds), or the whole
+        /// reference when it holds none. Indexes and lookups spell it the same for the index to
+        /// serve them; the stores compare a reference given to it through `cardKey(ofValue:)`.
+        func cardKey(_ column: String = "issuer_reference") -> String {
+            let values = IssuerReference.cardNamingFields.map { field in
+                switch self {
+                case .sqlite: "json_extract(\(column), '$.\(field)')"
+                case .postgres: "(\(column)::jsonb ->> '\(field)')"
+                }
+            }
+            return folded("COALESCE(\(values.joined(separator: ", ")), \(column))")
+        }
+
+        /// The same key of one bound reference (its placeholder appears once).
+        func cardKey(ofValue placeholder: String) -> String {
+            let around = cardKeyAround
+            return around.prefix + placeholder + around.suffix
+        }
+
+        /// `cardKey(ofValue:)` as the text before and after the placeholder, for a query built
+        /// by interpolation (PostgreSQL's binds).
+        var cardKeyAround: (prefix: String, suffix: String) {
+            ("(SELECT \(cardKey("given.reference")) FROM (SELECT ", " AS reference) AS given)")
+        }
     }
 
     static func referenceCaseFoldMigration(_ dialect: Dialect) -> String {
@@ -339,31 +365,83 @@ enum StoreRows {
 
     /// How many issuer references more than one card holds once case is set aside: schema 009
     /// cannot apply while any does.
-    static func caseVariantReferences(_ dialect: Dialect) -> String {
-        """
-        SELECT count(*) FROM (
-            SELECT issuer, \(dialect.folded()) AS folded FROM cards
-            WHERE issuer IS NOT NULL AND issuer_reference <> '{}'
-            GROUP BY issuer, \(dialect.folded()) HAVING count(*) > 1
-        ) AS variants
-        """
-    }
+    static func caseVariantReferences(_ dialect: Dialect) -> String { heldTwiceCount(dialect.folded()) }
 
     /// Schema 009 refused: names no card and no reference (those are for ops to find), only how
     /// many and how to find them.
     static func caseVariantsRefused(_ count: Int, store: String, _ dialect: Dialect) -> StoreError {
-        StoreError(store: store, reason: "schema \(referenceCaseFoldVersion) cannot apply: \(count) issuer reference(s) are held by "
-            + "more than one card when letter case is ignored, and an issuer may read them as one card; nothing was changed. "
-            + "Find them with: \(caseVariantCards(dialect)); with the gateway version run before this one, delete or change all "
-            + "but one card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
+        heldTwiceRefused(count, version: referenceCaseFoldVersion, what: "issuer reference(s) are held by more than one card when "
+            + "letter case is ignored, and an issuer may read them as one card", query: caseVariantCards(dialect), store: store)
     }
 
     /// The cards whose references schema 009 finds held twice, for ops to run.
-    static func caseVariantCards(_ dialect: Dialect) -> String {
-        let folded = dialect.folded()
-        return "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE (issuer, \(folded)) IN "
-            + "(SELECT issuer, \(folded) FROM cards WHERE issuer IS NOT NULL AND issuer_reference <> '{}' "
-            + "GROUP BY issuer, \(folded) HAVING count(*) > 1) ORDER BY issuer, \(folded)"
+    static func caseVariantCards(_ dialect: Dialect) -> String { heldTwiceCards(dialect.folded()) }
+
+    /// Schema 014: a card at an issuer is named by one field of its reference
+    /// (`IssuerReference.cardNamingFields`: Bridge's card account id, the others' issuer card id),
+    /// and the registry holds one card per issuer and naming value, letter case aside, whatever
+    /// else the reference holds. Until then a Bridge reference was compared whole, so a tenant
+    /// could register `{customer_id: its own, card_account_id: another tenant's}`, and isolation
+    /// rested on Bridge refusing a customer and card account that do not match, which UPSTREAMS.md
+    /// marks uncertain. The unique index and the released references' lookups compare the naming
+    /// value (`Dialect.cardKey`), which replaces schema 009's folded whole reference (implied by
+    /// it). Released references a card now holds (under any customer id) are dropped, and of
+    /// released references naming one card the latest is kept, as schema 009 did for case.
+    static let cardKeyVersion = "014_issuer_card_key"
+
+    static func cardKeyMigration(_ dialect: Dialect) -> String {
+        let key = dialect.cardKey()
+        return """
+            CREATE UNIQUE INDEX cards_issuer_reference_card_key ON cards (issuer, \(key))
+                WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+            DROP INDEX cards_issuer_reference_folded;
+            CREATE INDEX released_issuer_references_card_key ON released_issuer_references (issuer, \(key));
+            DROP INDEX released_issuer_references_folded;
+            DELETE FROM released_issuer_references WHERE EXISTS (
+                SELECT 1 FROM cards c WHERE c.issuer = released_issuer_references.issuer AND c.issuer_reference <> '{}'
+                AND \(dialect.cardKey("c.issuer_reference")) = \(dialect.cardKey("released_issuer_references.issuer_reference")));
+            DELETE FROM released_issuer_references WHERE EXISTS (
+                SELECT 1 FROM released_issuer_references o WHERE o.issuer = released_issuer_references.issuer
+                AND \(dialect.cardKey("o.issuer_reference")) = \(dialect.cardKey("released_issuer_references.issuer_reference"))
+                AND (o.released_at > released_issuer_references.released_at
+                     OR (o.released_at = released_issuer_references.released_at
+                         AND o.issuer_reference > released_issuer_references.issuer_reference)))
+            """
+    }
+
+    /// How many cards at an issuer more than one card names: schema 014 cannot apply while any is.
+    static func sharedCardKeys(_ dialect: Dialect) -> String { heldTwiceCount(dialect.cardKey()) }
+
+    /// Schema 014 refused, as schema 009 is: how many and how to find them, naming none.
+    static func sharedCardKeysRefused(_ count: Int, store: String, _ dialect: Dialect) -> StoreError {
+        heldTwiceRefused(count, version: cardKeyVersion, what: "card(s) at an issuer are named by more than one card of the registry "
+            + "(the same card account id or issuer card id under other fields, letter case aside)", query: sharedCardKeyCards(dialect),
+            store: store)
+    }
+
+    /// The cards schema 014 finds naming one card at their issuer, for ops to run.
+    static func sharedCardKeyCards(_ dialect: Dialect) -> String { heldTwiceCards(dialect.cardKey()) }
+
+    private static func heldTwiceCount(_ key: String) -> String {
+        """
+        SELECT count(*) FROM (
+            SELECT issuer, \(key) AS held FROM cards
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}'
+            GROUP BY issuer, \(key) HAVING count(*) > 1
+        ) AS held_twice
+        """
+    }
+
+    private static func heldTwiceCards(_ key: String) -> String {
+        "SELECT card_id, program, issuer, issuer_reference FROM cards WHERE (issuer, \(key)) IN "
+            + "(SELECT issuer, \(key) FROM cards WHERE issuer IS NOT NULL AND issuer_reference <> '{}' "
+            + "GROUP BY issuer, \(key) HAVING count(*) > 1) ORDER BY issuer, \(key)"
+    }
+
+    private static func heldTwiceRefused(_ count: Int, version: String, what: String, query: String, store: String) -> StoreError {
+        StoreError(store: store, reason: "schema \(version) cannot apply: \(count) \(what); nothing was changed. "
+            + "Find them with: \(query); with the gateway version run before this one, delete or change all "
+            + "but one card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
     }
 
     /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,

@@ -12,6 +12,19 @@ public struct IssuerReference: Sendable, Equatable, Codable {
         var container = encoder.singleValueContainer()
         try container.encode(fields)
     }
+
+    /// The reference fields that name a card at its issuer by themselves, whatever else the
+    /// reference holds: Bridge's card account id (its customer id says whose account it is, and
+    /// Bridge's guide addresses a card account by its id alone) and every other kind's issuer card
+    /// id. The registry holds one card per (issuer, naming field value), letter case aside
+    /// (schema 014): `{customer_id: mine, card_account_id: yours}` is your card account, not a new
+    /// card. Every issuer kind's reference holds exactly one of them (`IssuerCatalogTests`); a
+    /// reference holding none is compared whole.
+    public static let cardNamingFields = ["card_account_id", "issuer_card_id"]
+
+    /// The value of the first naming field the reference holds (the stores' `Dialect.cardKey`
+    /// reads the same), nil when it holds none.
+    public var namingValue: String? { Self.cardNamingFields.lazy.compactMap { fields[$0] }.first }
 }
 
 /// One card in the gateway's registry: which issuer holds it and how that issuer names it.

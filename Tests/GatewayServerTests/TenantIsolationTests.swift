@@ -34,6 +34,10 @@ import Testing
     @Test(arguments: [
         #"{"issuer":"tmp","program":"other","issuer_reference":{"issuer_card_id":"tmp_card_demo_001"}}"#,
         #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#,
+        // Its own customer id with the demo tenant's card account: Bridge's card account id names
+        // the card by itself (schema 014), so this is the same card, not a new one.
+        #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_other_001","card_account_id":"ca_demo_001"}}"#,
+        #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_other_001","card_account_id":"CA_DEMO_001"}}"#,
         #"{"issuer":"crossmint","program":"other","issuer_reference":{"issuer_card_id":"cm_card_demo_001"}}"#,
     ])
     func anotherTenantCannotClaimACardsIssuerReference(registration: String) async throws {
@@ -70,6 +74,9 @@ import Testing
             let bridge = #"{"issuer":"bridge","program":"%@","issuer_reference":{"customer_id":"cust_demo_001","card_account_id":"ca_demo_001"}}"#
             #expect(try await Self.send(client, .delete, "/v1/cards/card_bridge_demo", nil, GatewayHarness.demoKey).status == .noContent)
             try await Self.expectClaimRefused(client, sandbox, try await Self.put(client, "acme_steal", String(format: bridge, "other"), key: Self.other))
+            // Under a customer id of its own too: the card account is the card.
+            let ownCustomer = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"cust_other_9","card_account_id":"ca_demo_001"}}"#
+            try await Self.expectClaimRefused(client, sandbox, try await Self.put(client, "acme_steal", ownCustomer, key: Self.other))
             // The tenant it was taken from registers it again, under a new id, and provisions it.
             #expect(try await Self.put(client, "card_bridge_again", String(format: bridge, "demo"), key: GatewayHarness.demoKey).status == .created)
             let own = try await GatewayHarness.provision(client, card: "card_bridge_again", body: try GatewayHarness.requestBody())

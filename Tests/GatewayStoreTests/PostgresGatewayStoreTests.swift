@@ -166,9 +166,19 @@ struct PostgresGatewayStoreTests {
         }
     }
 
-    /// Three scenarios on one server (each server is an `initdb` and a start, which a parallel
-    /// test run pays in CPU): a claim judged by its own abandon time, a newer schema refused, and
-    /// schema 009 refused over references held twice when case is set aside.
+    /// Undoes schema 014 (its indexes back to schema 009's), so that a test can apply it again.
+    static let forget014 = """
+        DROP INDEX cards_issuer_reference_card_key; DROP INDEX released_issuer_references_card_key;
+        CREATE UNIQUE INDEX cards_issuer_reference_folded ON cards (issuer, lower(issuer_reference COLLATE "C"))
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+        CREATE INDEX released_issuer_references_folded ON released_issuer_references (issuer, lower(issuer_reference COLLATE "C"));
+        DELETE FROM schema_migrations WHERE version = '014_issuer_card_key'
+        """
+
+    /// Four scenarios on one server (each server is an `initdb` and a start, which a parallel
+    /// test run pays in CPU): a claim judged by its own abandon time, a newer schema refused,
+    /// schema 009 refused over references held twice when case is set aside, and schema 014 over
+    /// card accounts held twice under two customer ids.
     @Test func aClaimIsJudgedByItsOwnAbandonTimeANewerSchemaIsRefusedAndCaseVariantsStopSchema009() async throws {
         try await withStoreAndSQL { store, sql in
             try await StoreConformance.aClaimIsJudgedByItsOwnAbandonTime(store, sql: sql)
@@ -191,12 +201,14 @@ struct PostgresGatewayStoreTests {
             try await store.migrate()
             try await StoreConformance.theCaseFoldingMigrationRefusesHeldVariants(
                 store, sql: sql,
-                forget009: """
+                forget009: Self.forget014 + """
+                    ;
                     DROP INDEX cards_issuer_reference_folded; DROP INDEX released_issuer_references_folded;
                     CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
                         WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
                     DELETE FROM schema_migrations WHERE version = '009_reference_case_folded'
                     """, dialect: .postgres)
+            try await StoreConformance.theCardKeyMigrationRefusesSharedCards(store, sql: sql, forget014: Self.forget014, dialect: .postgres)
         }
     }
 
@@ -261,7 +273,7 @@ struct PostgresGatewayStoreTests {
 /// Both stores migrate to the same schema versions, which `route explain` requires of a store.
 @Test func bothStoresKnowTheSameSchemaVersions() {
     #expect(PostgresGatewayStore.migrations.map(\.version) == StoreBootstrap.currentSchema)
-    #expect(StoreBootstrap.currentSchema.last == StoreRows.tokenHoldsVersion)
+    #expect(StoreBootstrap.currentSchema.last == StoreRows.cardKeyVersion)
 }
 
 /// Needs no server: nothing listens on port 1.

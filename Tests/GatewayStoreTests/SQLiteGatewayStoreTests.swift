@@ -198,11 +198,28 @@ import Testing
         }
     }
 
+    /// Undoes schema 014 (its indexes back to schema 009's), so that a test can apply it again.
+    static let forget014 = """
+        DROP INDEX cards_issuer_reference_card_key; DROP INDEX released_issuer_references_card_key;
+        CREATE UNIQUE INDEX cards_issuer_reference_folded ON cards (issuer, lower(issuer_reference))
+            WHERE issuer IS NOT NULL AND issuer_reference <> '{}';
+        CREATE INDEX released_issuer_references_folded ON released_issuer_references (issuer, lower(issuer_reference));
+        DELETE FROM grdb_migrations WHERE identifier = '014_issuer_card_key'
+        """
+
+    @Test func theCardKeyMigrationRefusesSharedCards() async throws {
+        try await withStore { store in
+            try await StoreConformance.theCardKeyMigrationRefusesSharedCards(store, sql: Self.sql(store), forget014: Self.forget014,
+                                                                            dialect: .sqlite)
+        }
+    }
+
     @Test func theCaseFoldingMigrationRefusesHeldVariants() async throws {
         try await withStore { store in
             try await StoreConformance.theCaseFoldingMigrationRefusesHeldVariants(
                 store, sql: Self.sql(store),
-                forget009: """
+                forget009: Self.forget014 + """
+                    ;
                     DROP INDEX cards_issuer_reference_folded; DROP INDEX released_issuer_references_folded;
                     CREATE UNIQUE INDEX cards_issuer_reference ON cards (issuer, issuer_reference)
                         WHERE issuer IS NOT NULL AND issuer_reference <> '{}';

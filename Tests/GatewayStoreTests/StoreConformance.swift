@@ -28,6 +28,7 @@ enum StoreConformance {
         .init(name: "an issuer reference belongs to one card", run: anIssuerReferenceBelongsToOneCard),
         .init(name: "a reference a card let go of stays its program's", run: aReferenceACardLetGoOfStaysItsPrograms),
         .init(name: "a reference is one card's whatever its letter case", run: aReferenceIsOneCardsWhateverItsLetterCase),
+        .init(name: "a card is named by its naming field alone", run: aCardIsNamedByItsNamingFieldAlone),
         .init(name: "vault entries go with their card", run: vaultEntriesGoWithTheirCard),
         .init(name: "an entry is written only for the card as read", run: anEntryIsWrittenOnlyForTheCardAsRead),
         .init(name: "a re-seal never undoes a change made meanwhile", run: aReSealNeverUndoesAChangeMadeMeanwhile),
@@ -47,7 +48,7 @@ enum StoreConformance {
     static let versions = ["001_cards_audit_idempotency", "002_vault", "003_audit_device_type", "004_tenant_isolation", "005_audit_event_once",
                            "006_released_issuer_references", "007_claim_abandon_time",
                            "008_audit_token_id", "009_reference_case_folded", "010_claim_provisioning_id", "011_audit_program",
-                           "012_audit_program_backfill", "013_token_transition_holds"]
+                           "012_audit_program_backfill", "013_token_transition_holds", "014_issuer_card_key"]
 
     static func claim(_ store: any GatewayStore, _ key: String) async throws -> IdempotencyClaim {
         let now = instant(0)
@@ -492,6 +493,115 @@ enum StoreConformance {
         // Of rel_x's two released copies the later, evil's, is kept.
         await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(card("r3", program: "acme", ref: "Rel_X"), ["acme"]) }
         #expect(try await put(card("r4", program: "evil", ref: "rel_X"), ["evil"]) == .created)
+    }
+
+    /// A Bridge card account is one card whatever customer id comes with it (schema 014): a tenant
+    /// naming another tenant's card account under its own customer id is refused, held or let go
+    /// of, in any letter case; the owner may change the customer id and still holds it.
+    static func aCardIsNamedByItsNamingFieldAlone(_ store: any GatewayStore) async throws {
+        try await store.migrate()
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
+        #expect(try await put(bridge("a1", program: "acme", customer: "cust_acme", account: "ca_1"), ["acme"]) == .created)
+        for account in ["ca_1", "CA_1"] {
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+                try await put(bridge("e1", program: "evil", customer: "cust_evil", account: account), ["evil"])
+            }
+        }
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await store.importCards([bridge("e2", program: "evil", customer: "cust_evil", account: "ca_1")])
+        }
+        #expect(try await store.card("e1") == nil)
+        #expect(try await store.card("e2") == nil)
+        #expect(try await store.securityEvents(SecurityEventQuery(cardID: "e1")).isEmpty)
+        // The customer id alone names nothing: evil's own card under acme's customer id is its own.
+        #expect(try await put(bridge("e3", program: "evil", customer: "cust_acme", account: "ca_evil"), ["evil"]) == .created)
+        // Another issuer account's ca_1 is another card.
+        #expect(try await put(bridge("e4", program: "evil", issuer: "bridge_eu", customer: "cust_evil", account: "ca_1"), ["evil"]) == .created)
+        // The owner changes the customer id: it still holds the card account.
+        #expect(try await put(bridge("a1", program: "acme", customer: "cust_acme_2", account: "ca_1"), ["acme"]) == .updated)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await put(bridge("e1", program: "evil", customer: "cust_evil", account: "ca_1"), ["evil"])
+        }
+        // Let go of, the card account stays acme's under any customer id.
+        #expect(try await store.deleteCard("a1", owners: ["acme"], event: change("acme", "a1")) != nil)
+        for customer in ["cust_evil", "cust_acme", "cust_acme_2"] {
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+                try await put(bridge("e1", program: "evil", customer: customer, account: "Ca_1"), ["evil"])
+            }
+        }
+        #expect(try await store.card("e1") == nil)
+        // acme takes it back under a customer id it never used, and then it is a card's again.
+        #expect(try await put(bridge("a2", program: "acme", customer: "cust_acme_3", account: "ca_1"), ["acme"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await put(bridge("e1", program: "evil", customer: "cust_evil", account: "ca_1"), ["evil"])
+        }
+        // A kind whose reference is its naming field alone keeps the same rule.
+        let tmp = { (id: CardID, program: ProgramID, value: String) in
+            CardRecord(id: id, program: program, issuer: "tmp", issuerReference: IssuerReference(["issuer_card_id": value]))
+        }
+        #expect(try await put(tmp("t1", "acme", "ic_1"), ["acme"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) { try await put(tmp("t2", "evil", "IC_1"), ["evil"]) }
+    }
+
+    /// A database kept before schema 014 may hold two cards naming one card account under two
+    /// customer ids: the migration is refused, saying how many and what to do, naming no card, and
+    /// changes nothing; once ops resolve it, it applies. Released references naming one card keep
+    /// only the latest, and one a card holds again under another customer id is dropped.
+    static func theCardKeyMigrationRefusesSharedCards(
+        _ store: any GatewayStore, sql: RawSQL, forget014: String, dialect: StoreRows.Dialect
+    ) async throws {
+        try await store.migrate()
+        try await sql(forget014)
+        let put = { @Sendable (card: CardRecord, owners: Set<ProgramID>?) in
+            try await store.putCard(card, owners: owners, event: change(owners?.first?.rawValue ?? "admin", card.id))
+        }
+        try await store.putCard(bridge("ck_s1", program: "acme", customer: "cust_a", account: "ca_shared"))
+        try await store.putCard(bridge("ck_s2", program: "evil", customer: "cust_b", account: "CA_SHARED"))
+        try await store.putCard(bridge("ck_k1", program: "acme", customer: "cust_a", account: "ca_held"))
+        func released(_ card: CardRecord, at: Int) -> String {
+            "INSERT INTO released_issuer_references (issuer, issuer_reference, program, released_at) VALUES "
+                + "('bridge', '\(StoreRows.referenceJSON(card.issuerReference))', '\(card.program)', \(at))"
+        }
+        // ca_rel let go of by acme, then by evil under another customer id; ca_held by evil, which
+        // acme's k1 holds now.
+        try await sql(released(bridge("ck_r1", program: "acme", customer: "cust_a", account: "ca_rel"), at: 1))
+        try await sql(released(bridge("ck_r2", program: "evil", customer: "cust_b", account: "ca_rel"), at: 2))
+        try await sql(released(bridge("ck_r3", program: "evil", customer: "cust_b", account: "ca_held"), at: 3))
+        do {
+            try await store.migrate()
+            Issue.record("schema 014 applied over two cards naming one card account")
+        } catch let error as StoreError {
+            let text = "\(error)"
+            #expect(text.contains("014_issuer_card_key") && text.contains(": 1 card(s)"), "\(text)")
+            #expect(!text.lowercased().contains("ca_shared") && !text.contains("ck_s1") && !text.contains("ck_s2"), "\(text)")
+            #expect(text.contains(StoreRows.sharedCardKeyCards(dialect)), "the query that finds them")
+        }
+        try await sql(StoreRows.sharedCardKeyCards(dialect))
+        #expect(!(try await store.schemaVersions()).contains("014_issuer_card_key"))
+        #expect(try await store.card("ck_s1") != nil)
+        #expect(try await store.card("ck_s2") != nil)
+        // Ops delete evil's card, and the migration applies.
+        try await store.deleteCard("ck_s2")
+        try await store.migrate()
+        #expect(try await store.schemaVersions() == versions)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await put(bridge("ck_s3", program: "evil", customer: "cust_b", account: "ca_shared"), ["evil"])
+        }
+        // Of ca_rel's two released copies the later, evil's, is kept.
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await put(bridge("ck_r4", program: "acme", customer: "cust_a", account: "ca_rel"), ["acme"])
+        }
+        #expect(try await put(bridge("ck_r5", program: "evil", customer: "cust_c", account: "Ca_Rel"), ["evil"]) == .created)
+        // evil's released copy of ca_held went: once k1 lets it go, it is acme's alone again.
+        #expect(try await store.deleteCard("ck_k1", owners: ["acme"], event: change("acme", "ck_k1")) != nil)
+        #expect(try await put(bridge("ck_k2", program: "acme", customer: "cust_z", account: "ca_held"), ["acme"]) == .created)
+    }
+
+    static func bridge(_ id: String, program: String, issuer: String = "bridge", customer: String, account: String) -> CardRecord {
+        CardRecord(id: CardID(id), program: ProgramID(program), issuer: IssuerID(issuer),
+                   issuerReference: IssuerReference(["customer_id": customer, "card_account_id": account]))
     }
 
     static func vaultEntriesGoWithTheirCard(_ store: any GatewayStore) async throws {

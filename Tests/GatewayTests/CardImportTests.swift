@@ -127,6 +127,11 @@ import Testing
         #expect(try await importer.run(file, into: store, batchRows: 1, pause: .zero)
                 == .rejected([CardImport.Problem(line: 5, reason: "issuer_reference: the same as on line 2 (letter case aside)")]))
         #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
+        // A Bridge card account is one card whatever customer id a row gives it (schema 014).
+        let accounts = "card_id,program,issuer,customer_id,card_account_id\nb1,demo,bridge,cust_1,ca_9\nb2,demo,bridge,cust_2,CA_9\n"
+        #expect(try await importer.run(accounts, into: store, batchRows: 1, pause: .zero)
+                == .rejected([CardImport.Problem(line: 3, reason: "issuer_reference: the same as on line 2 (letter case aside)")]))
+        #expect(try await store.cards(CardPageQuery(limit: 10)).isEmpty)
     }
 
     /// Local cards hold no reference, so they share none: a file may register any number of them

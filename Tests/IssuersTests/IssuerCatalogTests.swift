@@ -20,6 +20,18 @@ import Testing
         #expect(IssuerCatalog.definition("stripe") == nil)
     }
 
+    /// The registry holds one card per issuer and naming field (schema 014): a kind whose
+    /// reference held none would be compared whole (two of its fields told apart a card the issuer
+    /// reads as one), and one holding two would leave the store picking one.
+    @Test func everyKindsReferenceHasExactlyOneCardNamingField() {
+        for definition in IssuerCatalog.definitions {
+            let naming = definition.referenceFields.filter(IssuerReference.cardNamingFields.contains)
+            #expect(naming.count == 1, "\(definition.kind): \(definition.referenceFields)")
+        }
+        let bridge = IssuerCatalog.profiles[.bridge]?.referenceFields ?? []
+        #expect(bridge.filter(IssuerReference.cardNamingFields.contains) == ["card_account_id"])
+    }
+
     /// Resend safety is each kind's own fact (UPSTREAMS.md): Bridge honours an Idempotency-Key,
     /// Crossmint's call is a GET, TMP's POST has no idempotency key.
     @Test func resendSafetyAndActivationAreDeclaredPerKind() throws {
