@@ -30,11 +30,14 @@ public struct IdempotencyGuard: Sendable {
     let wallTime: @Sendable () -> Date
     /// Where `LateAudit` says what became of events the store did not confirm in time.
     let logger: Logger
+    /// The late writes a stop waits for (`LateAudit`).
+    let lateWrites: LateWrites
 
     public init(store: any GatewayStore, ttl: Duration, waitLimit: Duration, sealer: ResponseSealer,
                 pollInterval: Duration = .milliseconds(20), maxPollInterval: Duration = .milliseconds(320),
                 clock: GatewayClock = .continuous, wallTime: (@Sendable () -> Date)? = nil,
-                logger: Logger = Logger(label: "provisioning-gateway")) {
+                logger: Logger = Logger(label: "provisioning-gateway"), lateWrites: LateWrites = LateWrites()) {
+        self.lateWrites = lateWrites
         self.store = store
         self.ttl = ttl
         self.waitLimit = waitLimit
@@ -65,7 +68,7 @@ public struct IdempotencyGuard: Sendable {
             try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         } catch {
             LateAudit.keepReleasing(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
-                                    clock: clock, logger: logger)
+                                    clock: clock, logger: logger, writes: lateWrites)
         }
     }
 
@@ -197,7 +200,7 @@ public struct IdempotencyGuard: Sendable {
                     let events = deferred.take()
                     if let auditFailure = await writeAlone(events) {
                         error = GatewayError(.internal, "the audit trail could not be written", cause: auditFailure).afterAttempt(true)
-                        LateAudit.keepTrying(events, store: store, clock: clock, logger: logger)
+                        LateAudit.keepTrying(events, store: store, clock: clock, logger: logger, writes: lateWrites)
                     }
                     // A failure that says what happened (the issuer refused, said it did not handle
                     // the request, or was never reached; the caller erred) frees the key for a
@@ -236,11 +239,11 @@ public struct IdempotencyGuard: Sendable {
                             + "still be kept: a retry with the key replays it if it was, and answers idempotency_outcome_unknown if not",
                             cause: error)
                         // Should that write fail after all, its events are still written (the review).
-                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger)
+                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger, writes: lateWrites)
                     } else if let auditFailure = await writeAlone(held) {
                         failure = GatewayError(.internal, "neither the answer for the Idempotency-Key nor its audit trail could be written",
                                                cause: auditFailure)
-                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger)
+                        LateAudit.keepTrying(held, store: store, clock: clock, logger: logger, writes: lateWrites)
                     }
                     // The caller can name the provisioning whose issuer acted (its events, where
                     // they were written, are under that id).

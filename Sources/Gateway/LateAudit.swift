@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ProvisioningCore
+import Synchronization
 
 /// Store writes that record what already happened, tried again on their own after the request's
 /// own try failed: the request has answered its failure without waiting again, and the write is
@@ -18,13 +19,17 @@ import ProvisioningCore
 ///   then as `idempotency_outcome_unknown`, though nothing was sent. A release touches only the
 ///   claim made at its time, so a late one never frees another request's claim.
 ///
-/// Each outcome is logged; a process that stops meanwhile loses what was not written, as a crash does.
+/// Each outcome is logged. The writes are `writes`'s: a graceful stop (`LateWrites.drain`, which
+/// the process runs once its requests have ended and before the store closes) makes every try
+/// left at once, without its wait, and returns when each write has ended; only a crash, or a store
+/// that refuses every try, loses one.
 public enum LateAudit {
     /// Tries now, then after 1, 2, 4 and 8 seconds on `clock`.
-    public static func keepTrying(_ events: [AuditEvent], store: any GatewayStore, clock: GatewayClock, logger: Logger) {
+    public static func keepTrying(_ events: [AuditEvent], store: any GatewayStore, clock: GatewayClock, logger: Logger,
+                                  writes: LateWrites) {
         guard !events.isEmpty else { return }
         let ids = Set(events.map(\.provisioningID.rawValue)).sorted().joined(separator: ",")
-        retrying(clock: clock, logger: logger, metadata: ["provisioning_id": "\(ids)", "events": "\(events.count)"],
+        retrying(clock: clock, logger: logger, writes: writes, metadata: ["provisioning_id": "\(ids)", "events": "\(events.count)"],
                  written: "audit events written after the store failed or answered late",
                  lost: "audit events could not be written after the store failed or answered late") {
             for event in events { try await store.appendAudit(event) }
@@ -33,18 +38,18 @@ public enum LateAudit {
 
     /// Releases the claim `claimedAt` of `client`'s `key`, now, then after 1, 2, 4 and 8 seconds.
     public static func keepReleasing(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
-                                     store: any GatewayStore, clock: GatewayClock, logger: Logger) {
+                                     store: any GatewayStore, clock: GatewayClock, logger: Logger, writes: LateWrites) {
         // Never the key itself in a log line: the client's provisioning names the claim.
-        retrying(clock: clock, logger: logger, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
+        retrying(clock: clock, logger: logger, writes: writes, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
                  written: "Idempotency-Key released after the store failed the release",
                  lost: "Idempotency-Key could not be released: it reads as in progress, then as idempotency_outcome_unknown") {
             try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         }
     }
 
-    private static func retrying(clock: GatewayClock, logger: Logger, metadata: Logger.Metadata, written: Logger.Message, lost: Logger.Message,
-                                 _ write: @escaping @Sendable () async throws -> Void) {
-        Task.detached {
+    private static func retrying(clock: GatewayClock, logger: Logger, writes: LateWrites, metadata: Logger.Metadata,
+                                 written: Logger.Message, lost: Logger.Message, _ write: @escaping @Sendable () async throws -> Void) {
+        writes.start {
             var wait = Duration.seconds(1)
             for attempt in 1...5 {
                 do {
@@ -59,9 +64,85 @@ public enum LateAudit {
                         return
                     }
                 }
-                try? await clock.sleep(for: wait)
+                await writes.pause(for: wait, on: clock)
                 wait *= 2
             }
+        }
+    }
+}
+
+/// The late writes under way (`LateAudit`), so that a stop waits for them. Each runs in a
+/// detached task (a request's cancellation, or a service's shutdown, must not cut its store
+/// write); `drain` wakes every one waiting for its next try and returns once all have ended,
+/// those started while it runs included. Its bound is the writes' own: five tries each, every
+/// one bounded by the store's operation timeout, and no wait between them once the drain began.
+public final class LateWrites: Sendable {
+    private struct State {
+        var running: [Int: Task<Void, Never>] = [:]
+        var nextID = 0
+        var draining = false
+        /// Writes waiting for their next try, woken by the drain.
+        var pausing: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Writes started and not yet ended.
+    public var count: Int { state.withLock { $0.running.count } }
+
+    func start(_ work: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            state.nextID += 1
+            let id = state.nextID
+            state.running[id] = Task.detached { [self] in
+                await work()
+                _ = self.state.withLock { $0.running.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Waits `duration` on `clock`, or until the drain begins (at once if it has).
+    func pause(for duration: Duration, on clock: GatewayClock) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await clock.sleep(for: duration) }
+            group.addTask { await self.drainBegun() }
+            await group.next()
+            // The other child ends on cancellation: a clock sleep throws, the drain's wait resumes.
+            group.cancelAll()
+        }
+    }
+
+    private func drainBegun() async {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.draining || Task.isCancelled { return true }
+                    state.pausing[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.pausing.removeValue(forKey: id) }?.resume()
+        }
+    }
+
+    /// Wakes every write waiting for its next try and returns once every write has ended.
+    public func drain() async {
+        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.draining = true
+            defer { state.pausing = [:] }
+            return Array(state.pausing.values)
+        }
+        for continuation in woken { continuation.resume() }
+        while let next = state.withLock({ $0.running.first?.value }) {
+            await next.value
         }
     }
 }

@@ -80,6 +80,8 @@ public struct ProvisioningService: Sendable {
     /// starts and before each retry, so a reload that revoked the key or moved the client's
     /// programs while the request waited stops it. Without a reload it is the client given.
     let callerNow: CallerNow
+    /// The late audit writes a stop waits for (`LateAudit`).
+    let lateWrites: LateWrites
 
     public init(
         store: any GatewayStore, upstreams: UpstreamDirectory, local: (any IssuerConnector)? = nil, routing: RoutingTable,
@@ -87,8 +89,9 @@ public struct ProvisioningService: Sendable {
         health: UpstreamHealth = UpstreamHealth(), metrics: GatewayMetrics? = nil, activationIssuer: IssuerID? = nil,
         issuerPrograms: [IssuerID: Set<ProgramID>] = [:], everyClientProgram: Set<ProgramID> = [], clock: GatewayClock = .continuous,
         tracer: any Tracer = NoOpTracer(), logger: Logger, transitions: TokenTransitionsUnderWay = TokenTransitionsUnderWay(),
-        callerNow: @escaping CallerNow = { client throws(GatewayError) in client }
+        callerNow: @escaping CallerNow = { client throws(GatewayError) in client }, lateWrites: LateWrites = LateWrites()
     ) {
+        self.lateWrites = lateWrites
         self.transitions = transitions
         self.callerNow = callerNow
         self.clock = clock
@@ -497,7 +500,7 @@ public struct ProvisioningService: Sendable {
                         // The store did not answer the card read in time: the failure event is
                         // written in the background (`LateAudit`), not waited for a second time
                         // (the PostgreSQL audit's outage cost a request 10 s, twice the bound).
-                        LateAudit.keepTrying([event], store: store, clock: clock, logger: logger)
+                        LateAudit.keepTrying([event], store: store, clock: clock, logger: logger, writes: lateWrites)
                     } else {
                         try await record(event, logger: logger)
                     }
@@ -696,7 +699,7 @@ public struct ProvisioningService: Sendable {
             // Not a replay's: the audit-once rule does not cover replays, so a write that landed
             // with its acknowledgement lost would be recorded twice, and a `replayed` event
             // written later would say the stored answer was served to a caller that got 500.
-            if event.outcome != .replayed { LateAudit.keepTrying([event], store: store, clock: clock, logger: logger) }
+            if event.outcome != .replayed { LateAudit.keepTrying([event], store: store, clock: clock, logger: logger, writes: lateWrites) }
             let failure = GatewayError(.internal, "the audit trail could not be written", cause: error)
             logger.error("audit write failed", metadata: ["provisioning_id": "\(event.provisioningID)", "cause": "\(failure.cause ?? "")"])
             throw failure

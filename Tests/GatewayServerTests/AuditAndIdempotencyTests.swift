@@ -11,6 +11,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import ProvisioningCore
+import Synchronization
 import Testing
 
 @Suite struct AuditAndIdempotencyTests {
@@ -577,6 +578,37 @@ import Testing
                 #expect(others.count <= (refused && key == nil ? 1 : 0), "\(key ?? "unkeyed"): \(trail)")
             }
         }
+    }
+
+    /// Events the store refused, whose background writes are waiting for their next try when the
+    /// gateway is stopped, are written by the stop: every write left makes its remaining tries at
+    /// once, before the store closes. The clock here never moves, so without the stop's drain the
+    /// next try never comes (with a real one it came seconds after the process had ended, and the
+    /// event of an issuer call that was made was lost; the durability audit).
+    @Test func aStopWritesTheEventsWaitingForTheirNextTry() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = TestClock()
+        let provisioning = Mutex<String?>(nil)
+        try await GatewayHarness.run(store: store, clock: clock) { client, _ in
+            // The request's own writes (its attempt's success, then its failure) and the first
+            // background try of each are refused.
+            store.refuseNext(4)
+            let failed = try await Self.provision(client, body: try GatewayHarness.requestBody(), idempotencyKey: nil)
+            #expect(failed.status == .internalServerError, "\(failed.json)")
+            let id = try #require(failed.json["provisioning_id"] as? String, "\(failed.json)")
+            provisioning.withLock { $0 = id }
+            // Both background writes made their first try and wait for the next (not timed: up to 10 s).
+            for _ in 0..<1000 where store.auditsWritten.withLock({ $0.count }) < 4 || clock.sleeperCount < 2 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(store.auditsWritten.withLock { $0.count } == 4)
+            #expect(try await store.auditEvents(ProvisioningID(id)).isEmpty, "nothing written before the stop")
+        }
+        let id = try #require(provisioning.withLock { $0 })
+        let trail = try await store.auditEvents(ProvisioningID(id))
+        #expect(trail.filter { $0.outcome == .succeeded }.map(\.attempt) == [1], "\(trail)")
+        #expect(trail.contains { $0.attempt == 0 && $0.errorCode == .internal }, "\(trail)")
+        #expect(clock.now.offset == .zero, "the clock was never moved")
     }
 
     /// A request under a key that ended knowing the issuer did nothing frees the key; a release

@@ -101,6 +101,7 @@ public func buildGateway(
         await onAuthFailure(source, reason)
     }
     let local = try LocalIssuer.build(config: config, store: store, environment: environment)
+    let lateWrites = LateWrites()
     let clientLimits = RateLimiter<ClientID, GatewayClock>(clock: clock, defaultLimit: .clientDefault, limits: RateLimits.clients(config))
     let failureLimits = RateLimiter<String, GatewayClock>(clock: clock, defaultLimit: config.server.authFailureLimit)
     let clientsInFlight = InFlightLimiter<ClientID>()
@@ -109,7 +110,8 @@ public func buildGateway(
         parts: GenerationParts(store: store, local: local, health: health, metrics: metrics,
                                sealer: ResponseSealer(keyring: local.vault.keyring), clock: clock, tracer: tracing.tracer, logger: logger,
                                transitions: TokenTransitionsUnderWay(),
-                               callerNow: { [live] client throws(GatewayError) in try APIHandler.callerNow(client, live: live) }),
+                               callerNow: { [live] client throws(GatewayError) in try APIHandler.callerNow(client, live: live) },
+                               lateWrites: lateWrites),
         environment: environment, audit: securityAudit, clientLimits: clientLimits, failureLimits: failureLimits)
 
     let router = Router(context: GatewayRequestContext.self)
@@ -188,11 +190,12 @@ public func buildGateway(
 
     // Start order; a graceful shutdown stops them in reverse: drain (readiness 503, then the
     // delay), the server (listener closed, requests in flight finish), the composition's services,
-    // the purge job, the upstream clients, the store, and last the tracer's exporter (flushing the
-    // spans of the last requests).
+    // the late store writes (tried at once), the purge job, the upstream clients, the store, and
+    // last the tracer's exporter (flushing the spans of the last requests).
     let users: [any Service] = [
         UpstreamClientsService(live: live),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
+        LateWritesService(writes: lateWrites, logger: logger),
     ] + extensions.services + [
         app,
         DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),

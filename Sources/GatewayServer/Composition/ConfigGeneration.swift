@@ -40,14 +40,14 @@ final class ConfigGeneration: Sendable {
             issuerPrograms: config.issuerPrograms,
             everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
             clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions,
-            callerNow: parts.callerNow)
+            callerNow: parts.callerNow, lateWrites: parts.lateWrites)
         registration = CardRegistration(config: config)
         routes = RouteExplainer(config: config)
         // A duplicate waits as long as the longest deadline any route has, so a claim still being
         // served is never taken for an abandoned one.
         idempotency = IdempotencyGuard(store: parts.store, ttl: .seconds(config.store.idempotencyTTLSeconds),
                                        waitLimit: .milliseconds(config.longestDeadlineMS), sealer: parts.sealer, clock: parts.clock,
-                                       logger: parts.logger)
+                                       logger: parts.logger, lateWrites: parts.lateWrites)
     }
 
     /// The breakers this generation's endpoints need, for `UpstreamHealth.reconcile`.
@@ -76,6 +76,8 @@ struct GenerationParts: Sendable {
     let transitions: TokenTransitionsUnderWay
     /// The caller as the serving generation says (`APIHandler.callerNow`), asked by the service.
     let callerNow: CallerNow
+    /// The late store writes of every generation, which a stop waits for (`LateWritesService`).
+    let lateWrites: LateWrites
 }
 
 /// The generation serving requests, and the retired ones that still have requests in flight. A

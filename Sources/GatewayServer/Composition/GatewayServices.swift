@@ -102,6 +102,27 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
     }
 }
 
+/// Waits for the late store writes (`LateAudit`: audit events and key releases the request's own
+/// try could not make) once the requests have ended: it starts before the server, so it stops
+/// after it, and before the store, which outlives it (`StoreUser`). Each write left makes its
+/// remaining tries at once; a graceful stop had lost them, as a crash does (the durability audit).
+struct LateWritesService: Service, CustomStringConvertible {
+    let writes: LateWrites
+    let logger: Logger
+    var description: String { "late store writes" }
+
+    func run() async throws {
+        do {
+            try await gracefulShutdown()
+        } catch {
+            // Cancelled: the shutdown timeout passed; what the cut-off requests leave is waited for too.
+        }
+        let pending = writes.count
+        if pending > 0 { logger.notice("writing what the store could not take in time before stopping", metadata: ["writes": "\(pending)"]) }
+        await writes.drain()
+    }
+}
+
 /// Deletes expired idempotency records every `interval`; a failing purge is logged with its cause
 /// and tried again at the next interval (stale records are harmless until then).
 struct PurgeJob: Service, CustomStringConvertible {
