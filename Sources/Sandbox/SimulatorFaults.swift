@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// A fault a simulator plays instead of its normal answer, to show what the gateway does when an
 /// upstream misbehaves.
@@ -33,13 +34,51 @@ public struct Fault: Sendable, Equatable {
     public var delay: Duration?
     /// `throttled`: the `Retry-After` seconds (default 1).
     public var retryAfterSeconds: Int?
+    /// Set by a test in the same process (the fault route takes none): the request is held until
+    /// the gate is opened, then the fault plays (`slow`: the normal answer, without a delay), so
+    /// that what a test does while a request is held at the upstream needs no window of real
+    /// time. `delay` (default 30 s) then bounds the hold, and so does the caller closing the
+    /// connection.
+    public var gate: FaultGate?
 
-    public init(mode: FaultMode, count: Int = 1, delay: Duration? = nil, retryAfterSeconds: Int? = nil) {
+    public init(mode: FaultMode, count: Int = 1, delay: Duration? = nil, retryAfterSeconds: Int? = nil, gate: FaultGate? = nil) {
         self.mode = mode
         self.count = count
         self.delay = delay
         self.retryAfterSeconds = retryAfterSeconds
+        self.gate = gate
     }
+}
+
+/// What a gated `slow` fault waits for: opened once, by the test, for every request it holds.
+public final class FaultGate: Sendable, Equatable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    public init() {}
+
+    public func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once the gate is open (at once if it is); not cut short by cancellation, so a
+    /// waiter is raced against a bound by its caller.
+    func opened() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                guard !state.open else { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if now { waiter.resume() }
+        }
+    }
+
+    public static func == (lhs: FaultGate, rhs: FaultGate) -> Bool { lhs === rhs }
 }
 
 /// The faults queued at one simulator, played in order, each for its count of requests.
@@ -107,6 +146,19 @@ struct SimulatorMiddleware: RouterMiddleware {
                                  traceparent: traceparent, tracestate: tracestate))
             return response
         }
+        if let gate = fault.gate {
+            // Held until the gate opens, the bound passes or the caller closes the connection
+            // (a hold that ends otherwise opens the gate, so that its waiter returns).
+            // (A wait on the close future itself would not end on cancellation.)
+            context.channel.closeFuture.whenComplete { _ in gate.open() }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await gate.opened() }
+                group.addTask { try? await Task.sleep(for: fault.delay ?? .seconds(30)) }
+                await group.next()
+                gate.open()
+                group.cancelAll()
+            }
+        }
         let status: Int
         let response: Response
         switch fault.mode {
@@ -131,7 +183,8 @@ struct SimulatorMiddleware: RouterMiddleware {
             response = answer
             status = 202
         case .slow:
-            try? await Task.sleep(for: fault.delay ?? .seconds(1))
+            // A gated fault has been held already.
+            if fault.gate == nil { try? await Task.sleep(for: fault.delay ?? .seconds(1)) }
             let answer = try await next(request, context)
             await log.record(.init(method: method, path: path, status: Int(answer.status.code), idempotencyKey: idempotencyKey,
                                  traceparent: traceparent, tracestate: tracestate))

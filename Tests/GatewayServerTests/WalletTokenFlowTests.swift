@@ -120,10 +120,11 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            // The first listing is slowed (4 s); the second request goes on a connection of its own
-            // once that listing reached Marqeta (the fault is taken), well inside it, so without
-            // the claim both would list the token active before either sent.
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
+            // The first listing is held at Marqeta until the second request has its answer; that one
+            // goes on a connection of its own once the listing reached Marqeta (the fault is
+            // taken), so without the claim both would list the token active before either sent.
+            let gate = FaultGate()
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, gate: gate))
             let simulator = try #require(sandbox.instance(issuer: "marqeta"))
             let before = await simulator.log.count
             let port = client.port
@@ -134,6 +135,7 @@ import Testing
             let second = try await GatewayClient.with(port: client.port) { other in
                 try await WalletTokenAPITests.transition(other, card: "card_marqeta_demo", token: id, "deactivate")
             }
+            gate.open()
             let answers = [try await first, second].sorted { $0.status.code < $1.status.code }
             #expect(answers.map(\.status.code) == [200, 409])
             #expect((answers.last?.json["detail"] as? String)?.contains("another request is changing this token") == true,
@@ -155,9 +157,10 @@ import Testing
         try await GatewayHarness.run { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            // The listing is slowed (8 s, inside the tests' 12 s per try: room for the move even in
-            // the test run's start-up burst); the card moves once the listing reached Marqeta.
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(8_000)))
+            // The listing is held at Marqeta until the card has moved (no window of real time: the
+            // move could miss one in the test run's start-up burst).
+            let gate = FaultGate()
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, gate: gate))
             let simulator = try #require(sandbox.instance(issuer: "marqeta"))
             let before = await simulator.log.count
             let port = client.port
@@ -168,6 +171,7 @@ import Testing
             let card = #"{"issuer":"marqeta","program":"\#(program)","issuer_reference":{"issuer_card_id":"\#(reference)"}}"#
             let moved = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_marqeta_demo", json: card, key: GatewayHarness.opsKey)
             #expect(moved.status.code < 300, "\(moved.json)")
+            gate.open()
             let response = try await answer
             #expect(response.status == .notFound && response.json["code"] as? String == "card_not_found", "\(response.json)")
             #expect((response.json["detail"] as? String)?.contains(detail) == true, "\(response.json)")
@@ -236,9 +240,10 @@ import Testing
         try await GatewayHarness.run(config: config) { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
-            // The other tenant's listing is slowed (4 s); the owner's request goes once that
-            // listing reached Marqeta (the fault is taken), while the other's request runs.
-            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, delay: .milliseconds(4_000)))
+            // The other tenant's listing is held at Marqeta until the owner's request has its answer;
+            // that one goes once the listing reached Marqeta (the fault is taken).
+            let gate = FaultGate()
+            await sandbox.faults(issuer: "marqeta")?.add(Fault(mode: .slow, count: 1, gate: gate))
             let port = client.port
             async let probe = GatewayClient.with(port: port) { own in
                 try await WalletTokenAPITests.transition(own, card: "card_other_marqeta", token: id, "suspend", key: GatewayHarness.otherKey)
@@ -248,6 +253,7 @@ import Testing
                 try await WalletTokenAPITests.transition(owner, card: "card_marqeta_demo", token: id, "deactivate")
             }
             #expect(owners.status == .ok, "\(String(buffer: owners.body))")
+            gate.open()
             let probed = try await probe
             #expect(probed.status == .notFound && probed.json["code"] as? String == "token_not_found", "\(String(buffer: probed.body))")
             #expect(await sandbox.marqeta.tokens.transitions.count == 1)

@@ -9,6 +9,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import ProvisioningCore
+import Sandbox
 import Synchronization
 import Testing
 
@@ -89,10 +90,10 @@ import Testing
     /// reload whatever the machine's speed, instead of within a real-time window. The first is
     /// let go and answered first (the step past its wait also ends the duplicate's poll then
     /// under way, which finds the key still held); then the clock runs on for the duplicate.
-    /// With `firstWaits` nil, the first request is held by Bridge alone (a `slow` fault, real
-    /// time): its delay must outlast the duplicate's arrival.
+    /// With `fault` nil, the first request is held by Bridge alone (a `slow` fault with a gate),
+    /// let go once the reload is done.
     static func duplicateAcrossAReload(
-        fault: String, firstWaits: Duration? = nil, key: String, edit: @escaping @Sendable (String) throws -> String
+        fault: String?, firstWaits: Duration? = nil, key: String, edit: @escaping @Sendable (String) throws -> String
     ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int]) {
         let file = try ReloadableFile()
         defer { file.remove() }
@@ -100,7 +101,12 @@ import Testing
         let clock = TestClock()
         let outcome = Mutex<(first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int])?>(nil)
         try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store, clock: clock) { client, sandbox in
-            try await ResilienceTests.addFault(client, fault)
+            let gate = FaultGate()
+            if let fault {
+                try await ResilienceTests.addFault(client, fault)
+            } else {
+                await sandbox.faults(issuer: "bridge")?.add(Fault(mode: .slow, count: 1, gate: gate))
+            }
             let send = keyedProvisioning(port: client.port, key: key)
             async let first = send()
             try await waitUntilTheFaultIsTaken(client)
@@ -117,6 +123,7 @@ import Testing
                 try #require(clock.requestedSleeps.contains(firstWaits), "the first request never waited \(firstWaits)")
                 clock.advance(by: firstWaits)
             }
+            gate.open()
             let firstAnswer = try await first
             // Then the duplicate's polls (the purge job's 10-minute interval is left alone).
             let driver = Task {
@@ -456,8 +463,10 @@ import Testing
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
             let port = client.port
             let body = try GatewayHarness.requestBody()
-            // Bridge's next answer takes 1.5 s; the request is sent on a connection of its own.
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"slow","delay_ms":1500}"#)
+            // Bridge holds its next answer until the reload is done; the request is sent on a
+            // connection of its own.
+            let gate = FaultGate()
+            await sandbox.faults(issuer: "bridge")?.add(Fault(mode: .slow, count: 1, gate: gate))
             async let slow = GatewayClient.with(port: port) { other in
                 try await GatewayHarness.provision(other, card: "card_bridge_demo", body: body)
             }
@@ -481,6 +490,7 @@ import Testing
             #expect(reloaded.status == .ok, "\(String(buffer: reloaded.body))")
 
             // The request in flight is answered by the simulator, over the client it started with...
+            gate.open()
             let answer = try await slow
             #expect(answer.status == .ok, "\(String(buffer: answer.body))")
             #expect(answer.json["issuer"] as? String == "bridge")
@@ -550,21 +560,22 @@ import Testing
     func aReloadWhileTheRoutedIssuerTakesItsTimeStopsTheFallback(old: String, new: String, status: Int, code: String) async throws {
         let fallback = Self.replacing("  rules: []\n", "  rules:\n    - { match: { program: demo }, issuer: bridge, fallback: local }\n")
         let oneTry = Self.replacing("timeouts: { connect_ms: 2000, request_ms: 5000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 3,",
-                                    "timeouts: { connect_ms: 2000, request_ms: 3000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 1,")
+                                    "timeouts: { connect_ms: 2000, request_ms: 14000 }   # per try; three tries fit the 15 s deadline\n    # The defaults, written out (README, \"Resilience\", says why):\n    connections: { max_per_host: 8, idle_timeout_ms: 30000 }\n    retry: { max_attempts: 1,")
         let file = try ReloadableFile { try oneTry(try fallback($0)) }
         defer { file.remove() }
         try await GatewayHarness.run(config: try file.config(), configSource: file.source) { client, sandbox in
-            // Bridge holds the request past its one try's time: a timeout, and the route falls
-            // back. (A real-time window: the pool's per-try timer runs on the machine's clock.
-            // 3 s leaves the reload below room on a stalled machine; Bridge lets go when the
-            // gateway closes the connection, so the test waits no longer.)
-            try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"timeout","delay_ms":30000,"count":1}"#)
+            // Bridge holds the request until the reload is done, then answers 503: its one try
+            // (14 s at most) failed, and the route falls back. (It had been held past a 3 s
+            // per-try timeout, a window of real time the reload had to fit in.)
+            let gate = FaultGate()
+            await sandbox.faults(issuer: "bridge")?.add(Fault(mode: .unavailable, count: 1, gate: gate))
             let body = try GatewayHarness.requestBody()
             let port = client.port
             async let answer = GatewayClient.with(port: port) { own in try await GatewayHarness.provision(own, card: "card_bridge_demo", body: body) }
             try await Self.waitUntilTheFaultIsTaken(client)
             try file.write { try Self.revokingOrMoving(old, new)(try oneTry(try fallback($0))) }
             #expect(try await Self.reload(client).status == .ok)
+            gate.open()
             let response = try await answer
             #expect(response.status.code == status && response.json["code"] as? String == code, "\(String(buffer: response.body))")
             #expect(try await Self.metric(client, #"gateway_fallbacks_total{issuer="bridge",fallback="local"}"#) == 1, "the route did fall back")
@@ -577,8 +588,7 @@ import Testing
     @Test(arguments: revokedOrMoved)
     func aReloadWhileADuplicateWaitsStopsItsReplay(old: String, new: String, status: Int, code: String) async throws {
         let (first, replay, _) = try await Self.duplicateAcrossAReload(
-            fault: #"{"issuer":"bridge","mode":"slow","delay_ms":4000,"count":1}"#,
-            key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
+            fault: nil, key: "replay-after-reload-1", edit: Self.revokingOrMoving(old, new))
         // The first had its issuer's answer coming: it is answered as it ran.
         #expect(first.status == .ok)
         #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
