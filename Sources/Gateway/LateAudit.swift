@@ -78,11 +78,13 @@ public enum LateAudit {
 /// one bounded by the store's operation timeout, and no wait between them once the drain began.
 public final class LateWrites: Sendable {
     private struct State {
-        var running: [Int: Task<Void, Never>] = [:]
+        var running: Set<Int> = []
         var nextID = 0
         var draining = false
         /// Writes waiting for their next try, woken by the drain.
         var pausing: [Int: CheckedContinuation<Void, Never>] = [:]
+        /// Drains waiting for the last write to end.
+        var ending: [Int: CheckedContinuation<Void, Never>] = [:]
     }
 
     private let state = Mutex(State())
@@ -92,14 +94,26 @@ public final class LateWrites: Sendable {
     /// Writes started and not yet ended.
     public var count: Int { state.withLock { $0.running.count } }
 
+    private func newID(_ state: inout State) -> Int {
+        state.nextID += 1
+        return state.nextID
+    }
+
     func start(_ work: @escaping @Sendable () async -> Void) {
-        state.withLock { state in
-            state.nextID += 1
-            let id = state.nextID
-            state.running[id] = Task.detached { [self] in
-                await work()
-                _ = self.state.withLock { $0.running.removeValue(forKey: id) }
+        let id = state.withLock { state in
+            let id = newID(&state)
+            state.running.insert(id)
+            return id
+        }
+        Task.detached { [self] in
+            await work()
+            let ending = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.running.remove(id)
+                guard state.running.isEmpty else { return [] }
+                defer { state.ending = [:] }
+                return Array(state.ending.values)
             }
+            for waiter in ending { waiter.resume() }
         }
     }
 
@@ -107,42 +121,52 @@ public final class LateWrites: Sendable {
     func pause(for duration: Duration, on clock: GatewayClock) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await clock.sleep(for: duration) }
-            group.addTask { await self.drainBegun() }
+            group.addTask { await self.wait(\.pausing, until: { $0.draining }) }
             await group.next()
-            // The other child ends on cancellation: a clock sleep throws, the drain's wait resumes.
+            // The other child ends on cancellation: a clock sleep throws, the wait resumes.
             group.cancelAll()
         }
     }
 
-    private func drainBegun() async {
-        let id = state.withLock { state -> Int in
-            state.nextID += 1
-            return state.nextID
-        }
+    /// Suspends, registered in `list`, until `done` holds (checked first), the waiter is resumed
+    /// from the list, or the task is cancelled.
+    private func wait(_ list: WritableKeyPath<State, [Int: CheckedContinuation<Void, Never>]> & Sendable,
+                      until done: @escaping @Sendable (State) -> Bool) async {
+        let id = state.withLock { newID(&$0) }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if state.draining || Task.isCancelled { return true }
-                    state.pausing[id] = continuation
+                    if done(state) || Task.isCancelled { return true }
+                    state[keyPath: list][id] = continuation
                     return false
                 }
                 if now { continuation.resume() }
             }
         } onCancel: {
-            state.withLock { $0.pausing.removeValue(forKey: id) }?.resume()
+            state.withLock { $0[keyPath: list].removeValue(forKey: id) }?.resume()
         }
     }
 
-    /// Wakes every write waiting for its next try and returns once every write has ended.
-    public func drain() async {
+    /// Wakes every write waiting for its next try and returns once every write has ended (those
+    /// started meanwhile included), or once `bound` has passed on `clock`, leaving the writes
+    /// still running to go on (a process that exits then loses them). Returns how many were.
+    @discardableResult
+    public func drain(within bound: Duration, on clock: GatewayClock) async -> Int {
         let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.draining = true
             defer { state.pausing = [:] }
             return Array(state.pausing.values)
         }
         for continuation in woken { continuation.resume() }
-        while let next = state.withLock({ $0.running.first?.value }) {
-            await next.value
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.wait(\.ending, until: { $0.running.isEmpty }) }
+            group.addTask { try? await clock.sleep(for: bound) }
+            await group.next()
+            group.cancelAll()
         }
+        return count
     }
+
+    /// How long a stop waits for the late writes: their whole schedule of tries.
+    public static let drainBound: Duration = .seconds(15)
 }

@@ -387,9 +387,10 @@ public final class PostgresGatewayStore: GatewayStore {
         // reference made the insert wait on the unique index, and its release row is committed
         // (and seen by this statement) by the time the insert goes on.
         // A card that keeps the reference it holds (letter case aside) takes nothing from anyone.
-        let keepsItsReference = referenceBefore.map { StoreRows.sameReference((before?.issuer, $0), (card.issuer?.rawValue, reference)) }
-            ?? false
-        if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+        // So does one that still names the same card at its issuer (its customer id alone changed,
+        // say): it lets nothing go either (schema 014).
+        let namesItsCard = referenceBefore.map { StoreRows.sameCard((before?.issuer, $0), (card.issuer?.rawValue, reference)) } ?? false
+        if !namesItsCard, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             var heldElsewhere: String?
             // Compared by the card they name, letter case aside, as the unique index does (schema 014).
             for try await program in try await connection.query("""
@@ -400,7 +401,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 """, logger: logger).decode(String.self) where owners?.contains(ProgramID(program)) == false { heldElsewhere = program }
             if heldElsewhere != nil { throw CardRegistryError.issuerReferenceInUse }
         }
-        if let before, let referenceBefore, !keepsItsReference {
+        if let before, let referenceBefore, !namesItsCard {
             try await release(issuer: before.issuer, referenceJSON: referenceBefore, program: before.program, on: connection)
         }
         if let event {

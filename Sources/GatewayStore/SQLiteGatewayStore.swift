@@ -477,6 +477,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         // A card that keeps the reference it holds (letter case aside) takes nothing from anyone.
         let keepsItsReference = row.map { StoreRows.sameReference((before?.issuer, $0["issuer_reference"] as String), (card.issuer?.rawValue, reference)) }
             ?? false
+        // One that still names the same card at its issuer (its customer id alone changed, say)
+        // takes nothing and lets nothing go either (schema 014).
+        let namesItsCard = row.map { StoreRows.sameCard((before?.issuer, $0["issuer_reference"] as String), (card.issuer?.rawValue, reference)) }
+            ?? false
         if StoreRows.dropsVaultEntry(before: before?.program, program: card.program.rawValue, keepsItsReference: keepsItsReference) {
             try db.execute(sql: "DELETE FROM vault_entries WHERE card_id = ?", arguments: [card.id.rawValue])
             vaultEntriesDropped += db.changesCount
@@ -490,7 +494,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             arguments: [card.id.rawValue, card.program.rawValue, card.issuer?.rawValue, reference, StoreRows.milliseconds(Date())])
         // A reference another program let go of stays that program's (schema 006); taking it
         // back (its own program's client, an admin, the CLI) makes it a card's again.
-        if !keepsItsReference, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
+        if !namesItsCard, StoreRows.holdsReference(issuer: card.issuer?.rawValue, referenceJSON: reference) {
             // Compared by the card they name, letter case aside, as the unique index does (schema 014).
             let holders = try String.fetchAll(
                 db, sql: "SELECT program FROM released_issuer_references WHERE issuer = ? AND \(Self.keyMatch)",
@@ -501,7 +505,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                                arguments: [card.issuer?.rawValue, reference])
             }
         }
-        if let row, let before, !keepsItsReference {
+        if let row, let before, !namesItsCard {
             try release(issuer: before.issuer, referenceJSON: row["issuer_reference"], program: before.program, db)
         }
         let result: CardWrite = before == nil ? .created : .updated

@@ -74,6 +74,24 @@ enum StoreRows {
         a.issuer == b.issuer && a.json.utf8.elementsEqual(b.json.utf8, by: { asciiLower($0) == asciiLower($1) })
     }
 
+    /// Whether two (issuer, reference column) pairs name one card at the issuer as the unique
+    /// index reads them (schema 014): the same issuer and the same naming value, letter case
+    /// aside (`Dialect.cardKey`). A card whose customer id alone changed still holds its card
+    /// account, and lets nothing go: a released row for a key its card still holds would later
+    /// stand against the card's own program (the review).
+    static func sameCard(_ a: (issuer: String?, json: String), _ b: (issuer: String?, json: String)) -> Bool {
+        a.issuer == b.issuer && cardName(a.json).utf8.elementsEqual(cardName(b.json).utf8, by: { asciiLower($0) == asciiLower($1) })
+    }
+
+    /// What `Dialect.cardKey` reads from a reference column, before folding.
+    static func cardName(_ json: String) -> String {
+        (try? reference(json))?.namingValue ?? cardKeyFallbackPrefix + json
+    }
+
+    /// Before a whole reference used as its key when it holds no naming field, so that it cannot
+    /// equal a naming value.
+    static let cardKeyFallbackPrefix = "json:"
+
     /// ASCII's fold alone, as the stores' `lower` is made to do.
     private static func asciiLower(_ byte: UInt8) -> UInt8 {
         (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
@@ -328,7 +346,7 @@ enum StoreRows {
                 case .postgres: "(\(column)::jsonb ->> '\(field)')"
                 }
             }
-            return folded("COALESCE(\(values.joined(separator: ", ")), \(column))")
+            return folded("COALESCE(\(values.joined(separator: ", ")), '\(StoreRows.cardKeyFallbackPrefix)' || \(column))")
         }
 
         /// The same key of one bound reference (its placeholder appears once).
@@ -385,8 +403,13 @@ enum StoreRows {
     /// rested on Bridge refusing a customer and card account that do not match, which UPSTREAMS.md
     /// marks uncertain. The unique index and the released references' lookups compare the naming
     /// value (`Dialect.cardKey`), which replaces schema 009's folded whole reference (implied by
-    /// it). Released references a card now holds (under any customer id) are dropped, and of
-    /// released references naming one card the latest is kept, as schema 009 did for case.
+    /// it). A released reference its own program's card holds again (under any customer id) is
+    /// dropped, and of one program's released references naming one card the latest is kept.
+    /// Those of two programs naming one card, or naming another program's card, are all kept:
+    /// the card keeps its holder, and once it is let go neither tenant may register it, only an
+    /// admin or the CLI (the review: dropping them had handed a card account to whichever tenant
+    /// held it or let go of it last, a tenant that had registered another's card account under
+    /// its own customer id included).
     static let cardKeyVersion = "014_issuer_card_key"
 
     static func cardKeyMigration(_ dialect: Dialect) -> String {
@@ -399,9 +422,11 @@ enum StoreRows {
             DROP INDEX released_issuer_references_folded;
             DELETE FROM released_issuer_references WHERE EXISTS (
                 SELECT 1 FROM cards c WHERE c.issuer = released_issuer_references.issuer AND c.issuer_reference <> '{}'
+                AND c.program = released_issuer_references.program
                 AND \(dialect.cardKey("c.issuer_reference")) = \(dialect.cardKey("released_issuer_references.issuer_reference")));
             DELETE FROM released_issuer_references WHERE EXISTS (
                 SELECT 1 FROM released_issuer_references o WHERE o.issuer = released_issuer_references.issuer
+                AND o.program = released_issuer_references.program
                 AND \(dialect.cardKey("o.issuer_reference")) = \(dialect.cardKey("released_issuer_references.issuer_reference"))
                 AND (o.released_at > released_issuer_references.released_at
                      OR (o.released_at = released_issuer_references.released_at
@@ -409,7 +434,8 @@ enum StoreRows {
             """
     }
 
-    /// How many cards at an issuer more than one card names: schema 014 cannot apply while any is.
+    /// How many cards at an issuer more than one card names: schema 014 cannot apply while any is
+    /// (its unique index could not be built, and it would not pick a tenant for ops).
     static func sharedCardKeys(_ dialect: Dialect) -> String { heldTwiceCount(dialect.cardKey()) }
 
     /// Schema 014 refused, as schema 009 is: how many and how to find them, naming none.

@@ -537,6 +537,18 @@ enum StoreConformance {
         await #expect(throws: CardRegistryError.issuerReferenceInUse) {
             try await put(bridge("e1", program: "evil", customer: "cust_evil", account: "ca_1"), ["evil"])
         }
+        // A customer id changed lets nothing go: the card, moved to another program by an admin,
+        // is that program's to change, and once deleted, that program's alone (the review: the
+        // change had left a released row of the first program standing against the second).
+        #expect(try await put(bridge("m1", program: "acme", customer: "cust_m", account: "ca_2"), ["acme"]) == .created)
+        #expect(try await put(bridge("m1", program: "acme", customer: "cust_m2", account: "ca_2"), ["acme"]) == .updated)
+        #expect(try await put(bridge("m1", program: "beta", customer: "cust_m2", account: "ca_2"), nil) == .updated)
+        #expect(try await put(bridge("m1", program: "beta", customer: "cust_m3", account: "ca_2"), ["beta"]) == .updated)
+        #expect(try await store.deleteCard("m1", owners: ["beta"], event: change("beta", "m1")) != nil)
+        #expect(try await put(bridge("m2", program: "beta", customer: "cust_m4", account: "ca_2"), ["beta"]) == .created)
+        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+            try await put(bridge("m3", program: "acme", customer: "cust_m", account: "ca_2"), ["acme"])
+        }
         // A kind whose reference is its naming field alone keeps the same rule.
         let tmp = { (id: CardID, program: ProgramID, value: String) in
             CardRecord(id: id, program: program, issuer: "tmp", issuerReference: IssuerReference(["issuer_card_id": value]))
@@ -547,8 +559,9 @@ enum StoreConformance {
 
     /// A database kept before schema 014 may hold two cards naming one card account under two
     /// customer ids: the migration is refused, saying how many and what to do, naming no card, and
-    /// changes nothing; once ops resolve it, it applies. Released references naming one card keep
-    /// only the latest, and one a card holds again under another customer id is dropped.
+    /// changes nothing; once ops resolve it (deleting one), it applies. Released references of two
+    /// programs naming one card, or naming another program's card, are all kept: the card keeps
+    /// its holder, and once let go neither tenant may register it, an admin may.
     static func theCardKeyMigrationRefusesSharedCards(
         _ store: any GatewayStore, sql: RawSQL, forget014: String, dialect: StoreRows.Dialect
     ) async throws {
@@ -559,16 +572,18 @@ enum StoreConformance {
         }
         try await store.putCard(bridge("ck_s1", program: "acme", customer: "cust_a", account: "ca_shared"))
         try await store.putCard(bridge("ck_s2", program: "evil", customer: "cust_b", account: "CA_SHARED"))
-        try await store.putCard(bridge("ck_k1", program: "acme", customer: "cust_a", account: "ca_held"))
+        try await store.putCard(bridge("ck_k1", program: "evil", customer: "cust_b", account: "ca_held"))
+        try await store.putCard(bridge("ck_m1", program: "acme", customer: "cust_a", account: "ca_mine"))
         func released(_ card: CardRecord, at: Int) -> String {
             "INSERT INTO released_issuer_references (issuer, issuer_reference, program, released_at) VALUES "
                 + "('bridge', '\(StoreRows.referenceJSON(card.issuerReference))', '\(card.program)', \(at))"
         }
-        // ca_rel let go of by acme, then by evil under another customer id; ca_held by evil, which
-        // acme's k1 holds now.
+        // ca_held let go of by acme, then registered by evil under its own customer id (ck_k1);
+        // ca_rel let go of by acme, then by evil; ca_mine let go of by acme, whose ck_m1 holds it.
+        try await sql(released(bridge("ck_r0", program: "acme", customer: "cust_a", account: "ca_held"), at: 1))
         try await sql(released(bridge("ck_r1", program: "acme", customer: "cust_a", account: "ca_rel"), at: 1))
         try await sql(released(bridge("ck_r2", program: "evil", customer: "cust_b", account: "ca_rel"), at: 2))
-        try await sql(released(bridge("ck_r3", program: "evil", customer: "cust_b", account: "ca_held"), at: 3))
+        try await sql(released(bridge("ck_r3", program: "acme", customer: "cust_old", account: "ca_mine"), at: 1))
         do {
             try await store.migrate()
             Issue.record("schema 014 applied over two cards naming one card account")
@@ -589,14 +604,27 @@ enum StoreConformance {
         await #expect(throws: CardRegistryError.issuerReferenceInUse) {
             try await put(bridge("ck_s3", program: "evil", customer: "cust_b", account: "ca_shared"), ["evil"])
         }
-        // Of ca_rel's two released copies the later, evil's, is kept.
-        await #expect(throws: CardRegistryError.issuerReferenceInUse) {
-            try await put(bridge("ck_r4", program: "acme", customer: "cust_a", account: "ca_rel"), ["acme"])
+        // ca_rel was let go of by both programs: neither may take it.
+        for (account, program) in [("ca_rel", "acme"), ("Ca_Rel", "evil")] {
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+                try await put(bridge("ck_t_\(program)", program: ProgramID(program).rawValue, customer: "cust_new", account: account),
+                              [ProgramID(program)])
+            }
         }
-        #expect(try await put(bridge("ck_r5", program: "evil", customer: "cust_c", account: "Ca_Rel"), ["evil"]) == .created)
-        // evil's released copy of ca_held went: once k1 lets it go, it is acme's alone again.
-        #expect(try await store.deleteCard("ck_k1", owners: ["acme"], event: change("acme", "ck_k1")) != nil)
-        #expect(try await put(bridge("ck_k2", program: "acme", customer: "cust_z", account: "ca_held"), ["acme"]) == .created)
+        // ca_held stays evil's card, and once evil lets it go, neither may take it back.
+        #expect(try await put(bridge("ck_k1", program: "evil", customer: "cust_b2", account: "ca_held"), ["evil"]) == .updated)
+        #expect(try await store.deleteCard("ck_k1", owners: ["evil"], event: change("evil", "ck_k1")) != nil)
+        for program in ["acme", "evil"] {
+            await #expect(throws: CardRegistryError.issuerReferenceInUse) {
+                try await put(bridge("ck_h_\(program)", program: program, customer: "cust_new", account: "ca_held"), [ProgramID(program)])
+            }
+        }
+        // An admin may give them to a program.
+        #expect(try await put(bridge("ck_r5", program: "evil", customer: "cust_c", account: "ca_rel"), nil) == .created)
+        // A card account acme's card holds and acme had let go of before: once ck_m1 lets it go,
+        // acme registers it again under another customer id.
+        #expect(try await store.deleteCard("ck_m1", owners: ["acme"], event: change("acme", "ck_m1")) != nil)
+        #expect(try await put(bridge("ck_m2", program: "acme", customer: "cust_z", account: "ca_mine"), ["acme"]) == .created)
     }
 
     static func bridge(_ id: String, program: String, issuer: String = "bridge", customer: String, account: String) -> CardRecord {

@@ -195,7 +195,7 @@ public func buildGateway(
     let users: [any Service] = [
         UpstreamClientsService(live: live),
         PurgeJob(store: store, clock: clock, interval: PurgeJob.interval, logger: logger),
-        LateWritesService(writes: lateWrites, logger: logger),
+        LateWritesService(writes: lateWrites, clock: clock, logger: logger),
     ] + extensions.services + [
         app,
         DrainService(readiness: readiness, delay: .milliseconds(config.server.shutdownDelayMS), clock: clock, logger: logger),
@@ -203,7 +203,8 @@ public func buildGateway(
     // Every service started after the store uses it: the store's pool outlives them all.
     let storeUsers = StoreUsers(count: users.count)
     let services: [any Service] = (tracing.service.map { [$0] } ?? [])
-        + [StoreService(store: storeService.client, name: storeService.name, users: storeUsers)]
+        + [StoreService(store: storeService.client, name: storeService.name, users: storeUsers, lateWrites: lateWrites, clock: clock,
+                        logger: logger)]
         + users.map { StoreUser(base: $0, users: storeUsers) }
     return GatewayProcess(
         store: store, serveLock: serveLock, live: live, reloader: reloader, health: health, readiness: readiness,

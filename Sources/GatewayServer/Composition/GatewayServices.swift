@@ -22,26 +22,29 @@ struct StoreService: Service, CustomStringConvertible {
     let store: (any Service)?
     let name: String
     let users: StoreUsers
+    /// The late writes the requests cut off at the timeout may still start once every other
+    /// service has returned (`LateWritesService` drained those before them).
+    let lateWrites: LateWrites
+    let clock: GatewayClock
+    let logger: Logger
     var description: String { "store (\(name))" }
 
     func run() async throws {
-        guard let store else {
-            try await gracefulShutdown()
-            return
-        }
         // Detached: a child task, or one that inherits this service's task locals, would be told of
         // this service's graceful shutdown (PostgresClient cancels its pool on it), which the group
         // also gives at the timeout, while the cut-off requests still write.
-        let pool = Task.detached { try await store.run() }
+        let pool = store.map { store in Task.detached { try await store.run() } }
         do {
             try await gracefulShutdown()
         } catch {
             // Cancelled: the shutdown timeout passed.
         }
-        // Either way the services cut off at the timeout may still be writing.
+        // Either way the services cut off at the timeout may still be writing, in the request and
+        // in the background.
         await users.allEnded()
-        pool.cancel()
-        try await pool.value
+        await LateWritesService.drain(lateWrites, clock: clock, logger: logger)
+        pool?.cancel()
+        try await pool?.value
     }
 }
 
@@ -108,6 +111,7 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
 /// remaining tries at once; a graceful stop had lost them, as a crash does (the durability audit).
 struct LateWritesService: Service, CustomStringConvertible {
     let writes: LateWrites
+    let clock: GatewayClock
     let logger: Logger
     var description: String { "late store writes" }
 
@@ -115,11 +119,22 @@ struct LateWritesService: Service, CustomStringConvertible {
         do {
             try await gracefulShutdown()
         } catch {
-            // Cancelled: the shutdown timeout passed; what the cut-off requests leave is waited for too.
+            // Cancelled: the shutdown timeout passed. The requests cut off then may still start
+            // late writes: the store service drains again once they have all returned.
         }
+        await Self.drain(writes, clock: clock, logger: logger)
+    }
+
+    /// Drains `writes` within `LateWrites.drainBound`, saying what it waits for and what it left.
+    static func drain(_ writes: LateWrites, clock: GatewayClock, logger: Logger) async {
         let pending = writes.count
-        if pending > 0 { logger.notice("writing what the store could not take in time before stopping", metadata: ["writes": "\(pending)"]) }
-        await writes.drain()
+        guard pending > 0 else { return }
+        logger.notice("writing what the store could not take in time before stopping", metadata: ["writes": "\(pending)"])
+        let left = await writes.drain(within: LateWrites.drainBound, on: clock)
+        if left > 0 {
+            logger.critical("stopping with late store writes unfinished: audit events or key releases they held are lost",
+                            metadata: ["writes": "\(left)", "waited_ms": "\(LateWrites.drainBound.wholeMilliseconds)"])
+        }
     }
 }
 
