@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ProvisioningCore
 import Sandbox
 import WalletCrypto
 import X509
@@ -17,8 +18,8 @@ public enum SandboxDeviceTools {
         let root: Certificate
         let key: P256.Signing.PrivateKey
         do {
-            root = try Certificate(pemEncoded: try String(contentsOfFile: rootCertificate, encoding: .utf8))
-            key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: rootKey, encoding: .utf8))
+            root = try Certificate(pemEncoded: try text(rootCertificate))
+            key = try P256.Signing.PrivateKey(pemRepresentation: try text(rootKey))
         } catch {
             throw Failure(description: "cannot load the sandbox root from \(rootCertificate) and \(rootKey)")
         }
@@ -47,12 +48,26 @@ public enum SandboxDeviceTools {
         return files.map(\.0) + ["apple-pay-request.json"]
     }
 
+    /// The most either command reads of a file (a PEM, a gateway answer): `/dev/zero` or a
+    /// runaway pipe is refused at that bound instead of read until memory runs out.
+    static let maxFileBytes = 1 << 20
+
+    private static func bytes(_ path: String) throws -> Data {
+        do {
+            return try BoundedFile.read(path, maxBytes: maxFileBytes)
+        } catch {
+            throw Failure(description: "\(path): \(error)")
+        }
+    }
+
+    private static func text(_ path: String) throws -> String { String(decoding: try bytes(path), as: UTF8.self) }
+
     /// The pass data of a gateway Apple Pay answer, opened with the leaf key at `keyFile`, as
     /// pretty JSON with the card number masked.
     public static func decrypt(keyFile: String, responseFile: String) throws -> String {
         do {
-            let leafKey = try P256.KeyAgreement.PrivateKey(pemRepresentation: try String(contentsOfFile: keyFile, encoding: .utf8))
-            let answer = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: responseFile))) as? [String: Any] ?? [:]
+            let leafKey = try P256.KeyAgreement.PrivateKey(pemRepresentation: try text(keyFile))
+            let answer = try JSONSerialization.jsonObject(with: try bytes(responseFile)) as? [String: Any] ?? [:]
             guard let encrypted = (answer["encrypted_pass_data"] as? String).flatMap({ Data(base64Encoded: $0) }),
                   let ephemeral = (answer["ephemeral_public_key"] as? String).flatMap({ Data(base64Encoded: $0) })
             else { throw Failure(description: "\(responseFile) is not a gateway Apple Pay answer") }

@@ -35,17 +35,24 @@ struct Vault: AsyncParsableCommand {
                 // Typed at a terminal: not echoed, as a password prompt.
                 number = Self.readUnechoed(prompt: "card number (not shown): ") ?? ""
             } else {
-                // One number: a second line would otherwise be dropped without a word.
-                var lines: [String] = []
-                while lines.count < 2, let line = readLine(strippingNewline: true) {
-                    if !line.trimmingCharacters(in: .whitespaces).isEmpty { lines.append(line.trimmingCharacters(in: .whitespaces)) }
+                // One number: a second line would otherwise be dropped without a word. Read up to a
+                // bound: a stream without a line break (`yes | tr -d '\n'`) had been read until
+                // memory ran out.
+                let input = (try? FileHandle.standardInput.read(upToCount: Self.maxInputBytes + 1)) ?? nil ?? Data()
+                guard input.count <= Self.maxInputBytes else {
+                    Serve.fail("standard input holds more than \(Self.maxInputBytes) bytes: give one card number")
                 }
+                let lines = String(decoding: input, as: UTF8.self).split(whereSeparator: \.isNewline)
+                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
                 guard lines.count <= 1 else { Serve.fail("standard input holds more than one line: give one card number") }
                 number = lines.first ?? ""
             }
             report(await OperatorTools.putVaultEntry(
                 config: options.file.config, cardID: options.cardID, number: number, expiry: expiry, name: name, actor: CommandLineActor.name))
         }
+
+        /// The most `vault put` reads of a piped standard input: a card number and its line break, with room.
+        static let maxInputBytes = 1024
 
         /// One line from the terminal with its echo off (termios), restored afterwards.
         static func readUnechoed(prompt: String) -> String? {

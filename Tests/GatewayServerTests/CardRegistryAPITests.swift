@@ -46,6 +46,9 @@ import Testing
         // Marqeta's swagger: every provision request's `card_token` has `maxLength: 36`.
         (#"{"issuer":"marqeta","program":"demo","issuer_reference":{"issuer_card_id":"mq_card_01234567890123456789012345678"}}"#,
          "issuer_reference.issuer_card_id: at most 36 characters for a marqeta card"),
+        // Bridge's OpenAPI: its customer and card account ids (`Id`) have `maxLength: 42`.
+        (#"{"issuer":"bridge","program":"demo","issuer_reference":{"customer_id":"c","card_account_id":"ca_0123456789012345678901234567890123456789"}}"#,
+         "issuer_reference.card_account_id: at most 42 characters for a bridge card"),
     ])
     func registrationsTheConfigCannotTakeAreRefused(body: String, mentions: String) async throws {
         try await GatewayHarness.run { client, _ in

@@ -65,7 +65,7 @@ import Testing
             var entered = held.entered.makeAsyncIterator()
             _ = await entered.next()
             for item in 1...others { group.addTask(operation: Self.caller(item, writer, held, returned)) }
-            while writer.queuedCount < others { await Task.yield() }
+            while writer.queuedCount < others { try Task.checkCancellation(); await Task.yield() }
             held.open()
             // The second batch is held: none of its callers may have returned.
             _ = await entered.next()
@@ -87,7 +87,7 @@ import Testing
         held.failing.withLock { $0 = [2] }
         let writer = GroupCommit<Int>(maxBatch: 2) { try await held.commit($0) }
         let outcomes = Outcomes()
-        await withTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 let ok = (try? await writer.write(0)) != nil
                 outcomes.value.withLock { $0[0] = ok }
@@ -100,7 +100,7 @@ import Testing
                     let ok = (try? await writer.write(item)) != nil
                     outcomes.value.withLock { $0[item] = ok }
                 }
-                while writer.queuedCount < item { await Task.yield() }
+                while writer.queuedCount < item { try Task.checkCancellation(); await Task.yield() }
             }
             for _ in 0..<3 { held.open() }
         }
@@ -136,9 +136,9 @@ import Testing
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask(operation: Self.caller(0, writer, held, returned))
-            while held.batches.withLock({ $0.count }) < 1 { await Task.yield() }
+            while held.batches.withLock({ $0.count }) < 1 { try Task.checkCancellation(); await Task.yield() }
             for item in 1...others { group.addTask(operation: Self.caller(item, writer, held, returned)) }
-            while writer.queuedCount < others { await Task.yield() }
+            while writer.queuedCount < others { try Task.checkCancellation(); await Task.yield() }
             #expect(returned.value.withLock { $0.isEmpty })
             gate.signal()
             gate.signal()
@@ -190,7 +190,10 @@ import Testing
                 self.here.withLock { $0.append([item]) }
                 if self.holdHere.withLock({ $0 }) {
                     self.heldOn.withLock { $0.append(GroupCommitHereTests.heldCallers.isCurrent) }
-                    _ = self.gate.wait(timeout: .now() + 10)
+                    // Bounded, but past anything a loaded machine takes: a hold that timed out let
+                    // the writer go idle under the test, and its wait for the queue then never
+                    // ended (a CI run hung there; the waits now also end with the time limit).
+                    _ = self.gate.wait(timeout: .now() + 45)
                 }
                 if self.failing.withLock({ $0.contains(item) }) { return .failure(GroupCommitTests.Refused()) }
                 self.committed.withLock { _ = $0.insert(item) }
@@ -222,9 +225,9 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask(executorPreference: Self.heldCallers, operation: paths.caller(0, writer, returned))
             // Item 0 is being committed on its caller's thread (held there).
-            while paths.here.withLock({ $0.isEmpty }) { await Task.yield() }
+            while paths.here.withLock({ $0.isEmpty }) { try Task.checkCancellation(); await Task.yield() }
             for item in 1...others { group.addTask(operation: paths.caller(item, writer, returned)) }
-            while writer.queuedCount < others { await Task.yield() }
+            while writer.queuedCount < others { try Task.checkCancellation(); await Task.yield() }
             #expect(returned.value.withLock { $0.isEmpty })
             #expect(paths.queued.withLock { $0.isEmpty }, "nothing reaches the queue while a commit runs here")
             paths.gate.signal()
@@ -267,9 +270,9 @@ import Testing
         let returned = Outcomes()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask(executorPreference: Self.heldCallers, operation: paths.caller(100, writer, returned))
-            while paths.here.withLock({ $0.count }) == alone { await Task.yield() }
+            while paths.here.withLock({ $0.count }) == alone { try Task.checkCancellation(); await Task.yield() }
             for item in 101...(100 + others) { group.addTask(operation: paths.caller(item, writer, returned)) }
-            while writer.queuedCount < others { await Task.yield() }
+            while writer.queuedCount < others { try Task.checkCancellation(); await Task.yield() }
             paths.gate.signal()
             try await group.waitForAll()
         }
@@ -295,17 +298,17 @@ import Testing
         paths.holdHere.withLock { $0 = true }
         let writer = paths.writer()
         let outcomes = Outcomes()
-        await withTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask(executorPreference: Self.heldCallers) {
                 let ok = (try? await writer.write(0)) != nil
                 outcomes.value.withLock { $0[0] = ok }
             }
-            while paths.here.withLock({ $0.isEmpty }) { await Task.yield() }
+            while paths.here.withLock({ $0.isEmpty }) { try Task.checkCancellation(); await Task.yield() }
             group.addTask {
                 let ok = (try? await writer.write(1)) != nil
                 outcomes.value.withLock { $0[1] = ok }
             }
-            while writer.queuedCount < 1 { await Task.yield() }
+            while writer.queuedCount < 1 { try Task.checkCancellation(); await Task.yield() }
             paths.gate.signal()
         }
         #expect(outcomes.value.withLock { $0 } == [0: false, 1: true])

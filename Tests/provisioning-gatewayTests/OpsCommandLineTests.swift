@@ -18,6 +18,17 @@ import Testing
         #expect(try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int == 0o600)
     }
 
+    /// `sandbox decrypt` reads the key and the answer through the bounded read every whole-file
+    /// read uses: a device is refused unread (it had read `/dev/zero` until memory ran out).
+    @Test func theSandboxToolsReadBoundedFiles() async throws {
+        let directory = TestDirectories.root.appendingPathComponent("device-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try await CommandLineTests.run(["sandbox", "device", "--out", directory.path]).status == 0)
+        let key = directory.appendingPathComponent("leaf-key.pem").path
+        let run = try await CommandLineTests.run(["sandbox", "decrypt", "--key", key, "--response", "/dev/zero"])
+        #expect(run.status != 0 && run.stderr.contains("/dev/zero: not a file (a device or a directory)"), "\(run.stderr)")
+    }
+
     @Test func theSandboxFileChecksWithASummary() async throws {
         let run = try await CommandLineTests.run(["config", "check", "--config", "Config/gateway.yaml"])
         #expect(run.status == 0, "\(run.stderr)")

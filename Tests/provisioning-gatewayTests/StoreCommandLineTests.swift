@@ -51,6 +51,11 @@ import Testing
         let put = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/49", "--name", "Jane"],
                                                  standardInput: number + "\n")
         #expect(put.stderr.contains("not in the registry") && !put.stderr.contains("holds a card number"), "\(put.stderr)")
+        // A standard input without a line break is read up to a bound, not until memory runs out.
+        let endless = try await CommandLineTests.run(["vault", "put", "--config", config.path, "--card-id", "card_v", "--expiry", "11/49",
+                                                      "--name", "Jane"], standardInput: String(repeating: "4", count: 4096))
+        #expect(endless.status != 0 && endless.stderr.contains("standard input holds more than 1024 bytes"), "\(endless.stderr)")
+        #expect(!endless.stderr.contains("4444"), "\(endless.stderr)")
     }
 
     /// Only `cards import` makes a store. A command that changes rows which must already be there,

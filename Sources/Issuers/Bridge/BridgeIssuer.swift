@@ -27,6 +27,16 @@ public struct BridgeIssuer: IssuerDefinition {
 
     public init() {}
 
+    /// Bridge's customer and card account ids are its `Id` schema in the provisioning path
+    /// (`maxLength: 42` in its OpenAPI): a longer one is refused when the card is registered, not
+    /// by Bridge on every provisioning after.
+    public static let maxIDLength = 42
+
+    public func referenceProblem(field: String, value: String) -> String? {
+        guard BridgeReference.fields.contains(field), value.count > Self.maxIDLength else { return nil }
+        return "at most \(Self.maxIDLength) characters for a bridge card (Bridge's Id)"
+    }
+
     public func wireProblems(_ wire: WireOptions, path: String) -> [ConfigProblem] {
         var problems = refuseWireOptions(wire, path: path, except: ["encoding"])
         if let encoding = wire.encoding, encoding == .base64URL { problems.append(.init("\(path).encoding", "must be hex or base64")) }
@@ -47,8 +57,13 @@ public struct BridgeReference: Sendable, Equatable {
     public let customerID: String
     public let cardAccountID: String
 
+    /// A card registered before registration bounded the ids is refused here, before any call.
     public init(_ card: CardRecord) throws(GatewayError) {
         customerID = try ReferenceField.require(card, "customer_id", kind: .bridge)
         cardAccountID = try ReferenceField.require(card, "card_account_id", kind: .bridge)
+        for (field, value) in [("customer_id", customerID), ("card_account_id", cardAccountID)] where value.count > BridgeIssuer.maxIDLength {
+            throw GatewayError(.issuerLimitExceeded, "\(field): Bridge accepts at most \(BridgeIssuer.maxIDLength) characters (the card's has "
+                + "\(value.count)); register the card again")
+        }
     }
 }

@@ -33,6 +33,35 @@ import Testing
         #expect(requests.first?.idempotencyKey == "prv_bridge_1")
     }
 
+    /// The customer and card account ids in the provisioning path are Bridge's `Id` schema, whose
+    /// `maxLength` is read here from the published OpenAPI: registration refuses a longer id, and
+    /// a card registered before it did is refused before any call (not sent for Bridge's 400).
+    @Test func anIdLongerThanTheOpenAPIsBoundIsRefusedBeforeCalling() async throws {
+        let spec = try PublishedSpec.load("bridge-openapi.json")
+        let parameters = (spec.document["components"] as? [String: Any])?["parameters"] as? [String: Any]
+        for name in ["CustomerIDParameter", "CardAccountIDParameter"] {
+            let schema = ((parameters?[name] as? [String: Any])?["schema"] as? [String: Any])?["$ref"] as? String
+            #expect(schema == "#/components/schemas/Id", "\(name)")
+        }
+        let bound = try #require(spec.schema("#/components/schemas/Id")?["maxLength"] as? Int)
+        let profile = try #require(IssuerCatalog.profiles[.bridge])
+        for field in ["customer_id", "card_account_id"] {
+            #expect(profile.referenceProblem(field: field, value: String(repeating: "a", count: bound)) == nil)
+            #expect(profile.referenceProblem(field: field, value: String(repeating: "a", count: bound + 1))?.contains("at most \(bound)") == true)
+        }
+        let long = CardRecord(id: "card_1", program: "demo", issuer: "bridge",
+                              issuerReference: .init(["customer_id": "cust_1", "card_account_id": String(repeating: "c", count: bound + 1)]))
+        let (error, calls) = try await withReplay(status: .ok, body: try Fixtures.data("bridge-apple-pay-response.json")) { url, capture in
+            let error = try await withUpstreamHTTP("bridge") { http in
+                await gatewayError { try await Self.connector()(url, http).provisionApplePay(try Fixtures.deviceRequest(), card: long, context: Fixtures.context()) }
+            }
+            return (error, await capture.requests.count)
+        }
+        #expect(error?.code == .issuerLimitExceeded && error?.detail.contains("card_account_id") == true, "\(String(describing: error))")
+        #expect(error?.detail.contains("cccc") == false)
+        #expect(calls == 0)
+    }
+
     /// Bridge's published OpenAPI (`Fixtures/upstream-specs/bridge-openapi.json`, verbatim), not the
     /// connector's wire file: the operation's path and method, its required `Idempotency-Key` and
     /// `Api-Key` headers, and the body against `PostCardPushProvisioningInput`. One known slip of
