@@ -56,8 +56,11 @@ import Testing
         return try await withUpstreamHTTP("bridge", requestMS: 30_000, tls: loaded, body)
     }
 
+    /// Each call's deadline is as generous as the client's bounds: in the test run's start-up
+    /// burst a task can wait 4-9 s for a pool thread, several times over, and the 10 s default
+    /// had cut a handshake off (`could not connect to bridge in time`) in two CI runs.
     func get(_ http: UpstreamHTTP, _ url: URL) async throws -> UpstreamHTTP.Response {
-        try await http.send(method: .GET, url: url, headers: [], body: nil, context: Fixtures.context())
+        try await http.send(method: .GET, url: url, headers: [], body: nil, context: Fixtures.context(seconds: 60))
     }
 
     @Test func thePrivateCAAndAClientCertificateGet200() async throws {
