@@ -74,8 +74,9 @@ public enum LateAudit {
 /// The late writes under way (`LateAudit`), so that a stop waits for them. Each runs in a
 /// detached task (a request's cancellation, or a service's shutdown, must not cut its store
 /// write); `drain` wakes every one waiting for its next try and returns once all have ended,
-/// those started while it runs included. Its bound is the writes' own: five tries each, every
-/// one bounded by the store's operation timeout, and no wait between them once the drain began.
+/// those started while it runs included, or once its bound has passed. Without that bound it
+/// would still end: five tries each, every one bounded by the store's operation timeout, and no
+/// wait between them once the drain began.
 public final class LateWrites: Sendable {
     private struct State {
         var running: Set<Int> = []

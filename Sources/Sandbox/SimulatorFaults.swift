@@ -50,7 +50,7 @@ public struct Fault: Sendable, Equatable {
     }
 }
 
-/// What a gated `slow` fault waits for: opened once, by the test, for every request it holds.
+/// What a gated fault waits for: opened once, by the test, for every request it holds.
 public final class FaultGate: Sendable, Equatable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 

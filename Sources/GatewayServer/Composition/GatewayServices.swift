@@ -108,7 +108,7 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
 /// Waits for the late store writes (`LateAudit`: audit events and key releases the request's own
 /// try could not make) once the requests have ended: it starts before the server, so it stops
 /// after it, and before the store, which outlives it (`StoreUser`). Each write left makes its
-/// remaining tries at once; a graceful stop had lost them, as a crash does (the durability audit).
+/// remaining tries at once; a graceful stop had lost them, as a crash does.
 struct LateWritesService: Service, CustomStringConvertible {
     let writes: LateWrites
     let clock: GatewayClock
