@@ -34,17 +34,23 @@ struct StoreService: Service, CustomStringConvertible {
         // this service's graceful shutdown (PostgresClient cancels its pool on it), which the group
         // also gives at the timeout, while the cut-off requests still write.
         let pool = store.map { store in Task.detached { try await store.run() } }
-        do {
-            try await gracefulShutdown()
-        } catch {
-            // Cancelled: the shutdown timeout passed.
-        }
+        await shutdownOrCancellation()
         // Either way the services cut off at the timeout may still be writing, in the request and
         // in the background.
         await users.allEnded()
         await LateWritesService.drain(lateWrites, clock: clock, logger: logger)
         pool?.cancel()
         try await pool?.value
+    }
+}
+
+/// Returns at the graceful shutdown, or when the task is cancelled (the shutdown timeout passed):
+/// for a service whose work at the end must be done either way.
+private func shutdownOrCancellation() async {
+    do {
+        try await gracefulShutdown()
+    } catch {
+        // Cancelled.
     }
 }
 
@@ -96,11 +102,8 @@ struct UpstreamClientsService: Service, CustomStringConvertible {
     var description: String { "upstream HTTP clients" }
 
     func run() async throws {
-        do {
-            try await gracefulShutdown()
-        } catch {
-            // Cancelled: the clients are shut down all the same.
-        }
+        // Cancelled too: the clients are shut down all the same.
+        await shutdownOrCancellation()
         await live.shutdown()
     }
 }
@@ -116,12 +119,9 @@ struct LateWritesService: Service, CustomStringConvertible {
     var description: String { "late store writes" }
 
     func run() async throws {
-        do {
-            try await gracefulShutdown()
-        } catch {
-            // Cancelled: the shutdown timeout passed. The requests cut off then may still start
-            // late writes: the store service drains again once they have all returned.
-        }
+        // Cancelled too (the shutdown timeout passed): the requests cut off then may still start
+        // late writes, which the store service drains again once they have all returned.
+        await shutdownOrCancellation()
         await Self.drain(writes, clock: clock, logger: logger)
     }
 
