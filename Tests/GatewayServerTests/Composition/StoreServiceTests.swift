@@ -1,0 +1,76 @@
+import Foundation
+import Gateway
+@testable import GatewayServer
+import GatewayTestSupport
+import Logging
+import ProvisioningCore
+import ServiceLifecycle
+import Testing
+
+/// The store service, which outlives every service that uses the store (`StoreUser`), and the
+/// late writes that the requests cut off at the shutdown timeout start after `LateWritesService`
+/// has drained (`LateAudit`). The service drains them again, once every user has returned,
+/// before the store's pool stops: their events are of issuer calls that may have been made.
+@Suite struct StoreServiceTests {
+    static func event(_ id: String) -> AuditEvent {
+        AuditEvent(provisioningID: ProvisioningID(id), at: Date(timeIntervalSince1970: 1_800_000_000), client: "acme", cardID: "c1",
+                   operation: .applePay, issuer: "bridge", endpoint: "https://bridge.invalid", attempt: 1, outcome: .succeeded,
+                   errorCode: nil, upstreamStatus: 200, latencyMS: 3)
+    }
+
+    /// A late write started while the store service waits for its users (the stop has begun,
+    /// the late-writes service has drained and returned), whose first try the store refused, and
+    /// whose next try waits on a clock that never moves: the store service does not return
+    /// before it is written.
+    @Test(.timeLimit(.minutes(1)))
+    func aLateWriteStartedAfterTheFirstDrainIsWrittenBeforeTheStoreStops() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = GatewayClock(TestClock())
+        let logger = Logger(label: "store-service-test")
+        let writes = LateWrites()
+        let users = StoreUsers(count: 1)
+        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: logger))
+        let running = Task { try await group.run() }
+        // The stop begins; the store service now waits for its one user, a server still answering
+        // the request it is about to cut off.
+        await group.triggerGracefulShutdown()
+
+        store.refuseNext(1)
+        LateAudit.keepTrying([Self.event("prv_late")], store: store, clock: clock, logger: logger, writes: writes)
+        // Its first try was made and refused (not timed: up to 10 s); it now waits for its next.
+        for _ in 0..<1000 where store.auditsWritten.withLock({ $0.count }) < 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(store.auditsWritten.withLock { $0.count } == 1)
+        #expect(writes.count == 1)
+        #expect(try await store.auditEvents("prv_late").isEmpty, "nothing written before the store service drains")
+
+        // The last user returns: the store service drains, then returns.
+        users.ended()
+        try await running.value
+        #expect(writes.count == 0, "the write ended before the store service returned")
+        #expect(try await store.auditEvents("prv_late").map(\.outcome) == [.succeeded])
+    }
+
+    /// A late write the store refuses on every try ends with the drain all the same (its tries
+    /// made at once, without their waits): a stop is never held up by a store that is gone.
+    @Test(.timeLimit(.minutes(1)))
+    func aLateWriteTheStoreRefusesEveryTimeDoesNotHoldTheStopUp() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = GatewayClock(TestClock())
+        let logger = Logger(label: "store-service-test")
+        let writes = LateWrites()
+        let users = StoreUsers(count: 0)
+        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        store.refuseNext(5)
+        LateAudit.keepTrying([Self.event("prv_lost")], store: store, clock: clock, logger: logger, writes: writes)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: logger))
+        let running = Task { try await group.run() }
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(writes.count == 0)
+        #expect(store.auditsWritten.withLock { $0.count } == 5, "every try was made")
+        #expect(try await store.auditEvents("prv_lost").isEmpty)
+    }
+}
