@@ -1,0 +1,52 @@
+import Foundation
+@testable import Gateway
+import GatewayTestSupport
+import ProvisioningCore
+import Synchronization
+import Testing
+
+/// `LateWrites`, the late store writes a stop waits for: its wait is bounded on the injected
+/// clock, so a write that never ends (a store that hangs under it) cannot hold a stop up.
+@Suite struct LateAuditTests {
+    /// A write that does not end: the drain returns once its bound has passed on the clock, not
+    /// before, and says that one write was left; the write itself goes on.
+    @Test(.timeLimit(.minutes(1)))
+    func aDrainReturnsAtItsBoundLeavingAWriteThatDoesNotEnd() async throws {
+        let time = TestClock()
+        let writes = LateWrites()
+        let (hang, release) = AsyncStream<Void>.makeStream()
+        writes.start { for await _ in hang {} }
+        #expect(writes.count == 1)
+
+        let drained = Mutex<Int?>(nil)
+        let drain = Task {
+            let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
+            drained.withLock { $0 = left }
+        }
+        #expect(await time.waitForSleepers(1), "the drain waits on the clock")
+        #expect(time.requestedSleeps == [LateWrites.drainBound])
+        time.advance(by: LateWrites.drainBound - .milliseconds(1))
+        // Not yet: a sleeper of the clock still waits (the drain's), and nothing was returned.
+        #expect(time.sleeperCount == 1)
+        #expect(drained.withLock { $0 } == nil)
+        time.advance(by: .milliseconds(1))
+        await drain.value
+        #expect(drained.withLock { $0 } == 1)
+
+        // The write goes on after the drain, and ends as it would have.
+        release.finish()
+        for _ in 0..<1000 where writes.count > 0 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(writes.count == 0)
+    }
+
+    /// With nothing left to write, the drain returns at once, whatever the clock does.
+    @Test(.timeLimit(.minutes(1)))
+    func aDrainWithNothingToWriteReturnsAtOnce() async {
+        let time = TestClock()
+        let writes = LateWrites()
+        writes.start {}
+        for _ in 0..<1000 where writes.count > 0 { try? await Task.sleep(for: .milliseconds(5)) }
+        #expect(await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time)) == 0)
+        #expect(time.now.offset == .zero)
+    }
+}
