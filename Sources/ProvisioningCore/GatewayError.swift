@@ -140,6 +140,12 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public private(set) var issuerOutcomeUnknown = false
     /// The call that failed only read (`nothingActed()`): it cannot have acted at the issuer.
     public private(set) var actedOnNothing = false
+    /// The failure is the gateway's own connection pool's (`waitedForAConnection()`): every
+    /// connection to the issuer's host stayed busy with other calls for at least half the try's
+    /// time. Its condition is kept for the retry table and an Idempotency-Key, but it says nothing
+    /// of the endpoint's health, so no circuit breaker counts it: one tenant's burst at an issuer
+    /// account shared with another had opened the account's breaker for both (the tenant audit).
+    public private(set) var ownPoolSaturated = false
 
     /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
     public init(
@@ -163,7 +169,20 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         copy.afterIssuerAttempt = afterIssuerAttempt
         copy.issuerOutcomeUnknown = issuerOutcomeUnknown
         copy.actedOnNothing = actedOnNothing
+        copy.ownPoolSaturated = ownPoolSaturated
         return copy
+    }
+
+    /// The same failure, noted as the gateway's own pool's (see `ownPoolSaturated`).
+    public func waitedForAConnection() -> GatewayError {
+        var copy = self
+        copy.ownPoolSaturated = true
+        return copy
+    }
+
+    /// Whether a circuit breaker counts this failure against the endpoint it was sent to.
+    public var countsAgainstEndpoint: Bool {
+        condition?.countsAgainstEndpoint == true && !ownPoolSaturated
     }
 
     /// The same failure, from a call that only read (a token list before a transition): whatever

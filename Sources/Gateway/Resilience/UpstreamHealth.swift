@@ -140,7 +140,7 @@ public final class UpstreamHealth: Sendable {
                 endpoint.failures += 1
                 endpoint.recentFailures.append(Failure(at: wall, code: error.code, condition: error.condition?.description ?? "other"))
                 if endpoint.recentFailures.count > Self.recentFailureLimit { endpoint.recentFailures.removeFirst() }
-                if error.condition?.countsAgainstEndpoint == true {
+                if error.countsAgainstEndpoint {
                     endpoint.consecutiveFailures += 1
                     transition = endpoint.breaker.record(success: false, at: now)
                 } else {

@@ -14,10 +14,16 @@ import Synchronization
 enum UpstreamTransportError: Error, Sendable {
     /// The connection (TCP, then TLS) could not be made: nothing of the request was sent.
     case connect(any Error)
-    /// No connection to the host was free within the per-try timeout: nothing was sent.
+    /// No connection to the host was free within the per-try timeout: nothing was sent. Bare,
+    /// it is the pool's own saturation (the call waited for connections other calls held); inside
+    /// `connect`, the connection could not be made in the time left.
     case waitedTooLong
     /// The per-try timeout passed after the request was handed to the connection.
     case timedOut
+    /// `timedOut`, after the call had waited at least half its time for a connection other calls
+    /// held (`UpstreamConnectionPool.mostlyQueued`): the request may have been sent, but the
+    /// issuer had less than half the try's time to answer, which says nothing of its health.
+    case timedOutAfterQueueing
     /// The connection closed before the whole answer arrived.
     case closedBeforeAnswer
     /// The answer's body is larger than `UpstreamHTTP.maxResponseBytes`.
@@ -200,15 +206,48 @@ final class UpstreamConnectionPool: Sendable {
         let partyLease = PartyLease(party: party)
         // Whichever way the call ends; a no-op once the exchange gave it back itself.
         defer { giveBack(partyLease, target: target) }
-        let channel = try await lease(target, deadline: deadline, partyLease)
+        var queued = TimeAmount.zero
+        let channel: any Channel
+        do {
+            channel = try await lease(target, deadline: deadline, partyLease, queued: &queued)
+        } catch UpstreamTransportError.connect(let cause) where Self.isWaitedTooLong(cause) && Self.mostlyQueued(queued, of: timeout) {
+            // Handed a free slot after waiting most of the try for it, with no time left to connect.
+            throw UpstreamTransportError.waitedTooLong
+        }
         let left = deadline - NIODeadline.now()
+        let mostlyQueued = Self.mostlyQueued(queued, of: timeout)
         guard left > .zero else {
             // Getting the connection (connecting and its TLS handshake, or a wait handed one over
             // at the last moment) took all the time: the request is not sent late, and the
-            // connection is kept. Said as a connection not made in time, which it is to the caller.
+            // connection is kept. Said as a connection not made in time, which it is to the caller;
+            // as the pool's own saturation when most of that time went waiting for other calls.
             release(channel, target: target, from: partyLease)
-            throw UpstreamTransportError.connect(UpstreamTransportError.waitedTooLong)
+            throw mostlyQueued ? UpstreamTransportError.waitedTooLong : UpstreamTransportError.connect(UpstreamTransportError.waitedTooLong)
         }
+        do {
+            return try await exchange(channel, head: head, body: body, timeout: left, partyLease)
+        } catch UpstreamTransportError.timedOut where mostlyQueued {
+            throw UpstreamTransportError.timedOutAfterQueueing
+        }
+    }
+
+    /// Whether a call that waited `queued` for connections other calls held spent at least half
+    /// of its `timeout` so: a failure in the time left is then the pool's saturation as much as the
+    /// issuer's, and no circuit breaker counts it (`GatewayError.ownPoolSaturated`). A call that
+    /// found a connection, or waited briefly, gave the issuer most of the try's time.
+    static func mostlyQueued(_ queued: TimeAmount, of timeout: TimeAmount) -> Bool {
+        queued.nanoseconds > 0 && queued.nanoseconds * 2 >= timeout.nanoseconds
+    }
+
+    private static func isWaitedTooLong(_ error: any Error) -> Bool {
+        if case UpstreamTransportError.waitedTooLong? = error as? UpstreamTransportError { return true }
+        return false
+    }
+
+    /// The exchange on a leased connection, within `left`.
+    private func exchange(
+        _ channel: any Channel, head: HTTPRequestHead, body: ByteBuffer?, timeout left: TimeAmount, _ partyLease: PartyLease
+    ) async throws -> UpstreamHTTP.Response {
         let promise = channel.eventLoop.makePromise(of: UpstreamHTTP.Response.self)
         let exchange = UpstreamExchange(head: head, body: body, timeout: left, promise: promise, lease: partyLease)
         return try await withTaskCancellationHandler {
@@ -286,7 +325,9 @@ final class UpstreamConnectionPool: Sendable {
         case refuse
     }
 
-    private func lease(_ target: Target, deadline: NIODeadline, _ partyLease: PartyLease) async throws -> any Channel {
+    /// A connection for `target`; `queued` adds the time spent waiting for one that other calls
+    /// held (not the time connecting).
+    private func lease(_ target: Target, deadline: NIODeadline, _ partyLease: PartyLease, queued: inout TimeAmount) async throws -> any Channel {
         while true {
             let now = clock.now
             var stale: [any Channel] = []
@@ -321,6 +362,8 @@ final class UpstreamConnectionPool: Sendable {
             case .open:
                 return try await open(target, deadline: deadline)
             case .wait(let waiter):
+                let waitStarted = NIODeadline.now()
+                defer { queued = queued + (NIODeadline.now() - waitStarted) }
                 switch try await wait(waiter, target: target, deadline: deadline) {
                 case .channel(let channel) where channel.isActive:
                     return channel
@@ -442,7 +485,7 @@ final class UpstreamConnectionPool: Sendable {
         // An IP address is not a server name (SNI); NIOSSL then checks the certificate against the address.
         let serverName = (try? SocketAddress(ipAddress: target.host, port: 0)) == nil ? target.host : nil
         let timeout = min(connectTimeout, deadline - NIODeadline.now())
-        guard timeout > .zero else { throw UpstreamTransportError.waitedTooLong }
+        guard timeout > .zero else { throw UpstreamTransportError.connect(UpstreamTransportError.waitedTooLong) }
         let handshake = NIOLockedValueBox<EventLoopFuture<Void>?>(nil)
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(timeout)

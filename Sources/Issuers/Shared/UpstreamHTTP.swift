@@ -212,12 +212,21 @@ public final class UpstreamHTTP: Sendable {
             // Every connection to the host stayed busy until this try's time was up: the request
             // never left, which is what a connection never made means to the retry table and to an
             // Idempotency-Key (released, not kept: nothing can have reached the issuer).
+            // It is the gateway's own pool's saturation, not the endpoint's: no breaker counts it.
             return GatewayError(
                 .upstreamUnavailable,
                 "no connection to \(issuer) came free within \(timeout.wholeMilliseconds) ms (all of issuers.\(issuer).connections.max_per_host were busy); nothing was sent",
-                condition: .connectFailed)
+                condition: .connectFailed).waitedForAConnection()
         case .timedOut:
             return GatewayError(.upstreamTimeout, "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms", condition: .timedOut)
+        case .timedOutAfterQueueing:
+            // Sent, perhaps: the retry table and an Idempotency-Key read it as any timeout. But the
+            // issuer had less than half the try, so no breaker counts it.
+            return GatewayError(
+                .upstreamTimeout,
+                "\(issuer) did not answer within \(timeout.wholeMilliseconds) ms, most of which went waiting for a connection "
+                    + "(all of issuers.\(issuer).connections.max_per_host were busy)",
+                condition: .timedOut).waitedForAConnection()
         case .closedBeforeAnswer:
             return GatewayError(.upstreamUnavailable, "\(issuer) closed the connection", condition: .connectionReset)
         case .answerTooLarge:

@@ -32,4 +32,33 @@ import Testing
         }
         #expect(health.snapshot().first { $0.index == 0 }?.state == "open")
     }
+
+    /// Failures of the gateway's own pool (every connection busy with other calls: a wait that
+    /// ran out, or a timeout in the little time the wait left) do not open a breaker, however many
+    /// come in a row, nor do they reset the count of the endpoint's own failures.
+    @Test func theGatewaysOwnSaturationDoesNotOpenABreaker() {
+        let health = UpstreamHealth()
+        health.reconcile([.init(issuer: "marqeta", index: 0, url: "https://mq", policy: Self.policy)])
+        let saturated = [
+            GatewayError(.upstreamUnavailable, "no connection came free", condition: .connectFailed).waitedForAConnection(),
+            GatewayError(.upstreamTimeout, "timed out after waiting", condition: .timedOut).waitedForAConnection(),
+        ]
+        for index in 0..<10 {
+            #expect(health.acquire(issuer: "marqeta", index: 0, url: "https://mq") == .allowed)
+            health.record(issuer: "marqeta", index: 0, url: "https://mq", error: saturated[index % 2])
+        }
+        #expect(health.snapshot().first?.state == "closed")
+        // The endpoint's own failures still count, and the saturation between them does not reset them.
+        let own = GatewayError(.upstreamTimeout, "timed out", condition: .timedOut)
+        #expect(own.countsAgainstEndpoint)
+        #expect(health.acquire(issuer: "marqeta", index: 0, url: "https://mq") == .allowed)
+        health.record(issuer: "marqeta", index: 0, url: "https://mq", error: own)
+        #expect(health.acquire(issuer: "marqeta", index: 0, url: "https://mq") == .allowed)
+        health.record(issuer: "marqeta", index: 0, url: "https://mq", error: saturated[0])
+        #expect(health.acquire(issuer: "marqeta", index: 0, url: "https://mq") == .allowed)
+        health.record(issuer: "marqeta", index: 0, url: "https://mq", error: own)
+        #expect(health.snapshot().first?.state == "open")
+        // A retry table's recoding keeps the mark.
+        #expect(saturated[1].recoded(.upstreamUnavailable).countsAgainstEndpoint == false)
+    }
 }

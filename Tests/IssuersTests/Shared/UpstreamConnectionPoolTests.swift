@@ -240,8 +240,39 @@ import Testing
             #expect(waiter?.condition == .connectFailed)
             #expect(waiter?.condition?.leavesOutcomeUnknown == false)
             #expect(waiter?.detail.contains("max_per_host") == true)
+            // The gateway's own pool was full, which says nothing of the issuer: no breaker counts it.
+            #expect(waiter?.ownPoolSaturated == true)
+            #expect(waiter?.countsAgainstEndpoint == false)
             #expect(server.seen.count == 1, "the waiting call reached the issuer")
             #expect(server.accepted == 1)
+        }
+    }
+
+    /// A call that waited most of its time for a connection another call held, then sent its
+    /// request and had no answer in the little time left: a timeout as any other to the retry
+    /// table and an Idempotency-Key (the request may have been handled), but the issuer had less
+    /// than half the try to answer, so no breaker counts it. One tenant's burst at an account it
+    /// shares with another had opened the account's breaker for both (the tenant audit).
+    @Test func aCallThatWaitedMostOfItsTryForAConnectionAndThenTimedOutIsNotTheEndpointsFailure() async throws {
+        try await ScriptedUpstream.with(byPath: ["/slow": .answer(delay: .milliseconds(700)), "/hang": .hang]) { server in
+            let (waiter, holderStatus) = try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
+                let holder = Task { try await Self.get(http, server.url.appendingPathComponent("slow")).status }
+                #expect(await Self.eventually { server.seen.count == 1 })
+                // The waiting call has 1 s: it waits about 0.7 s for the connection, then its request hangs.
+                let clock = GatewayClock.continuous
+                let context = ProvisioningContext(provisioningID: "prv_waiter", deadline: clock.now.advanced(by: .seconds(1)), clock: clock)
+                let waiter = await gatewayError {
+                    try await http.send(method: .GET, url: server.url.appendingPathComponent("hang"), headers: [], body: nil, context: context)
+                }
+                return (waiter, try await holder.value)
+            }
+            #expect(holderStatus == 200)
+            #expect(server.seen.map(\.head.uri) == ["/slow", "/hang"], "the waiting call was sent once it had the connection")
+            #expect(waiter?.code == .upstreamTimeout)
+            #expect(waiter?.condition == .timedOut)
+            #expect(waiter?.condition?.leavesOutcomeUnknown == true, "it was sent: its outcome is unknown")
+            #expect(waiter?.detail.contains("waiting for a connection") == true, "\(String(describing: waiter))")
+            #expect(waiter?.countsAgainstEndpoint == false)
         }
     }
 
@@ -287,6 +318,7 @@ import Testing
             }
             #expect(error?.code == .upstreamTimeout)
             #expect(error?.condition == .timedOut)
+            #expect(error?.countsAgainstEndpoint == true, "the issuer had the whole try and did not answer")
             #expect(countsAfterTimeout == UpstreamHTTP.ConnectionCounts(), "the timed-out connection left the pool")
             #expect(status == 200)
             #expect(server.seen.map(\.head.uri) == ["/", "/hang", "/"])
