@@ -228,8 +228,8 @@ public struct ProvisioningService: Sendable {
                 // card's, and a card's issuer reference is its own (`issuer_reference_in_use`), so the
                 // card's id adds nothing that two requests for one token could differ in.
                 let underWay = Self.tokenHoldKey(issuer: connector.issuer, card: card!.id, token: tokenID)
-                let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer) now: list the "
-                    + "card's tokens for its outcome; nothing was sent").nothingActed()
+                let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer), or did "
+                    + "within the last minute with no answer in time: list the card's tokens for its outcome; nothing was sent").nothingActed()
                 guard transitions.claim(underWay) else { throw conflict }
                 defer { transitions.release(underWay) }
                 // Then across the instances sharing the store (the multi-instance audit: two suspends
@@ -255,7 +255,17 @@ public struct ProvisioningService: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        if let storeHold {
+        if let storeHold, case .failure(let error) = outcome, error.issuerOutcomeUnknown {
+            // The transition may have reached the issuer, which may apply it yet (no answer in time,
+            // a reset, a 5xx): the hold stands until its time (the request's deadline and the
+            // claims' margin), so no other request, with another key or none, on any instance,
+            // lists the token in its old state meanwhile and sends the transition again (the
+            // send-twice audit). The purge then records it, as a transition whose outcome is on no
+            // record (`token_transition_unfinished`), which it is.
+            (logger ?? self.logger).notice("a token's transition hold stands until its time: the issuer may have acted", metadata: [
+                "provisioning_id": "\(provisioningID)", "until": "\(storeHold.until)",
+            ])
+        } else if let storeHold {
             do {
                 try await store.releaseHold(storeHold.key, holder: provisioningID.rawValue)
             } catch {

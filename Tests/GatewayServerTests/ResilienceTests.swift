@@ -42,7 +42,7 @@ struct ResilienceTests {
     /// Runs `body` against the sandbox gateway whose clock is `clock`, moved on over each wait as
     /// soon as someone sleeps on it.
     static func runSkippingWaits(
-        config: GatewayConfig, clock: TestClock = TestClock(),
+        config: GatewayConfig, clock: TestClock = TestClock(), wallClock: (@Sendable () -> Date)? = nil,
         _ body: @escaping @Sendable (GatewayClient, SandboxUpstreams) async throws -> Void
     ) async throws {
         let driver = Task {
@@ -50,7 +50,7 @@ struct ResilienceTests {
             while !Task.isCancelled { _ = await clock.advanceToNextSleeper(upTo: .seconds(120), limit: .seconds(3_600)) }
         }
         defer { driver.cancel() }
-        try await GatewayHarness.run(config: config, clock: clock, body)
+        try await GatewayHarness.run(config: config, clock: clock, wallClock: wallClock, body)
     }
 
     /// The waits a request asked for (backoff, Retry-After), without the purge job's interval.

@@ -1,6 +1,7 @@
 import Foundation
 import Gateway
 import GatewayServer
+import GatewayTestSupport
 import HTTPTypes
 import NIOCore
 import HummingbirdTesting
@@ -307,7 +308,12 @@ import Testing
     /// reuse. Without a key, an unknown outcome is not `retryable`, while a token list that timed
     /// out (it changes nothing) still is.
     @Test func aTransitionUnderAnIdempotencyKeyIsSentOnce() async throws {
-        try await ResilienceTests.runSkippingWaits(config: try ResilienceTests.config()) { client, sandbox in
+        let clock = TestClock()
+        // The wall time moves with the test's clock: a token's hold lasts until a date.
+        let start = Date()
+        let wall: @Sendable () -> Date = { start.addingTimeInterval(Double(clock.now.offset.components.seconds)
+            + Double(clock.now.offset.components.attoseconds) / 1e18) }
+        try await ResilienceTests.runSkippingWaits(config: try ResilienceTests.config(), clock: clock, wallClock: wall) { client, sandbox in
             let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             let ids = try #require((listed.json["tokens"] as? [[String: Any]])?.compactMap { $0["token_id"] as? String })
             #expect(ids.count == 2)
@@ -344,12 +350,30 @@ import Testing
             #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(String(buffer: retry.body))")
             #expect(retry.json["provisioning_id"] as? String == timedOut.json["provisioning_id"] as? String && retry.json["provisioning_id"] != nil)
             #expect(await sandbox.marqeta.log.count == sent, "the retry reached the issuer")
+            // Nor does another request, with another key or none: the token's hold stands until its
+            // time, since the issuer may apply the first deactivate yet and a listing would still
+            // show the token active (the send-twice audit: the hold had been let go at once).
+            for key in ["deactivate-2", nil] as [String?] {
+                let other = try await Self.post(client, deactivate, idempotencyKey: key)
+                #expect(other.status == .conflict && other.json["code"] as? String == "token_state_conflict", "\(String(buffer: other.body))")
+                #expect((other.json["detail"] as? String)?.contains("another request is changing this token") == true)
+            }
+            #expect(await sandbox.marqeta.log.count == sent, "a second deactivate, or its listing, reached the issuer")
 
             // Without a key: the same unknown outcome is not retryable; a list that timed out is.
             try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"slow","count":1,"delay_ms":0}"#)
             try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":1,"delay_ms":6000}"#)
-            let unkeyed = try await Self.post(client, deactivate, idempotencyKey: nil)
+            let resume = "/v1/cards/card_marqeta_demo/wallet-tokens/\(ids[0])/resume"
+            let unkeyed = try await Self.post(client, resume, idempotencyKey: nil)
             #expect(unkeyed.status == .gatewayTimeout && unkeyed.json["retryable"] as? Bool == false, "\(String(buffer: unkeyed.body))")
+            // Its hold stands too; once its time has passed, the token takes transitions again.
+            let held = try await Self.post(client, resume, idempotencyKey: nil)
+            #expect(held.status == .conflict && (held.json["detail"] as? String)?.contains("another request is changing") == true,
+                    "\(String(buffer: held.body))")
+            clock.advance(by: GatewayConfig.idempotencyAbandonMargin + .seconds(16))
+            let afterItsTime = try await Self.post(client, deactivate, idempotencyKey: nil)
+            #expect((afterItsTime.json["detail"] as? String)?.contains("another request is changing") != true, "\(String(buffer: afterItsTime.body))")
+            #expect(await sandbox.marqeta.log.count > sent, "the token was listed again once the hold's time passed")
             try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":3,"delay_ms":6000}"#)
             let list = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
             #expect(list.status == .gatewayTimeout && list.json["retryable"] as? Bool == true, "\(String(buffer: list.body))")
