@@ -28,6 +28,8 @@ enum UpstreamTransportError: Error, Sendable {
     case closedBeforeAnswer
     /// The answer's body is larger than `UpstreamHTTP.maxResponseBytes`.
     case answerTooLarge
+    /// Inside `connect`: the TLS handshake did not finish within the try's time; nothing was sent.
+    case handshakeTooLong
     /// `101 Switching Protocols`: after it SwiftNIO's decoder parses nothing more and keeps every
     /// byte that follows, without a bound (an issuer streaming after a 101 took the gateway to
     /// 1.9 GB in one per-try timeout; the upstream audit). No issuer's contract has one.
@@ -460,13 +462,29 @@ final class UpstreamConnectionPool: Sendable {
         // From here the slot is the channel's, freed when it closes (at once if it already has).
         channel.closeFuture.whenComplete { [self] _ in closed(channel, target: target) }
         if let handshake {
+            // The handshake ends by the try's deadline, and with the caller: an issuer that
+            // accepted the connection and then stalled its handshake had held the call, and its
+            // slot, past its deadline, and a stop past the shutdown timeout (the send-twice
+            // audit; a future's wait does not end on cancellation).
+            let late = NIOLockedValueBox(false)
+            let expiry = channel.eventLoop.scheduleTask(deadline: deadline) {
+                late.withLockedValue { $0 = true }
+                channel.close(promise: nil)
+            }
+            defer { expiry.cancel() }
             do {
                 // The waiter's own future, kept from the channel's set-up: looked up in the
                 // pipeline, it was gone when a refused handshake had already closed the channel,
                 // and the reason (CERTIFICATE_VERIFY_FAILED) with it.
-                try await handshake.get()
+                try await withTaskCancellationHandler {
+                    try await handshake.get()
+                } onCancel: {
+                    channel.close(promise: nil)
+                }
             } catch {
                 channel.close(promise: nil)
+                if late.withLockedValue({ $0 }) { throw UpstreamTransportError.connect(UpstreamTransportError.handshakeTooLong) }
+                if Task.isCancelled { throw CancellationError() }
                 throw UpstreamTransportError.connect(error)
             }
         }

@@ -236,6 +236,8 @@ public final class UpstreamHTTP: Sendable {
                                 condition: .malformed)
         case .unsupportedURL:
             return GatewayError(.upstreamUnavailable, "\(issuer)'s URL is not http or https with a host", condition: .connectFailed)
+        case .handshakeTooLong:
+            return connectFailure(error, issuer: issuer)
         case .shutDown:
             return GatewayError(.upstreamUnavailable, "the gateway is shutting down its connections to \(issuer)")
         }
@@ -249,6 +251,9 @@ public final class UpstreamHTTP: Sendable {
         switch cause {
         case ChannelError.connectTimeout, UpstreamTransportError.waitedTooLong:
             return GatewayError(.upstreamUnavailable, "could not connect to \(issuer) in time", condition: .connectFailed)
+        case UpstreamTransportError.handshakeTooLong:
+            return GatewayError(.upstreamUnavailable, "the TLS handshake with \(issuer) did not finish in time; nothing was sent",
+                                condition: .connectFailed)
         default:
             return GatewayError(.upstreamUnavailable, "could not connect to \(issuer)", condition: .connectFailed)
         }

@@ -2,6 +2,7 @@ import Foundation
 import GatewayTestSupport
 @testable import Issuers
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -273,6 +274,52 @@ import Testing
             #expect(waiter?.condition?.leavesOutcomeUnknown == true, "it was sent: its outcome is unknown")
             #expect(waiter?.detail.contains("waiting for a connection") == true, "\(String(describing: waiter))")
             #expect(waiter?.countsAgainstEndpoint == false)
+        }
+    }
+
+    /// An issuer host that accepts the TCP connection and never answers the TLS handshake.
+    static func withStalledHandshake<T: Sendable>(_ body: (URL, NIOLockedValueBox<Int>) async throws -> T) async throws -> T {
+        let accepted = NIOLockedValueBox(0)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                accepted.withLockedValue { $0 += 1 }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        return try await withCleanup({ try await body(URL(string: "https://127.0.0.1:\(port)/v1")!, accepted) },
+                                     cleanup: { try await server.close() })
+    }
+
+    /// The handshake ends with the try's time: a connection never made, nothing sent. It had no
+    /// bound but the connect timeout, which ends with the TCP connection (the send-twice audit:
+    /// the call held its slot past its deadline, and a stop past the shutdown timeout).
+    @Test func aTLSHandshakeTheIssuerNeverAnswersEndsWithTheTrysTime() async throws {
+        try await Self.withStalledHandshake { url, accepted in
+            let error = try await Self.with(Self.http()) { http in
+                let clock = GatewayClock.continuous
+                let context = ProvisioningContext(provisioningID: "prv_tls", deadline: clock.now.advanced(by: .milliseconds(400)), clock: clock)
+                return await gatewayError { try await http.send(method: .GET, url: url, headers: [], body: nil, context: context) }
+            }
+            #expect(accepted.withLockedValue { $0 } == 1)
+            #expect(error?.code == .upstreamUnavailable)
+            #expect(error?.condition == .connectFailed, "nothing was sent")
+            #expect(error?.detail.contains("TLS handshake") == true, "\(String(describing: error))")
+            #expect(error?.countsAgainstEndpoint == true)
+        }
+    }
+
+    /// A caller that goes away during the handshake ends its call at once.
+    @Test func aCallCancelledDuringItsTLSHandshakeEndsAtOnce() async throws {
+        try await Self.withStalledHandshake { url, accepted in
+            try await Self.with(Self.http()) { http in
+                let call = Task { await gatewayError { try await Self.get(http, url) } }
+                #expect(await Self.eventually { accepted.withLockedValue { $0 } == 1 })
+                call.cancel()
+                let error = await call.value
+                #expect(error?.detail.contains("cancelled") == true, "\(String(describing: error))")
+                #expect(await Self.eventually { http.connections.open == 0 }, "the connection was given up")
+            }
         }
     }
 
