@@ -139,13 +139,25 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// An Idempotency-Key whose request ended so is never run again: a retry could provision twice.
     public private(set) var issuerOutcomeUnknown = false
     /// The call that failed only read (`nothingActed()`): it cannot have acted at the issuer.
-    public private(set) var actedOnNothing = false
+    public var actedOnNothing: Bool { marks.contains(.actedOnNothing) }
     /// The failure is the gateway's own connection pool's (`waitedForAConnection()`): every
     /// connection to the issuer's host stayed busy with other calls for at least half the try's
     /// time. Its condition is kept for the retry table and an Idempotency-Key, but it says nothing
     /// of the endpoint's health, so no circuit breaker counts it: one tenant's burst at an issuer
     /// account shared with another had opened the account's breaker for both (the tenant audit).
-    public private(set) var ownPoolSaturated = false
+    public var ownPoolSaturated: Bool { marks.contains(.ownPoolSaturated) }
+
+    /// `actedOnNothing` and `ownPoolSaturated`, in one byte, so the error keeps the size it had
+    /// with one flag. With a fourth stored `Bool`, the incrementally built test product crashed
+    /// reproducibly with memory corrupted in unrelated code (BoringSSL loading CA files,
+    /// JSONEncoder in the store); whether a module left compiled against the old layout or a
+    /// miscompile of the typed throws was the cause was not established. More flags go here.
+    private struct Marks: OptionSet, Sendable, Equatable {
+        let rawValue: UInt8
+        static let actedOnNothing = Marks(rawValue: 1)
+        static let ownPoolSaturated = Marks(rawValue: 2)
+    }
+    private var marks: Marks = []
 
     /// `cause`: the error this one wraps; its description is kept for the log (see `cause`).
     public init(
@@ -168,15 +180,14 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         copy.cause = cause
         copy.afterIssuerAttempt = afterIssuerAttempt
         copy.issuerOutcomeUnknown = issuerOutcomeUnknown
-        copy.actedOnNothing = actedOnNothing
-        copy.ownPoolSaturated = ownPoolSaturated
+        copy.marks = marks
         return copy
     }
 
     /// The same failure, noted as the gateway's own pool's (see `ownPoolSaturated`).
     public func waitedForAConnection() -> GatewayError {
         var copy = self
-        copy.ownPoolSaturated = true
+        copy.marks.insert(.ownPoolSaturated)
         return copy
     }
 
@@ -191,7 +202,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// kept, so the retry table, the breakers and the caller see the failure as it was.
     public func nothingActed() -> GatewayError {
         var copy = self
-        copy.actedOnNothing = true
+        copy.marks.insert(.actedOnNothing)
         return copy
     }
 

@@ -21,7 +21,10 @@ struct InputRulesTests {
                       "x:4111_1111_1111_1111", "8171999927660000",
                       // Other splits (the leak audit's, each had been taken as an id): 4-12, 8-8, 12-4, 4-4-8, doubled separators.
                       "4929-200100000005", "49292007-00000009", "492920350000-0005", "4929-2017-00000007", "4929--2007--0000--0009",
-                      "4111::1111::1111::1111", "card_4111-111111111111"])
+                      "4111::1111::1111::1111", "card_4111-111111111111",
+                      // Printed in its groups, with more digit groups before or after it (the input probe's).
+                      "4111-1111-1111-1111-1", "acme-4111-1111-1111-1111-1", "1-4111-1111-1111-1111", "4111.1111.1111.1111.5",
+                      "4111_1111_1111_1111_1", "5555-5555-5555-4444-3", "12-3782-822463-10005", "4111-1111-1111-1111-2024-11"])
     func aCardNumberIsNoCardID(id: String) {
         #expect(InputRules.holdsCardNumber(id))
         #expect(!InputRules.isCardID(id) && InputRules.hasCardIDShape(id))
@@ -50,7 +53,9 @@ struct InputRulesTests {
                       "4111111111111111x", "0111111111111111", "card-2024-0115-000123", "4523b2b3-fc10-4c3f-aba2-865903204869",
                       "12345678-1234-4123-8123-123456789012", "prv_01a2187f60baa2cd21f14929eba47e7b", "req_1f7bf5c99888e50db2f4c52a9b52ca10",
                       // A Unix time and a counter, a date and a time: no card's split, whatever the Luhn check says.
-                      "key-1732662000-12340", "1732662000-12357", "order-20241126-093000", "20241126-093000"])
+                      "key-1732662000-12340", "1732662000-12357", "order-20241126-093000", "20241126-093000",
+                      // A card's groups with a letter right after the last: a word, as before.
+                      "1-4111-1111-1111-1111x", "4111-1111-1111-1111x"])
     func otherNumbersAreNotCardNumbers(id: String) {
         #expect(!InputRules.holdsCardNumber(id))
     }

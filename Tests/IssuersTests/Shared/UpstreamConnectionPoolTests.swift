@@ -255,20 +255,28 @@ import Testing
     /// than half the try to answer, so no breaker counts it. One tenant's burst at an account it
     /// shares with another had opened the account's breaker for both (the tenant audit).
     @Test func aCallThatWaitedMostOfItsTryForAConnectionAndThenTimedOutIsNotTheEndpointsFailure() async throws {
-        try await ScriptedUpstream.with(byPath: ["/slow": .answer(delay: .milliseconds(700)), "/hang": .hang]) { server in
-            let (waiter, holderStatus) = try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
-                let holder = Task { try await Self.get(http, server.url.appendingPathComponent("slow")).status }
+        try await ScriptedUpstream.with(byPath: ["/hold": .hang, "/hang": .hang]) { server in
+            let waiter = try await Self.with(Self.http(maxConnectionsPerHost: 1)) { http in
+                let holder = Task { await gatewayError { try await Self.get(http, server.url.appendingPathComponent("hold")) } }
                 #expect(await Self.eventually { server.seen.count == 1 })
-                // The waiting call has 1 s: it waits about 0.7 s for the connection, then its request hangs.
+                // The waiting call has 12 s. The holder's call is cut off (its connection closed,
+                // the slot freed) once the waiter has waited 6.5 s, more than half of its time; the
+                // waiter then connects, sends, and its request hangs. No window to hit: the wait is
+                // at least 6.5 s, and 5.5 s are left to connect on loopback.
                 let clock = GatewayClock.continuous
-                let context = ProvisioningContext(provisioningID: "prv_waiter", deadline: clock.now.advanced(by: .seconds(1)), clock: clock)
-                let waiter = await gatewayError {
-                    try await http.send(method: .GET, url: server.url.appendingPathComponent("hang"), headers: [], body: nil, context: context)
+                let context = ProvisioningContext(provisioningID: "prv_waiter", deadline: clock.now.advanced(by: .seconds(12)), clock: clock)
+                let waiter = Task {
+                    await gatewayError {
+                        try await http.send(method: .GET, url: server.url.appendingPathComponent("hang"), headers: [], body: nil, context: context)
+                    }
                 }
-                return (waiter, try await holder.value)
+                #expect(await Self.eventually { http.connections.waiting == 1 })
+                try await Task.sleep(for: .milliseconds(6_500))
+                holder.cancel()
+                _ = await holder.value
+                return await waiter.value
             }
-            #expect(holderStatus == 200)
-            #expect(server.seen.map(\.head.uri) == ["/slow", "/hang"], "the waiting call was sent once it had the connection")
+            #expect(server.seen.map(\.head.uri) == ["/hold", "/hang"], "the waiting call was sent once it had a connection")
             #expect(waiter?.code == .upstreamTimeout)
             #expect(waiter?.condition == .timedOut)
             #expect(waiter?.condition?.leavesOutcomeUnknown == true, "it was sent: its outcome is unknown")
