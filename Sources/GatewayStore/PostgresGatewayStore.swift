@@ -832,6 +832,7 @@ public final class PostgresGatewayStore: GatewayStore {
             let update: PostgresQuery = """
                 UPDATE idempotency_keys SET response_status = \(response.status), response_body = \(ByteBuffer(bytes: response.body))
                 WHERE client_id = \(clientID.rawValue) AND key = \(key) AND created_at = \(StoreRows.milliseconds(claimedAt))
+                AND \(unescaped: StoreRows.notAbandoned)
                 RETURNING 1
                 """
             /// The update, and whether it found the claim still this request's.

@@ -813,6 +813,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await batched { db in
             try db.cachedStatement(sql: """
                 UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE client_id = ? AND key = ? AND created_at = ?
+                AND \(StoreRows.notAbandoned)
                 """).execute(arguments: [response.status, response.body, client.rawValue, key, StoreRows.milliseconds(claimedAt)])
             guard db.changesCount == 1 else { throw StoreRows.claimLost(store: "sqlite") }
             try Self.insertAudit(audit, db)

@@ -279,8 +279,12 @@ enum StoreRows {
 
     /// The security event of a claim that never finished, deleted by a purge at `now`.
     static func unfinishedClaimEvent(client: String, provisioningID: String?, createdAt: Int64, now: Date) -> SecurityEvent {
-        var detail = ["client": client, "claimed_at": Date(timeIntervalSince1970: Double(createdAt) / 1000)
-            .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))]
+        var detail = ["client": client]
+        // A claim abandoned before its time was kept has the epoch: no time is better than 1970.
+        if createdAt > 0 {
+            detail["claimed_at"] = Date(timeIntervalSince1970: Double(createdAt) / 1000)
+                .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        }
         if let provisioningID { detail["provisioning_id"] = provisioningID }
         return SecurityEvent(at: now, kind: .idempotencyClaimUnfinished, actor: "gateway:purge", detail: detail)
     }
@@ -470,24 +474,34 @@ enum StoreRows {
             + "but one card of each (`provisioning-gateway cards delete --card-id ...`, or the API), then start this version again")
     }
 
-    /// Marks an unfinished claim abandoned: its claim time and its abandon time become the epoch,
-    /// so `claim` answers `.abandoned` for it from now on. Only the claim made at the given time:
-    /// one taken over since is another request's. Placeholders: client id, key, claim time (ms).
+    /// Marks an unfinished claim abandoned: its abandon time becomes its claim time, so `claim`
+    /// answers `.abandoned` for it from now on, and the claim keeps its time, which the purge's
+    /// `idempotency_claim_unfinished` names (it had become the epoch: the trace of exactly the
+    /// requests whose outcome is unknown said they were claimed in 1970; the send-twice audit).
+    /// An abandoned claim is neither released nor completed afterwards (`notAbandoned`). Only the
+    /// claim made at the given time: one taken over since is another request's. Placeholders:
+    /// client id, key, claim time (ms), provisioning id. (Claims abandoned before, with both times
+    /// the epoch, read as abandoned all the same.)
     static func abandonClaim(placeholders p: [String]) -> String {
         precondition(p.count == 4)
         return """
-            UPDATE idempotency_keys SET created_at = 0, abandon_at = 0
+            UPDATE idempotency_keys SET abandon_at = created_at
             WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2]) AND response_status IS NULL
             AND provisioning_id = \(p[3])
             """
     }
 
-    /// Deletes an unfinished claim made at its time under its provisioning id.
+    /// The condition of a claim not marked abandoned (`abandonClaim`): a fresh claim's abandon time
+    /// is its deadline and a margin after its claim time; a claim from before schema 007 has none.
+    static let notAbandoned = "(abandon_at IS NULL OR abandon_at <> created_at)"
+
+    /// Deletes an unfinished claim made at its time under its provisioning id, unless it was
+    /// marked abandoned (a late release never frees a key whose outcome is unknown).
     static func releaseClaim(placeholders p: [String]) -> String {
         precondition(p.count == 4)
         return """
             DELETE FROM idempotency_keys WHERE client_id = \(p[0]) AND key = \(p[1]) AND created_at = \(p[2])
-            AND response_status IS NULL AND provisioning_id = \(p[3])
+            AND response_status IS NULL AND provisioning_id = \(p[3]) AND \(notAbandoned)
             """
     }
 

@@ -1016,6 +1016,9 @@ enum StoreConformance {
         _ = try await store.claimIdempotencyKey(client: "acme", key: "done", requestHash: "h", now: instant(0), expiresAt: instant(6),
                                                 abandonAt: instant(60))
         try await store.completeIdempotencyKey(client: "acme", key: "done", claimedAt: instant(0), response: answer)
+        // One whose request ended with its outcome unknown: abandoned, it keeps its claim time,
+        // which its trace names (it had become the epoch).
+        try await store.abandonIdempotencyKey(client: "beta", key: "old2", claimedAt: instant(1), provisioningID: "prv_old2")
         #expect(try await store.purgeExpired(now: instant(7)) == 3)
         #expect(try await store.purgeExpired(now: instant(7)) == 0)
         // The two that never finished leave their trace, in claim order; never their keys.
@@ -1120,6 +1123,15 @@ enum StoreConformance {
         #expect(try await claim("k", "h", client: "globex", as: globex) == .acquired)
         try await store.abandonIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1), provisioningID: first)
         #expect(try await claim("k") == .abandoned(first))
+        // Neither a late release (`LateAudit`) nor a completion with the claim's time and id
+        // frees or finishes it: the issuer may have acted, and the key never runs again.
+        try await store.releaseIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1), provisioningID: first)
+        #expect(try await claim("k") == .abandoned(first), "a release freed an abandoned claim")
+        await #expect(throws: StoreError.self) {
+            try await store.completeIdempotencyKey(client: "acme", key: "k", claimedAt: instant(1),
+                                                   response: StoredResponse(status: 200, body: Data("{}".utf8)))
+        }
+        #expect(try await claim("k") == .abandoned(first), "a completion finished an abandoned claim")
         #expect(try await claim("k", at: 700) == .abandoned(first), "abandoned by age, it still names its own provisioning")
         #expect(try await claim("k", "h2") == .mismatch(first), "a reuse names the provisioning the key ran as")
         #expect(try await claim("k", "h", client: "globex") == .inProgress)
