@@ -139,8 +139,9 @@ public struct RequestContract: Sendable {
             // `_` is the cache-buster proxies and HTTP libraries add (`?_=1700000000`).
             for item in query where item.name != "_" && !known.contains(item.name) && refused.count < 5 && refused.insert(item.name).inserted {
                 // The name is repeated only when it reads as one (never a long digit run, which
-                // may be a card number given by mistake).
-                let shown = InputRules.isName(item.name) && !InputRules.hasLongDigitRun(item.name) ? "\(item.name)" : "a query parameter"
+                // may be a card number given by mistake, nor what may be a key pasted there).
+                let shown = InputRules.isName(item.name) && !InputRules.hasLongDigitRun(item.name)
+                    && !InputRules.looksLikeCredential(item.name, uuids: false) ? "\(item.name)" : "a query parameter"
                 problems.append("\(shown): not a parameter of this operation, which takes \(known.joined(separator: ", "))")
             }
         }
