@@ -347,6 +347,27 @@ import Testing
         }
     }
 
+    /// A body in a content coding (`Content-Encoding`: gzip, br, anything but `identity`) is
+    /// refused with 415, nothing sent: the gateway decodes none, and had read a body marked `br`
+    /// as plain JSON, and a gzipped one as a JSON error (the input probe). `identity` is plain.
+    @Test(arguments: ["gzip", "br", "x-bogus", "identity, gzip", "GZIP"])
+    func aBodyInAContentCodingIsUnsupportedMediaType(coding: String) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)", .contentType: "application/json"]
+            headers[.contentEncoding] = coding
+            let response = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                    headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            expectProblem(response, status: .unsupportedMediaType, code: "unsupported_media_type")
+            #expect((response.json["detail"] as? String)?.contains("Content-Encoding") == true, "\(response.json)")
+            #expect(response.headers[HTTPField.Name("Accept-Encoding")!] == "identity")
+            #expect(await sandbox.bridge.log.count == 0)
+            headers[.contentEncoding] = "identity"
+            let plain = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                 headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            #expect(plain.status == .ok, "\(plain.json)")
+        }
+    }
+
     /// A body the operation cannot read as UTF-8 JSON is 415 naming what it takes, before anything
     /// acts: it was 400 "the body is required" (the generated code skipped a body it did not know),
     /// and `charset=utf-16` was read as UTF-8.

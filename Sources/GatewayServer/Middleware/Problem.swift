@@ -17,7 +17,11 @@ enum ProblemResponse {
         // RFC 9110, 11.6.1: a 401 names the scheme the credentials go in (RFC 6750's Bearer).
         if error.code == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         // RFC 9110, 15.5.16: what the operation would have taken.
-        if error.code == .unsupportedMediaType { headers[.accept] = RequestContractMiddleware.acceptedMediaType }
+        if error.code == .unsupportedMediaType {
+            headers[.accept] = RequestContractMiddleware.acceptedMediaType
+            // RFC 7694, 3: the one content coding a request body may be in.
+            headers[.acceptEncoding] = "identity"
+        }
         return Response(
             status: .init(code: error.httpStatus),
             headers: headers,

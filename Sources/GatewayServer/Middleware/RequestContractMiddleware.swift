@@ -36,6 +36,7 @@ struct RequestContractMiddleware: ServerMiddleware {
             let contentType = request.headerFields[.contentType]
             let isJSON = contentType.map(Self.isJSON) ?? false
             if !collected.isEmpty, let refusal = Self.mediaTypeRefusal(contentType, isJSON: isJSON) { throw refusal }
+            if !collected.isEmpty, let refusal = Self.contentCodingRefusal(request.headerFields[values: .contentEncoding]) { throw refusal }
             // An empty body of another type is no body: the contract says whether one is required.
             if isJSON { bytes = collected }
             body = HTTPBody(collected)
@@ -127,6 +128,16 @@ struct RequestContractMiddleware: ServerMiddleware {
             return GatewayError(.unsupportedMediaType, "the body must be UTF-8 JSON: send Content-Type: application/json, without a charset or with charset=utf-8")
         }
         return nil
+    }
+
+    /// Why a body in a content coding (`Content-Encoding` other than `identity`: gzip, br, ...) is
+    /// `unsupported_media_type` (415, RFC 9110, 8.4), or nil: the gateway decodes none, and read
+    /// such a body as it came (a body marked `br` as plain JSON; the input probe). The answer says
+    /// `Accept-Encoding: identity` (RFC 7694). The detail names no value the request sent.
+    static func contentCodingRefusal(_ values: [String]) -> GatewayError? {
+        let codings = values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard codings.contains(where: { $0.lowercased() != "identity" }) else { return nil }
+        return GatewayError(.unsupportedMediaType, "the body must not be in a content coding: send it without Content-Encoding (or with identity)")
     }
 
     /// Whether a media type's `charset` parameter, if it has one, names UTF-8 (case aside, quoted
