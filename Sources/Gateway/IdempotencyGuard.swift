@@ -131,6 +131,22 @@ public struct IdempotencyGuard: Sendable {
         }
     }
 
+    /// The event of a repeat whose stored answer could not be opened, under `provisioningID` (the
+    /// repeat's own); a write that fails is the caller's answer. Without `asked` (no caller today)
+    /// the operation is unknown and nothing is written.
+    private func noteUnopenedReplay(_ provisioningID: ProvisioningID, client: ClientID, asked: Asked?) async throws(GatewayError) {
+        guard let asked else { return }
+        let event = AuditEvent(provisioningID: provisioningID, at: wallTime(), client: client, cardID: asked.cardID ?? CardID(""),
+                               operation: asked.operation, tokenID: asked.tokenID, issuer: nil, endpoint: nil, attempt: 0,
+                               outcome: .replayed, errorCode: .internal, upstreamStatus: nil, latencyMS: 0)
+        do {
+            try await store.appendAudit(event)
+        } catch {
+            throw GatewayError(.internal, "the repeat of an Idempotency-Key whose stored answer could not be opened could not be put on "
+                               + "its audit trail", cause: error).with(provisioningID: provisioningID)
+        }
+    }
+
     /// What `run(client:key:requestHash:stored:_:)` gives back: the operation's own value when it
     /// ran now, the stored answer when an earlier request with the key ran it.
     public enum Answer<Fresh: Sendable>: Sendable {
@@ -255,11 +271,19 @@ public struct IdempotencyGuard: Sendable {
                 deferred.settle(nil)
                 return .fresh(fresh)
             case .replay(let stored):
+                let opened: Data
                 do {
-                    return .replayed(StoredResponse(status: stored.status, body: try sealer.open(stored.body, client: client, key: key)))
+                    opened = try sealer.open(stored.body, client: client, key: key)
                 } catch {
-                    throw GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened", cause: error)
+                    // Its sealing key removed, or instances with different keyrings: the repeat is
+                    // answered 500, and is on the trail before it is, under its own provisioning
+                    // id (the stored answer, which names the key's, cannot be read): a `replayed`
+                    // event with the code, naming no issuer (the durability audit: it had none).
+                    let failure = GatewayError(.internal, "the stored answer for this Idempotency-Key could not be opened", cause: error)
+                    try await noteUnopenedReplay(provisioningID, client: client, asked: asked)
+                    throw failure.with(provisioningID: provisioningID)
                 }
+                return .replayed(StoredResponse(status: stored.status, body: opened))
             case .mismatch(let provisioningID):
                 try await noteRefusedRepeat(provisioningID, code: .idempotencyKeyReused, asked: asked)
                 throw GatewayError(.idempotencyKeyReused, "this Idempotency-Key was used with a different request")

@@ -385,4 +385,41 @@ import Testing
         }
         #expect(ran.withLock { $0 })
     }
+
+    /// A repeat whose stored answer cannot be opened (its sealing key removed from the keyring,
+    /// or an instance with another keyring) is answered 500 and put on the trail first, under its
+    /// own provisioning id: what it asked for, `replayed` with `internal`, no issuer. It had left
+    /// no event (the durability audit).
+    @Test func aRepeatWhoseStoredAnswerCannotBeOpenedIsOnTheTrail() async throws {
+        let store = try await Self.store()
+        let clock = TestClock()
+        let asked = IdempotencyGuard.Asked(.googlePay, cardID: "card_1")
+        let first = Self.guardOn(store, clock: clock)
+        let answer = StoredResponse(status: 200, body: Data(#"{"ok":true}"#.utf8))
+        let ran = try await first.run(client: Self.client, key: Self.key, requestHash: "hash", asked: asked, stored: { $0 }) {
+            (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in answer
+        }
+        guard case .fresh = ran else { Issue.record("the first request did not run"); return }
+
+        // Another instance, whose keyring holds none of the keys that sealed it.
+        let other = Self.guardOn(store, clock: clock)
+        var refused: GatewayError?
+        do throws(GatewayError) {
+            _ = try await other.run(client: Self.client, key: Self.key, requestHash: "hash", asked: asked, stored: { $0 }) {
+                (_: ProvisioningID) async throws(GatewayError) -> StoredResponse in
+                Issue.record("the repeat ran the operation")
+                return answer
+            }
+        } catch {
+            refused = error
+        }
+        let failure = try #require(refused)
+        #expect(failure.code == .internal && failure.detail.contains("could not be opened"), "\(failure)")
+        let id = try #require(failure.provisioningID, "the answer names the provisioning its event is under")
+        let trail = try await store.auditEvents(id)
+        #expect(trail.count == 1, "\(trail)")
+        #expect(trail.first?.outcome == .replayed && trail.first?.errorCode == .internal && trail.first?.attempt == 0)
+        #expect(trail.first?.operation == .googlePay && trail.first?.cardID == "card_1" && trail.first?.issuer == nil)
+        #expect(trail.first?.client == Self.client)
+    }
 }
