@@ -369,7 +369,19 @@ public struct ProvisioningService: Sendable {
         // may have waited for a duplicate's claim for up to its deadline (the reload audit: a key
         // revoked, or the program moved to another tenant, while a duplicate waited, and the
         // duplicate then provisioned with the old rights, seconds after the reload).
-        let client = try callerNow(arrived)
+        let client: Client
+        do throws(GatewayError) {
+            client = try callerNow(arrived)
+        } catch {
+            // Refused as the configuration says now, before anything was read or sent: on the
+            // trail all the same, as every request that reached its operation is (the durability
+            // audit: a duplicate refused after a reload revoked its key had left no event).
+            let refused = AuditEvent(provisioningID: provisioningID, at: clock.date, client: arrived.id, cardID: cardID ?? CardID(""),
+                                     operation: operation, deviceType: deviceType, tokenID: tokenID, issuer: nil, endpoint: nil, attempt: 0,
+                                     outcome: .failed, errorCode: error.code, upstreamStatus: nil, latencyMS: 0)
+            try await record(refused, logger: requestLogger ?? logger)
+            throw error.with(provisioningID: provisioningID)
+        }
         let started = clock.now
         var logger = requestLogger ?? logger
         logger[metadataKey: "provisioning_id"] = "\(provisioningID)"

@@ -93,11 +93,13 @@ import Testing
     /// With `fault` nil, the first request is held by Bridge alone (a `slow` fault with a gate),
     /// let go once the reload is done.
     static func duplicateAcrossAReload(
-        fault: String?, firstWaits: Duration? = nil, key: String, edit: @escaping @Sendable (String) throws -> String
+        fault: String?, gatedMode: FaultMode = .slow, firstWaits: Duration? = nil, key: String,
+        edit: @escaping @Sendable (String) throws -> String, store given: LostAcknowledgementStore? = nil
     ) async throws -> (first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int]) {
         let file = try ReloadableFile()
         defer { file.remove() }
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let store: LostAcknowledgementStore
+        if let given { store = given } else { store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore()) }
         let clock = TestClock()
         let outcome = Mutex<(first: GatewayResponse, duplicate: GatewayResponse, bridge: [Int])?>(nil)
         try await GatewayHarness.run(config: try file.config(), configSource: file.source, store: store, clock: clock) { client, sandbox in
@@ -105,7 +107,7 @@ import Testing
             if let fault {
                 try await ResilienceTests.addFault(client, fault)
             } else {
-                await sandbox.faults(issuer: "bridge")?.add(Fault(mode: .slow, count: 1, gate: gate))
+                await sandbox.faults(issuer: "bridge")?.add(Fault(mode: gatedMode, count: 1, gate: gate))
             }
             let send = keyedProvisioning(port: client.port, key: key)
             async let first = send()
@@ -593,6 +595,26 @@ import Testing
         #expect(first.status == .ok)
         #expect(replay.status.code == status && replay.json["code"] as? String == code, "\(String(buffer: replay.body))")
         #expect(replay.json["encrypted_pass_data"] == nil)
+    }
+
+    /// A duplicate that waited for the first request's claim and then runs itself (the first
+    /// ended knowing the issuer did nothing: Bridge refused it, the claim was let go) is refused as
+    /// the configuration says now, a key revoked meanwhile: 401, nothing sent, and on the trail
+    /// under the provisioning its problem names (the durability audit: it had left no event).
+    @Test func aDuplicateThatRunsAfterAReloadRevokedItsKeyIsRefusedOnTheTrail() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let (first, duplicate, bridge) = try await Self.duplicateAcrossAReload(
+            fault: nil, gatedMode: .rejected, key: "run-after-reload-1", edit: Self.revokingOrMoving(Self.revokedOrMoved[0].old,
+                                                                                                    Self.revokedOrMoved[0].new),
+            store: store)
+        #expect(first.status.code == 422 || first.status.code == 502, "\(String(buffer: first.body))")
+        #expect(duplicate.status.code == 401 && duplicate.json["code"] as? String == "unauthorized", "\(String(buffer: duplicate.body))")
+        #expect(bridge == [400], "the duplicate reached Bridge: \(bridge)")
+        let id = try #require(duplicate.json["provisioning_id"] as? String, "\(String(buffer: duplicate.body))")
+        let trail = try await store.auditEvents(ProvisioningID(id))
+        #expect(trail.count == 1 && trail.first?.errorCode == .unauthorized && trail.first?.attempt == 0 && trail.first?.issuer == nil,
+                "\(trail)")
+        #expect(trail.first?.client == "demo" && trail.first?.cardID == "card_bridge_demo" && trail.first?.operation == .applePay)
     }
 
     /// An activation without a card, waiting to try again after TMP's 429, asks again whether
