@@ -84,6 +84,23 @@ import Testing
         }
     }
 
+    /// A percent-encoded byte order mark before an id or a query name is refused, whatever its
+    /// letter case, and nothing is read or changed: Foundation's decoding drops a leading one, so
+    /// the request had reached (and deleted) the card named without it (the input probe).
+    @Test func aByteOrderMarkInTheRequestTargetIsRefused() async throws {
+        try await GatewayHarness.run { client, _ in
+            for (method, uri) in [(HTTPRequest.Method.delete, "/v1/cards/%EF%BB%BFcard_bridge_demo"),
+                                  (.get, "/v1/cards/%ef%bb%bfcard_bridge_demo"),
+                                  (.get, "/v1/cards?%EF%BB%BFprogram=demo"),
+                                  (.get, "/v1/cards?program=%EF%BB%BFdemo")] {
+                let response = try await Self.send(client, method, uri)
+                #expect(response.status == .badRequest && response.json["code"] as? String == "invalid_request", "\(uri): \(response.json)")
+                #expect((response.json["detail"] as? String)?.contains("byte order mark") == true, "\(uri)")
+            }
+            #expect(try await Self.send(client, .get, "/v1/cards/card_bridge_demo").status == .ok, "the card was deleted")
+        }
+    }
+
     @Test func aClientOnlyTouchesItsOwnPrograms() async throws {
         try await GatewayHarness.run { client, _ in
             let other = #"{"issuer":"bridge","program":"other","issuer_reference":{"customer_id":"c","card_account_id":"a"}}"#
