@@ -228,7 +228,14 @@ public struct IdempotencyGuard: Sendable {
                     // latter is marked abandoned at once, so a retry, and a duplicate waiting now,
                     // hear `idempotency_outcome_unknown` instead of waiting it out; should that
                     // write fail, the claim still turns abandoned when it is old enough.
-                    if error.issuerOutcomeUnknown {
+                    if error.issuerOutcomeUnknown, error.storeUnanswered {
+                        // The store did not answer this request's audit write in time: the abandon
+                        // is made in the background, not waited for a second time (the send-twice
+                        // audit: the answer came up to twice the store's timeout late). Until it
+                        // lands, a retry waits as for a request in progress.
+                        LateAudit.keepAbandoning(client: client, key: key, claimedAt: now, provisioningID: provisioningID, store: store,
+                                                 clock: clock, logger: logger, writes: lateWrites)
+                    } else if error.issuerOutcomeUnknown {
                         try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                     } else if error.code != .internal || !error.afterIssuerAttempt {
                         await release(client: client, key: key, claimedAt: now, provisioningID: provisioningID)

@@ -47,6 +47,18 @@ public enum LateAudit {
         }
     }
 
+    /// Marks the claim `claimedAt` of `client`'s `key` abandoned (its request ended with the
+    /// issuer's outcome unknown), now, then after 1, 2, 4 and 8 seconds. One that never lands
+    /// leaves the claim to turn abandoned by its age, as before.
+    public static func keepAbandoning(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
+                                      store: any GatewayStore, clock: GatewayClock, logger: Logger, writes: LateWrites) {
+        retrying(clock: clock, logger: logger, writes: writes, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
+                 written: "Idempotency-Key marked abandoned after the store answered late",
+                 lost: "Idempotency-Key could not be marked abandoned: it reads as in progress until its age makes it abandoned") {
+            try await store.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
+        }
+    }
+
     private static func retrying(clock: GatewayClock, logger: Logger, writes: LateWrites, metadata: Logger.Metadata,
                                  written: Logger.Message, lost: Logger.Message, _ write: @escaping @Sendable () async throws -> Void) {
         writes.start {

@@ -538,6 +538,7 @@ public struct ProvisioningService: Sendable {
             logger.notice("\(operation.rawValue) failed", metadata: Self.failureMetadata(error))
             throw error.with(provisioningID: provisioningID).afterAttempt(trail.attempts > 0)
                 .outcomeUnknown(operation.actsAtTheIssuer && (trail.outcomeUnknown || (trail.upstreamCalled && Task.isCancelled)))
+                .storeDidNotAnswer(trail.storeUnanswered)
         }
     }
 

@@ -146,8 +146,12 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     /// of the endpoint's health, so no circuit breaker counts it: one tenant's burst at an issuer
     /// account shared with another had opened the account's breaker for both (the tenant audit).
     public var ownPoolSaturated: Bool { marks.contains(.ownPoolSaturated) }
+    /// The request this error ended had a store write that did not answer in time
+    /// (`storeDidNotAnswer()`): what is left to write for it (an Idempotency-Key's abandon) is
+    /// made in the background, so the request pays the store's wait once.
+    public var storeUnanswered: Bool { marks.contains(.storeUnanswered) }
 
-    /// `actedOnNothing` and `ownPoolSaturated`, in one byte, so the error keeps the size it had
+    /// `actedOnNothing`, `ownPoolSaturated` and `storeUnanswered`, in one byte, so the error keeps the size it had
     /// with one flag. With a fourth stored `Bool`, the incrementally built test product crashed
     /// reproducibly with memory corrupted in unrelated code (BoringSSL loading CA files,
     /// JSONEncoder in the store); whether a module left compiled against the old layout or a
@@ -156,6 +160,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         let rawValue: UInt8
         static let actedOnNothing = Marks(rawValue: 1)
         static let ownPoolSaturated = Marks(rawValue: 2)
+        static let storeUnanswered = Marks(rawValue: 4)
     }
     private var marks: Marks = []
 
@@ -188,6 +193,14 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public func waitedForAConnection() -> GatewayError {
         var copy = self
         copy.marks.insert(.ownPoolSaturated)
+        return copy
+    }
+
+    /// The same failure, noted as ending a request whose store did not answer in time.
+    public func storeDidNotAnswer(_ unanswered: Bool = true) -> GatewayError {
+        guard unanswered else { return self }
+        var copy = self
+        copy.marks.insert(.storeUnanswered)
         return copy
     }
 

@@ -529,6 +529,35 @@ import Testing
         }
     }
 
+    /// A keyed request whose issuer's outcome is unknown (Marqeta, which takes no idempotency key,
+    /// gave no answer in time) and whose audit write the store did not answer in time: it answers
+    /// without waiting on the store again for its key's abandon, which is made in the background
+    /// (the send-twice audit: the answer came up to twice the store's timeout late). Once it
+    /// lands, a retry hears the outcome is unknown, and Marqeta is not called again.
+    @Test func aKeyedRequestWhoseOutcomeIsUnknownPaysTheStoresWaitOnce() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        try await GatewayHarness.run(config: try ResilienceTests.config(), store: store) { client, sandbox in
+            let body = try GatewayHarness.requestBody()
+            let failSafe = store.failSafe()
+            defer { failSafe.cancel() }
+            try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":1,"delay_ms":6000}"#)
+            store.stopAnswering()
+            store.shutGate(throwingFirst: 1)
+            let first = try await Self.provision(client, card: "card_marqeta_demo", body: body, idempotencyKey: "unknown-82")
+            #expect(!store.openedByTimer.withLock { $0 }, "the request waited for its key's abandon before answering")
+            // No answer goes out without its event: the attempt's, unconfirmed, makes it a 500.
+            #expect(first.status == .internalServerError && first.json["code"] as? String == "internal", "\(first.json)")
+            #expect(store.stalledWrites.withLock { $0 }.contains("abandon"), "no abandon was tried: \(store.stalledWrites.withLock { $0 })")
+            let sent = await sandbox.marqeta.log.count
+            store.stopAnswering(false)
+            store.openGate()
+            // The background abandon lands (it was waiting at the gate); the retry polls meanwhile.
+            let retry = try await Self.provision(client, card: "card_marqeta_demo", body: body, idempotencyKey: "unknown-82")
+            #expect(retry.status == .conflict && retry.json["code"] as? String == "idempotency_outcome_unknown", "\(retry.json)")
+            #expect(await sandbox.marqeta.log.count == sent, "the retry reached Marqeta")
+        }
+    }
+
     /// An API key being rotated (`previous_api_keys_sha256`) is the same client as the new one:
     /// a retry sent with the new key replays what the old key's request did, instead of running
     /// it again (with two clients, the config audit saw one key's request sent twice).

@@ -49,6 +49,18 @@ final class LostAcknowledgementStore: GatewayStore {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Waits until the gate is open (at once if it is).
+    private func waitWhileShut() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = gate.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
     /// Whether this audit write reports unanswered at once (else it waited at the gate, if shut).
     private func auditGate() async -> Bool {
         enum Turn { case pass, throwNow, wait }
@@ -218,7 +230,13 @@ final class LostAcknowledgementStore: GatewayStore {
         }
         try await inner.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
     }
+    /// While stalled and the gate is shut, an abandon waits at the gate (then lands): a request
+    /// that waited for its abandon before answering would not answer.
     func abandonIdempotencyKey(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async throws {
+        if stalled.withLock({ $0 }) {
+            stalledWrites.withLock { $0.append("abandon") }
+            await waitWhileShut()
+        }
         try await inner.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
     }
     func purgeExpired(now: Date) async throws -> Int { try await inner.purgeExpired(now: now) }
