@@ -210,6 +210,9 @@ public struct ProvisioningService: Sendable {
         // Idempotency-Key the success event commits later, with the kept answer; the unfinished
         // claim is that request's trace.)
         var storeHold: (key: String, until: Date)?
+        // Whether the transition's own call was made (not only the listing): only then may an
+        // unknown outcome be a transition the issuer applies later.
+        var transitionCalled = false
         let outcome: Result<(IssuerID, WalletTokenTransition), GatewayError>
         do throws(GatewayError) {
             outcome = .success(try await run(
@@ -229,7 +232,7 @@ public struct ProvisioningService: Sendable {
                 // card's id adds nothing that two requests for one token could differ in.
                 let underWay = Self.tokenHoldKey(issuer: connector.issuer, card: card!.id, token: tokenID)
                 let conflict = GatewayError(.tokenStateConflict, "another request is changing this token at \(connector.issuer), or did "
-                    + "within the last minute with no answer in time: list the card's tokens for its outcome; nothing was sent").nothingActed()
+                    + "with no answer in time and its hold has not lapsed: list the card's tokens for its outcome; nothing was sent").nothingActed()
                 guard transitions.claim(underWay) else { throw conflict }
                 defer { transitions.release(underWay) }
                 // Then across the instances sharing the store (the multi-instance audit: two suspends
@@ -255,7 +258,7 @@ public struct ProvisioningService: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        if let storeHold, case .failure(let error) = outcome, error.issuerOutcomeUnknown {
+        if let storeHold, transitionCalled, case .failure(let error) = outcome, error.issuerOutcomeUnknown {
             // The transition may have reached the issuer, which may apply it yet (no answer in time,
             // a reset, a 5xx): the hold stands until its time (the request's deadline and the
             // claims' margin), so no other request, with another key or none, on any instance,
@@ -309,6 +312,7 @@ public struct ProvisioningService: Sendable {
             } catch {
                 throw error.nothingActed()
             }
+            transitionCalled = true
             return try await connector.transitionWalletToken(token, action, card: card, context: context)
         }
     }

@@ -24,8 +24,8 @@ public enum InputRules {
     }
 
     /// Whether `text` holds what reads as a payment card number: 13 to 19 digits, written in one
-    /// run (alone or as one group among others) or in groups (all of a run's, or some of them in a
-    /// row): the groups cards are printed in
+    /// run (alone or as one group among others) or in groups (all of a run's, or all but short
+    /// groups of one to three digits before or after them): the groups cards are printed in
     /// (fours, the last of one to four; Amex's 4-6-5 and Diners' 4-6-4) and fours run together
     /// (4-12, 8-8, 12-4, 4-4-8: `isCardGrouping`), joined by one or two of ` - . : _ / , +`; not
     /// starting with 0; with no letter right before or after it; and whose Luhn check digit holds
@@ -69,18 +69,23 @@ public enum InputRules {
             func isCard(_ number: ArraySlice<UInt8>) -> Bool {
                 (13...19).contains(number.count) && number.first != 0 && passesLuhn(Array(number))
             }
-            // The whole run, and every part of it of consecutive groups: a card printed in its
-            // groups with more digits before or after it (`4111-1111-1111-1111-1`, `1-4111 1111
-            // 1111 1111`; the input probe's, each had been taken as an id), or a group long enough
-            // to be a card on its own (`4111111111111111_2`). A part ending with the run's last
-            // group is no card when a letter follows it.
+            // The whole run; a group long enough to be a card on its own (`4111111111111111_2`);
+            // and a card printed in its groups with a short group (one to three digits) before or
+            // after it (`4111-1111-1111-1111-1`, `1-4111 1111 1111 1111`; the input probe's, each
+            // had been taken as an id). Not a part of a longer run of fours: an id of five or six
+            // groups of four (a date, a time, a sequence; a printed IBAN) would be refused one time
+            // in six or four (the review). A part ending with the run's last group is no card when
+            // a letter follows it.
             var offset = 0
             for first in groups.indices {
                 var count = 0
                 for last in first..<groups.count {
                     count += groups[last]
                     guard count <= 19 else { break }
-                    if count >= 13, !(last == groups.count - 1 && touchesAfter),
+                    let whole = first == 0 && last == groups.count - 1
+                    let part = first == last
+                        || (groups[..<first].allSatisfy { $0 < 4 } && groups[(last + 1)...].allSatisfy { $0 < 4 })
+                    if count >= 13, whole || part, !(last == groups.count - 1 && touchesAfter),
                        isCardGrouping(Array(groups[first...last])), isCard(digits[offset..<offset + count]) {
                         return true
                     }

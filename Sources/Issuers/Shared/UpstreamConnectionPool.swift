@@ -364,9 +364,17 @@ final class UpstreamConnectionPool: Sendable {
             case .open:
                 return try await open(target, deadline: deadline)
             case .wait(let waiter):
+                // The wait alone: connecting after it (a slot handed over) is the issuer's time.
                 let waitStarted = NIODeadline.now()
-                defer { queued = queued + (NIODeadline.now() - waitStarted) }
-                switch try await wait(waiter, target: target, deadline: deadline) {
+                let lease: Lease
+                do {
+                    lease = try await wait(waiter, target: target, deadline: deadline)
+                    queued = queued + (NIODeadline.now() - waitStarted)
+                } catch {
+                    queued = queued + (NIODeadline.now() - waitStarted)
+                    throw error
+                }
+                switch lease {
                 case .channel(let channel) where channel.isActive:
                     return channel
                 case .channel(let channel):
