@@ -6,6 +6,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import ProvisioningCore
 import Testing
 
@@ -283,6 +284,62 @@ import Testing
             #expect(waiter?.detail.contains("waiting for a connection") == true, "\(String(describing: waiter))")
             #expect(waiter?.countsAgainstEndpoint == false)
         }
+    }
+
+    /// The time a call waits for a connection other calls hold is the wait alone: a slot handed
+    /// over is then connected, and a slow handshake is the issuer's time, whose timeout a breaker
+    /// counts. The issuer here reads nothing of a connection for 5 s (its handshake then
+    /// completes) and never answers a request; the waiting call waits about 0.1 s of its 8 s try
+    /// (the first call, its handshake stalled, is cancelled), then spends 5 s connecting. The wait
+    /// had been counted with the connecting (the review), which made that timeout the pool's.
+    @Test func aSlowHandshakeAfterAShortWaitIsTheIssuersTimeNotTheQueues() async throws {
+        let pki = try TestPKI()
+        defer { try? FileManager.default.removeItem(at: pki.directory) }
+        let files = try pki.issue("server")
+        let serverTLS = try NIOSSLContext(configuration: .makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificateFile.path).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: files.keyFile.path, format: .pem))))
+        let accepted = NIOLockedValueBox(0)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { channel in
+                accepted.withLockedValue { $0 += 1 }
+                // Nothing is read (the ClientHello waits in the socket) until the handlers are in.
+                channel.eventLoop.scheduleTask(in: .seconds(5)) {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: serverTLS))
+                    try sync.configureHTTPServerPipeline()
+                    channel.setOption(.autoRead, value: true).whenComplete { _ in }
+                }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        let url = URL(string: "https://127.0.0.1:\(port)/v1")!
+        let tls = try UpstreamTLS.load(UpstreamTLSConfig(caFile: "ca.pem"), path: "issuers.test.tls", resolve: { pki.directory.appendingPathComponent($0) })
+        var timeouts = TimeoutConfig()
+        timeouts.requestMS = 60_000
+        timeouts.connectMS = 30_000
+        let http = UpstreamHTTP(issuer: "test", timeouts: timeouts, tls: tls, logger: Fixtures.logger,
+                                pool: ConnectionPoolConfig(maxPerHost: 1, idleTimeoutMS: 30_000), clock: .continuous)
+        let waiter = try await withCleanup({
+            try await Self.with(http) { http in
+                let holder = Task { await gatewayError { try await Self.get(http, url) } }
+                #expect(await Self.eventually { accepted.withLockedValue { $0 } == 1 })
+                let clock = GatewayClock.continuous
+                let context = ProvisioningContext(provisioningID: "prv_waiter", deadline: clock.now.advanced(by: .seconds(8)), clock: clock)
+                let waiter = Task { await gatewayError { try await http.send(method: .GET, url: url, headers: [], body: nil, context: context) } }
+                #expect(await Self.eventually { http.connections.waiting == 1 })
+                try await Task.sleep(for: .milliseconds(100))
+                holder.cancel()
+                _ = await holder.value
+                return await waiter.value
+            }
+        }, cleanup: { try await server.close() })
+        #expect(accepted.withLockedValue { $0 } == 2, "the waiting call opened its own connection")
+        #expect(waiter?.code == .upstreamTimeout && waiter?.condition == .timedOut, "\(String(describing: waiter))")
+        #expect(waiter?.detail.contains("waiting for a connection") == false, "\(String(describing: waiter))")
+        #expect(waiter?.countsAgainstEndpoint == true, "the issuer's slow handshake and silence were taken for the pool's saturation")
     }
 
     /// An issuer host that accepts the TCP connection and never answers the TLS handshake.
