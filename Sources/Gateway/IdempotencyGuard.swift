@@ -61,13 +61,13 @@ public struct IdempotencyGuard: Sendable {
         "the request with this Idempotency-Key ended without an answer and may have reached the issuer; it is not run again: check the card's wallet tokens, then use a new key")
 
     /// Frees a claim whose request ended knowing the issuer did nothing; a release the store
-    /// fails is made again in the background (`LateAudit.keepReleasing`), or the key would read
+    /// fails is made again in the background (`LateAudit.keep(.release, ...)`), or the key would read
     /// as in progress and then as an outcome unknown though nothing was sent (the crash audit).
     private func release(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID) async {
         do {
             try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         } catch {
-            LateAudit.keepReleasing(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
+            LateAudit.keep(.release, client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
                                     clock: clock, logger: logger, writes: lateWrites)
         }
     }
@@ -233,7 +233,7 @@ public struct IdempotencyGuard: Sendable {
                         // is made in the background, not waited for a second time (the send-twice
                         // audit: the answer came up to twice the store's timeout late). Until it
                         // lands, a retry waits as for a request in progress.
-                        LateAudit.keepAbandoning(client: client, key: key, claimedAt: now, provisioningID: provisioningID, store: store,
+                        LateAudit.keep(.abandon, client: client, key: key, claimedAt: now, provisioningID: provisioningID, store: store,
                                                  clock: clock, logger: logger, writes: lateWrites)
                     } else if error.issuerOutcomeUnknown {
                         try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now, provisioningID: provisioningID)

@@ -14,7 +14,7 @@ import Synchronization
 ///   `succeeded` events of requests the issuer had completed, while the gateway ran on). The write
 ///   that failed may have landed, or may land yet: an event written twice is recorded once (the
 ///   store's audit-once rule), so trying again costs nothing.
-/// - An Idempotency-Key's release (`keepReleasing`), for a request that ended knowing the issuer
+/// - An Idempotency-Key's release (`keep(.release, ...)`; an abandon likewise), for a request that ended knowing the issuer
 ///   did nothing: a release the store refused had left the key claimed, read as in progress and
 ///   then as `idempotency_outcome_unknown`, though nothing was sent. A release touches only the
 ///   claim made at its time, so a late one never frees another request's claim.
@@ -36,26 +36,36 @@ public enum LateAudit {
         }
     }
 
-    /// Releases the claim `claimedAt` of `client`'s `key`, now, then after 1, 2, 4 and 8 seconds.
-    public static func keepReleasing(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
-                                     store: any GatewayStore, clock: GatewayClock, logger: Logger, writes: LateWrites) {
-        // Never the key itself in a log line: the client's provisioning names the claim.
-        retrying(clock: clock, logger: logger, writes: writes, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
-                 written: "Idempotency-Key released after the store failed the release",
-                 lost: "Idempotency-Key could not be released: it reads as in progress, then as idempotency_outcome_unknown") {
-            try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
-        }
+    /// What is left to write for an Idempotency-Key's claim once its request has ended.
+    public enum ClaimChange: Sendable {
+        /// The request ended knowing the issuer did nothing: the key is freed for a retry.
+        case release
+        /// The request ended with the issuer's outcome unknown: the key is never run again. One
+        /// that never lands leaves the claim to turn abandoned by its age.
+        case abandon
     }
 
-    /// Marks the claim `claimedAt` of `client`'s `key` abandoned (its request ended with the
-    /// issuer's outcome unknown), now, then after 1, 2, 4 and 8 seconds. One that never lands
-    /// leaves the claim to turn abandoned by its age, as before.
-    public static func keepAbandoning(client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
-                                      store: any GatewayStore, clock: GatewayClock, logger: Logger, writes: LateWrites) {
+    /// Makes `change` to the claim `claimedAt` of `client`'s `key`, now, then after 1, 2, 4 and 8
+    /// seconds. A release or an abandon touches only the claim made at its time.
+    public static func keep(_ change: ClaimChange, client: ClientID, key: String, claimedAt: Date, provisioningID: ProvisioningID,
+                            store: any GatewayStore, clock: GatewayClock, logger: Logger, writes: LateWrites) {
+        let (written, lost): (Logger.Message, Logger.Message) = switch change {
+        case .release:
+            ("Idempotency-Key released after the store failed the release",
+             "Idempotency-Key could not be released: it reads as in progress, then as idempotency_outcome_unknown")
+        case .abandon:
+            ("Idempotency-Key marked abandoned after the store answered late",
+             "Idempotency-Key could not be marked abandoned: it reads as in progress until its age makes it abandoned")
+        }
+        // Never the key itself in a log line: the client's provisioning names the claim.
         retrying(clock: clock, logger: logger, writes: writes, metadata: ["client": "\(client)", "provisioning_id": "\(provisioningID.rawValue)"],
-                 written: "Idempotency-Key marked abandoned after the store answered late",
-                 lost: "Idempotency-Key could not be marked abandoned: it reads as in progress until its age makes it abandoned") {
-            try await store.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
+                 written: written, lost: lost) {
+            switch change {
+            case .release:
+                try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
+            case .abandon:
+                try await store.abandonIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
+            }
         }
     }
 

@@ -86,7 +86,7 @@ public enum InputRules {
                     let part = first == last
                         || (groups[..<first].allSatisfy { $0 < 4 } && groups[(last + 1)...].allSatisfy { $0 < 4 })
                     if count >= 13, whole || part, !(last == groups.count - 1 && touchesAfter),
-                       isCardGrouping(Array(groups[first...last])), isCard(digits[offset..<offset + count]) {
+                       isCardGrouping(groups[first...last]), isCard(digits[offset..<offset + count]) {
                         return true
                     }
                 }
@@ -127,7 +127,7 @@ public enum InputRules {
     /// the last of 4, 8 or 12 digits, the last of 1 to 4, 8 or 12 (4-12, 8-8, 12-4, 4-4-8). Not
     /// any split: a Unix time and a counter (`1732662000-12345`, 10-5) or a date and a time
     /// (`20241126-093000`, 8-6) are ids' and keys' numbers, and one in ten would pass the Luhn check.
-    private static func isCardGrouping(_ groups: [Int]) -> Bool {
+    private static func isCardGrouping(_ groups: ArraySlice<Int>) -> Bool {
         if groups.count == 1 { return true }
         if groups == [4, 6, 5] || groups == [4, 6, 4] { return true }
         return groups.dropLast().allSatisfy { [4, 8, 12].contains($0) } && [1, 2, 3, 4, 8, 12].contains(groups.last!)

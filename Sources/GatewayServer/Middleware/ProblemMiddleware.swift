@@ -44,14 +44,14 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     /// was read as the name without it (the input probe): no id, name or value holds one, and a
     /// proxy's rule written for the path would not see the request as the gateway does.
     static func targetRefusal(_ target: String) -> GatewayError? {
-        // Letter case aside, without building a lowered copy of every target.
-        let marker = Array("%EF%BB%BF".utf8)
-        let bytes = Array(target.utf8)
-        guard bytes.count >= marker.count else { return nil }
-        for start in 0...(bytes.count - marker.count) where bytes[start] == UInt8(ascii: "%") {
-            if zip(bytes[start..<start + marker.count], marker).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
+        // On every request: one pass over the target's bytes, letter case aside, nothing copied.
+        let utf8 = target.utf8
+        var index = utf8.startIndex
+        while let percent = utf8[index...].firstIndex(of: UInt8(ascii: "%")) {
+            if utf8[percent...].prefix(percentEncodedByteOrderMark.count).elementsEqual(percentEncodedByteOrderMark, by: { $0 | 0x20 == $1 | 0x20 }) {
                 return GatewayError(.invalidRequest, "the request target holds a byte order mark (%EF%BB%BF), which no id, name or value holds")
             }
+            index = utf8.index(after: percent)
         }
         return nil
     }
@@ -125,3 +125,6 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 }
+
+/// `%EF%BB%BF`, as `ProblemMiddleware.targetRefusal` looks for it.
+private let percentEncodedByteOrderMark = Array("%EF%BB%BF".utf8)
