@@ -173,6 +173,7 @@ public final class LateWrites: Sendable {
     /// Wakes every write waiting for its next try and returns once every write has ended (those
     /// started meanwhile included), or once `bound` has passed on `clock`, leaving the writes
     /// still running to go on (a process that exits then loses them). Returns how many were.
+    /// The caller's cancellation does not shorten it: only `bound` does.
     @discardableResult
     public func drain(within bound: Duration, on clock: GatewayClock) async -> Int {
         let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
@@ -181,12 +182,19 @@ public final class LateWrites: Sendable {
             return Array(state.pausing.values)
         }
         for continuation in woken { continuation.resume() }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait(\.ending, until: { $0.running.isEmpty }) }
-            group.addTask { try? await clock.sleep(for: bound) }
-            await group.next()
-            group.cancelAll()
-        }
+        // In a task of its own, which the caller's cancellation does not reach: the stop cancels
+        // every service once its timeout has passed, and that is when the requests it cut off
+        // start their late writes. Cancelled, the wait and the bound's sleep had both ended at
+        // once, and the process exited under a write still being tried (a cut-off request's
+        // attempt event lost while another writer held the store's lock).
+        await Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.wait(\.ending, until: { $0.running.isEmpty }) }
+                group.addTask { try? await clock.sleep(for: bound) }
+                await group.next()
+                group.cancelAll()
+            }
+        }.value
         return count
     }
 

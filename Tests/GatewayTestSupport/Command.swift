@@ -84,17 +84,43 @@ public enum Command {
 
     public static func withRunning<T: Sendable>(
         _ executable: String, _ arguments: [String], workingDirectory: String? = nil,
-        limit: Duration = .seconds(300), stopLimit: Duration = .seconds(30),
+        limit: Duration = .seconds(300), stopLimit: Duration = .seconds(30), errorLog: String? = nil,
         onStart: @escaping @Sendable (pid_t) -> Void = { _ in },
         _ body: @escaping @Sendable (Running) async throws -> T
     ) async throws -> (value: T, status: Int32) {
         let pid = ChildPID()
         let name = URL(fileURLWithPath: executable).lastPathComponent
-        let result = try await withLimit(limit, name, onExpiry: { pid.kill(SIGKILL) }) {
-            try await Subprocess.run(
+        let (executablePath, argumentList) = (executable, arguments)
+        return try await withLimit(limit, name, onExpiry: { pid.kill(SIGKILL) }) {
+            guard let errorLog else {
+                return try await running(executablePath, argumentList, workingDirectory, error: .discarded, pid: pid,
+                                         stopLimit: stopLimit, onStart: onStart, body)
+            }
+            // The child's standard error (its log) kept in a file, for a test to read or to show
+            // when it fails; the descriptor is the child's alone once it has started.
+            let file = try FileDescriptor.open(FilePath(errorLog), .writeOnly, options: [.create, .truncate],
+                                               permissions: [.ownerReadWrite])
+            return try await running(executablePath, argumentList, workingDirectory,
+                                     error: .fileDescriptor(file, closeAfterSpawningProcess: true), pid: pid,
+                                     stopLimit: stopLimit, onStart: onStart, body)
+        }
+    }
+
+    /// The last `lines` lines of a child's log kept with `errorLog`, for a failing test's message.
+    public static func tail(ofLog path: String, lines: Int = 40) -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "(no log at \(path))" }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
+    }
+
+    private static func running<T: Sendable, ErrorOutput: ErrorOutputProtocol>(
+        _ executable: String, _ arguments: [String], _ workingDirectory: String?, error: ErrorOutput, pid: ChildPID,
+        stopLimit: Duration, onStart: @escaping @Sendable (pid_t) -> Void,
+        _ body: @escaping @Sendable (Running) async throws -> T
+    ) async throws -> (value: T, status: Int32) {
+        let result = try await Subprocess.run(
                 .path(FilePath(executable)), arguments: Arguments(arguments),
                 workingDirectory: workingDirectory.map { FilePath($0) },
-                input: .none, output: .sequence, error: .discarded
+                input: .none, output: .sequence, error: error
             ) { execution in
                 let id = execution.processIdentifier.value
                 pid.set(id)
@@ -117,7 +143,6 @@ public enum Command {
                 killer.cancel()
                 return try outcome.get()
             }
-        }
         return (result.closureResult, code(result.terminationStatus))
     }
 

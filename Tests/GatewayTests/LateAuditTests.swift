@@ -39,6 +39,40 @@ import Testing
         #expect(writes.count == 0)
     }
 
+    /// A drain made from a cancelled task (a service the stop cancelled once its timeout passed,
+    /// as the store service is) still waits for the writes, up to its bound on the clock and no
+    /// less: a cancelled drain had returned at once, and the process exited under a late write.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aCancelledDrainStillWaitsForTheWritesUpToItsBound(writeEnds: Bool) async throws {
+        let time = TestClock()
+        let writes = LateWrites()
+        let (hang, release) = AsyncStream<Void>.makeStream()
+        writes.start { for await _ in hang {} }
+
+        let drained = Mutex<Int?>(nil)
+        let drain = Task {
+            // Cancelled before the drain begins, as the store service's task is by then.
+            withUnsafeCurrentTask { $0?.cancel() }
+            let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
+            drained.withLock { $0 = left }
+        }
+        #expect(await time.waitForSleepers(1), "the cancelled drain waits on the clock")
+        // It has not returned: a cancelled drain returned before its clock was asked for anything.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(drained.withLock { $0 } == nil, "the cancelled drain returned with a write still running")
+        if writeEnds {
+            release.finish()
+        } else {
+            time.advance(by: LateWrites.drainBound - .milliseconds(1))
+            #expect(time.sleeperCount == 1)
+            #expect(drained.withLock { $0 } == nil)
+            time.advance(by: .milliseconds(1))
+        }
+        await drain.value
+        #expect(drained.withLock { $0 } == (writeEnds ? 0 : 1))
+        release.finish()
+    }
+
     /// With nothing left to write, the drain returns at once, whatever the clock does.
     @Test(.timeLimit(.minutes(1)))
     func aDrainWithNothingToWriteReturnsAtOnce() async {

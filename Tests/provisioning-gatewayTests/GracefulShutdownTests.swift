@@ -101,10 +101,11 @@ import Testing
     @Test func aShutdownWhoseWritesWaitOnABusyStoreStillExitsZero() async throws {
         let (directory, config, body) = try Self.sandbox("busy", serverLines: ["shutdown_timeout_ms: 1000"])
         let database = directory.appendingPathComponent("gateway.sqlite").path
+        let log = directory.appendingPathComponent("gateway.log").path
 
         let (_, status) = try await Command.withRunning(
             try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path,
-            limit: .seconds(120), stopLimit: .seconds(60)
+            limit: .seconds(120), stopLimit: .seconds(60), errorLog: log
         ) { running in
             let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
             let slow = try await Self.slowProvisioning(base, delayMS: 4000, body: body)
@@ -130,13 +131,13 @@ import Testing
             try await locked.value
             _ = await slow.value
         }
-        #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
+        #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it); its log ends:\n\(Command.tail(ofLog: log))")
         // What the cut-off request did is on record: its attempt at Bridge, written past the
         // busy store before the process ended.
         let attempts = try await TestSQLite.queue(database).read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM audit_events WHERE card_id = 'card_bridge_demo' AND issuer = 'bridge' AND attempt = 1")
         }
-        #expect(attempts == 1, "the cut-off request's attempt is not on record")
+        #expect(attempts == 1, "the cut-off request's attempt is not on record; the gateway's log ends:\n\(Command.tail(ofLog: log))")
     }
 
     /// The same on PostgreSQL, whose store has a connection pool that runs as a service: at the
@@ -148,9 +149,10 @@ import Testing
         try await PostgresTestServer.with { server in
             let (_, config, body) = try Self.sandbox("postgres-cut", serverLines: ["shutdown_timeout_ms: 1000"],
                                                      store: "\nstore:\n  postgres:\n    url: \(server.url)\n")
+            let log = TestDirectories.root.appendingPathComponent("postgres-cut-\(UUID().uuidString).log").path
             let (_, status) = try await Command.withRunning(
                 try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path,
-                limit: .seconds(120), stopLimit: .seconds(60)
+                limit: .seconds(120), stopLimit: .seconds(60), errorLog: log
             ) { running in
                 let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
                 // Bridge's answer takes 6 s, past the shutdown's 1 s timeout.
@@ -159,10 +161,10 @@ import Testing
                 let answer = await slow.value
                 #expect(answer != 200, "the request was not cut off: the test proves nothing")
             }
-            #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it)")
+            #expect(status == 0, "the gateway did not exit 0 (a negative status is the signal that ended it); its log ends:\n\(Command.tail(ofLog: log))")
             let attempts = try await server.query(
                 "SELECT count(*) FROM audit_events WHERE card_id = 'card_bridge_demo' AND issuer = 'bridge' AND attempt = 1")
-            #expect(attempts == "1", "the cut-off request's attempt is not on record")
+            #expect(attempts == "1", "the cut-off request's attempt is not on record; the gateway's log ends:\n\(Command.tail(ofLog: log))")
         }
     }
 

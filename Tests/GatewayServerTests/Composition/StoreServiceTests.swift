@@ -5,6 +5,7 @@ import GatewayTestSupport
 import Logging
 import ProvisioningCore
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// The store service, which outlives every service that uses the store (`StoreUser`), and the
@@ -51,6 +52,44 @@ import Testing
         try await running.value
         #expect(writes.count == 0, "the write ended before the store service returned")
         #expect(try await store.auditEvents("prv_late").map(\.outcome) == [.succeeded])
+    }
+
+    /// The stop's timeout passed: the group cancels every service, the store service included,
+    /// and the request it cut off starts its late write just as its server returns. The store
+    /// service still waits for that write before it returns (and the process exits): cancelled,
+    /// it had returned at once, and a cut-off request's attempt event was lost (seen in CI, the
+    /// store's lock held by another writer).
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelledStoreServiceStillWaitsForALateWrite() async throws {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = GatewayClock(TestClock())
+        let logger = Logger(label: "store-service-test")
+        let writes = LateWrites()
+        let users = StoreUsers(count: 1)
+        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        let returned = Mutex<(done: Bool, written: Int)?>(nil)
+        let running = Task {
+            try await service.run()
+            let written = try await store.auditEvents("prv_cut").count
+            returned.withLock { $0 = (true, written) }
+        }
+        running.cancel()
+        // The cut-off request's write waits on the store (another writer holds it) ...
+        store.shutGate(throwingFirst: 0)
+        let failSafe = store.failSafe()
+        defer { failSafe.cancel() }
+        LateAudit.keepTrying([Self.event("prv_cut")], store: store, clock: clock, logger: logger, writes: writes)
+        for _ in 0..<1000 where store.auditsWritten.withLock({ $0.count }) < 1 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // ... as its server returns.
+        users.ended()
+        for _ in 0..<20 where returned.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(returned.withLock { $0 } == nil, "the cancelled store service returned under a late write")
+        store.openGate()
+        try await running.value
+        #expect(returned.withLock { $0?.written } == 1, "the late write had not landed when the store service returned")
+        #expect(!store.openedByTimer.withLock { $0 })
     }
 
     /// A late write the store refuses on every try ends with the drain all the same (its tries
