@@ -110,6 +110,24 @@ struct RequestLogTests {
         #expect(accessLines("req_access_health").first?.contains("route=/healthz") == true, "\(captured.text)")
     }
 
+    /// A caller cannot pass its request off as another: an id in the gateway's own shape (`req_`
+    /// and 32 lowercase hex digits, as the gateway gave another request, another tenant's
+    /// included) is replaced by a fresh one. Ids of the caller's own making, `req_`-prefixed ones
+    /// included, are kept.
+    @Test func anIDInTheGatewaysOwnShapeIsReplacedNotTaken() async throws {
+        let name = HTTPField.Name("X-Request-Id")!
+        try await GatewayHarness.run { client, _ in
+            let first = try #require(try await client.execute(uri: "/healthz", method: .get).headers[name])
+            #expect(RequestIDMiddlewareShape.isGateways(first), "\(first)")
+            let again = try await client.execute(uri: "/healthz", method: .get, headers: [name: first]).headers[name]
+            #expect(again != first, "another request's id was taken")
+            #expect(again.map(RequestIDMiddlewareShape.isGateways) == true, "\(again ?? "none")")
+            for own in ["req_" + String(repeating: "A", count: 32), "req_" + String(repeating: "a", count: 33), "req_access_ok", "req_0123"] {
+                #expect(try await client.execute(uri: "/healthz", method: .get, headers: [name: own]).headers[name] == own)
+            }
+        }
+    }
+
     @Test func theAccessLineCanBeTurnedOff() async throws {
         let captured = CapturedLog()
         let logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
@@ -121,5 +139,12 @@ struct RequestLogTests {
         }
         #expect(captured.lines.contains { $0.contains("apple_pay succeeded") && $0.contains("req_access_off") })
         #expect(!captured.lines.contains { $0.contains(" gateway-tests: request ") }, "\(captured.text)")
+    }
+}
+
+/// The shape of the ids the gateway gives, written out here rather than read from the middleware.
+enum RequestIDMiddlewareShape {
+    static func isGateways(_ id: String) -> Bool {
+        id.count == 36 && id.hasPrefix("req_") && id.dropFirst(4).allSatisfy { "0123456789abcdef".contains($0) }
     }
 }

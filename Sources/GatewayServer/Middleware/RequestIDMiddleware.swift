@@ -31,12 +31,21 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// 1 to 64 ASCII letters, digits, `-` and `_` (the spec's `RequestId` parameter): safe in a log
-    /// line and a support ticket; and nothing that reads as a card number, which every log line,
-    /// answer and span of the request would repeat. Anything else is replaced, never refused.
+    /// line and a support ticket; nothing that reads as a card number, which every log line,
+    /// answer and span of the request would repeat; and not in the shape of the gateway's own ids
+    /// (`req_` and 32 lowercase hex digits), which name one request each: a caller could otherwise
+    /// send another request's id, another tenant's included, and its lines would read as that
+    /// request's in the log. Anything else is replaced, never refused.
     static func isUsable(_ id: String) -> Bool {
         let bytes = id.utf8
         return (1...64).contains(bytes.count) && bytes.allSatisfy {
             ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
-        } && !InputRules.holdsCardNumber(id)
+        } && !isGatewayShaped(bytes) && !InputRules.holdsCardNumber(id)
+    }
+
+    /// `req_` and 32 lowercase hex digits: what the gateway gives a request without a usable id.
+    static func isGatewayShaped(_ bytes: String.UTF8View) -> Bool {
+        bytes.count == 36 && bytes.starts(with: "req_".utf8)
+            && bytes.dropFirst(4).allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 }
