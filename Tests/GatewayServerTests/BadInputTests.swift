@@ -368,6 +368,21 @@ import Testing
         }
     }
 
+    /// `Content-Type` given twice, alike or not, is a 400 that says so, nothing sent: it had been
+    /// read as one joined value and answered 415 "the body must be JSON" (the input probe).
+    @Test(arguments: [["application/json", "application/json"], ["application/json", "text/plain"]])
+    func aContentTypeGivenTwiceIsNamedAsSuch(types: [String]) async throws {
+        try await GatewayHarness.run { client, sandbox in
+            var headers: HTTPFields = [.authorization: "Bearer \(GatewayHarness.demoKey)"]
+            for type in types { headers.append(HTTPField(name: .contentType, value: type)) }
+            let response = try await client.execute(uri: "/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", method: .post,
+                                                    headers: headers, body: ByteBuffer(bytes: try GatewayHarness.requestBody()))
+            expectProblem(response, status: .badRequest, code: "invalid_request")
+            #expect(response.json["detail"] as? String == "Content-Type is given more than once: send it once", "\(response.json)")
+            #expect(await sandbox.bridge.log.count == 0)
+        }
+    }
+
     /// A body the operation cannot read as UTF-8 JSON is 415 naming what it takes, before anything
     /// acts: it was 400 "the body is required" (the generated code skipped a body it did not know),
     /// and `charset=utf-16` was read as UTF-8.

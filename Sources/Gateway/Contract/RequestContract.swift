@@ -168,11 +168,11 @@ public struct RequestContract: Sendable {
         }
         if let schema = operation.body {
             if let body, !body.isEmpty {
-                if Self.isUTF16Or32OrMarked(body) {
+                if let encoding = Self.notPlainUTF8(body) {
                     // RFC 8259: JSON between systems is UTF-8, without a byte order mark. Foundation
                     // would read UTF-16 and UTF-32 too, but nothing else on the way (a proxy's check,
                     // the duplicate-name count) reads them alike.
-                    problems.append("the body must be UTF-8 JSON without a byte order mark")
+                    problems.append("the body must be UTF-8 JSON: \(encoding)")
                 } else {
                     let shape = DuplicateMembers.shape(of: body)
                     if shape.deepest > Self.maxBodyDepth {
@@ -200,12 +200,16 @@ public struct RequestContract: Sendable {
     /// levels; this leaves room for any later one.
     public static let maxBodyDepth = 32
 
-    /// A byte order mark, or the NUL bytes UTF-16 and UTF-32 put beside the first character of a
-    /// JSON text (always ASCII), within its first four bytes.
-    static func isUTF16Or32OrMarked(_ body: Data) -> Bool {
+    /// What a body that is not plain UTF-8 JSON starts with, said as its problem: a byte order
+    /// mark, or the NUL bytes UTF-16 and UTF-32 put beside the first character of a JSON text
+    /// (always ASCII) within its first four bytes. Nil for anything else.
+    static func notPlainUTF8(_ body: Data) -> String? {
         let start = body.prefix(4)
-        if start.starts(with: [0xEF, 0xBB, 0xBF]) || start.starts(with: [0xFE, 0xFF]) || start.starts(with: [0xFF, 0xFE]) { return true }
-        return start.count >= 2 && start.contains(0)
+        if start.starts(with: [0xEF, 0xBB, 0xBF]) || start.starts(with: [0xFE, 0xFF]) || start.starts(with: [0xFF, 0xFE]) {
+            return "it starts with a byte order mark"
+        }
+        guard start.count >= 2 && start.contains(0) else { return nil }
+        return "it has a NUL byte in its first four (UTF-16 or UTF-32 text has)"
     }
 
     /// What is wrong with an already parsed JSON body for `operationID` (`problems` parses, then

@@ -114,14 +114,25 @@ import Testing
 
     static let json = #"{"wallet_account_id":"WLT-1","device_id":"dev-1"}"#
 
-    @Test(arguments: [String.Encoding.utf16BigEndian, .utf16LittleEndian, .utf32BigEndian, .utf32LittleEndian, .utf16])
-    func otherEncodingsAreRefused(encoding: String.Encoding) throws {
+    static let marked = "the body must be UTF-8 JSON: it starts with a byte order mark"
+    static let nul = "the body must be UTF-8 JSON: it has a NUL byte in its first four (UTF-16 or UTF-32 text has)"
+
+    /// Each is refused, and named for what it starts with: a mark (Foundation's `.utf16` writes
+    /// one), or the NULs beside an ASCII character.
+    @Test(arguments: [(String.Encoding.utf16BigEndian, nul), (.utf16LittleEndian, nul), (.utf32BigEndian, nul), (.utf32LittleEndian, nul),
+                      (.utf16, marked)])
+    func otherEncodingsAreRefused(encoding: String.Encoding, problem: String) throws {
         let body = try #require(Self.json.data(using: encoding))
-        #expect(try Self.problems(body) == ["the body must be UTF-8 JSON without a byte order mark"])
+        #expect(try Self.problems(body) == [problem])
+    }
+
+    /// A NUL near the start of an otherwise UTF-8 body is not called a byte order mark.
+    @Test func aNULAtTheStartIsNamedAsSuch() throws {
+        #expect(try Self.problems(Data([0x7B, 0x00]) + Data(Self.json.utf8.dropFirst())) == [Self.nul])
     }
 
     @Test func aByteOrderMarkIsRefusedAndPlainUTF8Passes() throws {
-        #expect(try Self.problems(Data([0xEF, 0xBB, 0xBF]) + Data(Self.json.utf8)) == ["the body must be UTF-8 JSON without a byte order mark"])
+        #expect(try Self.problems(Data([0xEF, 0xBB, 0xBF]) + Data(Self.json.utf8)) == [Self.marked])
         #expect(try Self.problems(Data(Self.json.utf8)).isEmpty)
         #expect(try Self.problems(Data(#"{"wallet_account_id":"WLT-é","device_id":"dev-1"}"#.utf8)).allSatisfy { !$0.contains("UTF-8") })
     }
