@@ -658,7 +658,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Security events
 
     public func appendSecurityEvent(_ event: SecurityEvent) async throws {
-        try await writeAlone { db in try Self.insert(event, db) }
+        // A record of what already happened (a refusal answered, a reload applied): a caller's
+        // cancellation (a request cut off at the stop's timeout) must not stop it, and GRDB's
+        // async write does (it throws CancellationError before its turn and interrupts a running
+        // one). In a task of its own, as PostgreSQL's store shields it.
+        try await Task { try await self.writeAlone { db in try Self.insert(event, db) } }.value
     }
 
     private static func insert(_ event: SecurityEvent, _ db: Database) throws {

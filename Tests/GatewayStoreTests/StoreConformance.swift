@@ -1175,8 +1175,13 @@ enum StoreConformance {
             try await store.abandonIdempotencyKey(client: "acme", key: "cut", claimedAt: instant(0))
             try await store.completeIdempotencyKey(client: "acme", key: "kept", claimedAt: instant(0), response: answer,
                                                    audit: [success("prv_kept")])
+            // A refusal's security event (a wrong key, a card change refused), written after its
+            // answer was decided: GRDB's async write had thrown CancellationError unwritten.
+            try await store.appendSecurityEvent(SecurityEvent(at: instant(1), kind: .authFailed, actor: "anonymous", source: "127.0.0.1",
+                                                              detail: ["reason": "cut"]))
         }
         try await writes.value
+        #expect(try await store.securityEvents(SecurityEventQuery(kind: .authFailed)).map { $0.detail["reason"] } == ["cut"])
         #expect(try await store.auditEvents("prv_cut") == [success("prv_cut")])
         #expect(try await claim(store, "cut").isAbandoned)
         #expect(try await claim(store, "kept") == .replay(answer))
