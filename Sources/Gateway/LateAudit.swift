@@ -108,6 +108,8 @@ public final class LateWrites: Sendable {
         var pausing: [Int: CheckedContinuation<Void, Never>] = [:]
         /// Drains waiting for the last write to end.
         var ending: [Int: CheckedContinuation<Void, Never>] = [:]
+        /// When the first drain's bound ends: every later drain ends by it too.
+        var drainDeadline: GatewayClock.Instant?
     }
 
     private let state = Mutex(State())
@@ -173,15 +175,23 @@ public final class LateWrites: Sendable {
     /// Wakes every write waiting for its next try and returns once every write has ended (those
     /// started meanwhile included), or once `bound` has passed on `clock`, leaving the writes
     /// still running to go on (a process that exits then loses them). Returns how many were.
-    /// The caller's cancellation does not shorten it: only `bound` does.
+    /// The caller's cancellation does not shorten it: only `bound` does. `bound` is counted from
+    /// the first drain: a stop drains twice (the late-writes service, then the store service for
+    /// the writes of requests cut off meanwhile), and the two waits together must stay inside the
+    /// group's cancellation bound, with the cut-off requests' own writes.
     @discardableResult
     public func drain(within bound: Duration, on clock: GatewayClock) async -> Int {
-        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let now = clock.now
+        let (woken, deadline) = state.withLock { state -> ([CheckedContinuation<Void, Never>], GatewayClock.Instant) in
             state.draining = true
+            let deadline = state.drainDeadline ?? now.advanced(by: bound)
+            state.drainDeadline = deadline
             defer { state.pausing = [:] }
-            return Array(state.pausing.values)
+            return (Array(state.pausing.values), deadline)
         }
         for continuation in woken { continuation.resume() }
+        let left = now.duration(to: deadline)
+        guard left > .zero else { return count }
         // In a task of its own, which the caller's cancellation does not reach: the stop cancels
         // every service once its timeout has passed, and that is when the requests it cut off
         // start their late writes. Cancelled, the wait and the bound's sleep had both ended at
@@ -190,7 +200,7 @@ public final class LateWrites: Sendable {
         await Task {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.wait(\.ending, until: { $0.running.isEmpty }) }
-                group.addTask { try? await clock.sleep(for: bound) }
+                group.addTask { try? await clock.sleep(for: left) }
                 await group.next()
                 group.cancelAll()
             }

@@ -73,6 +73,49 @@ import Testing
         release.finish()
     }
 
+    /// A stop drains twice (the late-writes service, then the store service): the second drain
+    /// waits only what is left of the first's bound, and one begun after it returns at once, so
+    /// the two never wait more than one bound in all (with the cut-off requests' own writes they
+    /// must fit in the group's cancellation bound; two whole bounds had used it up).
+    @Test(.timeLimit(.minutes(1)))
+    func drainsShareOneBoundFromTheFirst() async throws {
+        let time = TestClock()
+        let clock = GatewayClock(time)
+        let writes = LateWrites()
+        let (hang, release) = AsyncStream<Void>.makeStream()
+        writes.start { for await _ in hang {} }
+        defer { release.finish() }
+
+        let left = Locked<[Int]>([])
+        let first = Task {
+            let n = await writes.drain(within: LateWrites.drainBound, on: clock)
+            left.withLock { $0.append(n) }
+        }
+        #expect(await time.waitForSleepers(1))
+        time.advance(by: .seconds(5))
+        let second = Task {
+            let n = await writes.drain(within: LateWrites.drainBound, on: clock)
+            left.withLock { $0.append(n) }
+        }
+        #expect(await time.waitForSleepers(2))
+        #expect(time.requestedSleeps == [LateWrites.drainBound, LateWrites.drainBound - .seconds(5)])
+        time.advance(by: LateWrites.drainBound - .seconds(5))
+        // Both return now (waited for in real time, boundedly: a drain that waits longer would
+        // otherwise hold the test until its time limit, which cannot cancel it).
+        for _ in 0..<1000 where left.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(left.withLock { $0 } == [1, 1], "a drain outlived the first drain's bound")
+        let third = Task {
+            let n = await writes.drain(within: LateWrites.drainBound, on: clock)
+            left.withLock { $0.append(n) }
+        }
+        for _ in 0..<1000 where left.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(left.withLock { $0 } == [1, 1, 1], "a drain begun after the bound waited")
+        #expect(time.requestedSleeps.count == 2, "a drain after the bound waited again")
+        // Whatever still waits (only when a drain above failed) is let go, so the test ends.
+        time.advance(by: LateWrites.drainBound * 2)
+        for task in [first, second, third] { await task.value }
+    }
+
     /// With nothing left to write, the drain returns at once, whatever the clock does.
     @Test(.timeLimit(.minutes(1)))
     func aDrainWithNothingToWriteReturnsAtOnce() async {
