@@ -19,18 +19,26 @@ import Testing
                    errorCode: nil, upstreamStatus: 200, latencyMS: 3)
     }
 
+    /// A store service over a store that can refuse or hold writes, with `users` services using
+    /// the store, a clock that never moves on its own, and the late writes it drains.
+    static func parts(users count: Int) async throws
+        -> (LostAcknowledgementStore, GatewayClock, Logger, LateWrites, StoreUsers, StoreService) {
+        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
+        let clock = GatewayClock(TestClock())
+        let logger = Logger(label: "store-service-test")
+        let writes = LateWrites()
+        let users = StoreUsers(count: count)
+        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        return (store, clock, logger, writes, users, service)
+    }
+
     /// A late write started while the store service waits for its users (the stop has begun,
     /// the late-writes service has drained and returned), whose first try the store refused, and
     /// whose next try waits on a clock that never moves: the store service does not return
     /// before it is written.
     @Test(.timeLimit(.minutes(1)))
     func aLateWriteStartedAfterTheFirstDrainIsWrittenBeforeTheStoreStops() async throws {
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
-        let clock = GatewayClock(TestClock())
-        let logger = Logger(label: "store-service-test")
-        let writes = LateWrites()
-        let users = StoreUsers(count: 1)
-        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        let (store, clock, logger, writes, users, service) = try await Self.parts(users: 1)
         let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: logger))
         let running = Task { try await group.run() }
         // The stop begins; the store service now waits for its one user, a server still answering
@@ -61,12 +69,7 @@ import Testing
     /// store's lock held by another writer).
     @Test(.timeLimit(.minutes(1)))
     func aCancelledStoreServiceStillWaitsForALateWrite() async throws {
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
-        let clock = GatewayClock(TestClock())
-        let logger = Logger(label: "store-service-test")
-        let writes = LateWrites()
-        let users = StoreUsers(count: 1)
-        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        let (store, clock, logger, writes, users, service) = try await Self.parts(users: 1)
         let returned = Mutex<(done: Bool, written: Int)?>(nil)
         let running = Task {
             try await service.run()
@@ -96,12 +99,7 @@ import Testing
     /// made at once, without their waits): a stop is never held up by a store that is gone.
     @Test(.timeLimit(.minutes(1)))
     func aLateWriteTheStoreRefusesEveryTimeDoesNotHoldTheStopUp() async throws {
-        let store = LostAcknowledgementStore(try await GatewayHarness.temporaryStore())
-        let clock = GatewayClock(TestClock())
-        let logger = Logger(label: "store-service-test")
-        let writes = LateWrites()
-        let users = StoreUsers(count: 0)
-        let service = StoreService(store: nil, name: "sqlite", users: users, lateWrites: writes, clock: clock, logger: logger)
+        let (store, clock, logger, writes, _, service) = try await Self.parts(users: 0)
         store.refuseNext(5)
         LateAudit.keepTrying([Self.event("prv_lost")], store: store, clock: clock, logger: logger, writes: writes)
         let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: logger))
