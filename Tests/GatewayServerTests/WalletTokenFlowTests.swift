@@ -430,3 +430,52 @@ import Testing
         }
     }
 }
+
+extension WalletTokenFlowTests {
+    /// A transition cut off by the stop's timeout (the only cancellation a request's handler
+    /// gets) leaves the store's hold of the token standing only when its own call to the issuer
+    /// was made: cancelled during the token's listing, nothing that acts was sent, and the hold
+    /// is let go at once; cancelled during the transition call, the issuer may still apply it,
+    /// and the hold stands until its time, so that no other request (another instance's, one
+    /// after a restart) lists the token in its old state and sends the transition again.
+    @Test(arguments: [false, true])
+    func aTransitionCutOffAtTheStopKeepsItsHoldOnlyOnceItsCallWasMade(duringTheCall: Bool) async throws {
+        let store = try await GatewayHarness.temporaryStore()
+        var config = try GatewayHarness.sandboxConfig()
+        config.server.shutdownTimeoutMS = 300
+        let token = Locked<String?>(nil)
+        // The group cancelled at its timeout ends with CancellationError: that is the stop meant.
+        do {
+            try await GatewayHarness.run(config: config, store: store) { client, sandbox in
+                let listed = try await WalletTokenAPITests.tokens(client, card: "card_marqeta_demo")
+                let id = try #require((listed.json["tokens"] as? [[String: Any]])?.first?["token_id"] as? String)
+                token.withLock { $0 = id }
+                // The listing, or the transition after a listing that answers at once, is held at
+                // Marqeta until its connection closes (the gateway's call cut off).
+                if duringTheCall { try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"slow","count":1,"delay_ms":0}"#) }
+                try await ResilienceTests.addFault(client, #"{"issuer":"marqeta","mode":"timeout","count":1,"delay_ms":20000}"#)
+                let before = await sandbox.marqeta.log.count
+                let port = client.port
+                // On a connection of its own; its answer (if any) comes after the stop began.
+                Task {
+                    try? await GatewayClient.with(port: port) { other in
+                        try await WalletTokenAPITests.transition(other, card: "card_marqeta_demo", token: id, "suspend")
+                    }
+                }
+                let arrived = before + (duringTheCall ? 2 : 1)
+                for _ in 0..<1000 where await sandbox.marqeta.log.count < arrived { try await Task.sleep(for: .milliseconds(5)) }
+                try #require(await sandbox.marqeta.log.count == arrived, "the held call never reached Marqeta")
+                // Returning stops the gateway: 300 ms later the transition is cancelled.
+            }
+        } catch is CancellationError {}
+        let id = try #require(token.withLock { $0 })
+        let key = ProvisioningService.tokenHoldKey(issuer: "marqeta", card: "card_marqeta_demo", token: id)
+        // Another request's hold, taken now, well inside the cut-off one's time.
+        let free = try await store.takeHold(key, holder: "prv_next", now: Date(), until: Date().addingTimeInterval(30))
+        if duringTheCall {
+            #expect(!free, "the hold of a transition whose call was made and cut off was let go")
+        } else {
+            #expect(free, "the hold of a transition cut off during its listing (nothing sent that acts) still stands")
+        }
+    }
+}
