@@ -246,12 +246,8 @@ struct TracingTests {
             let received = exports.withLock { $0 }
             #expect(!received.isEmpty, "nothing was exported")
             #expect(received.allSatisfy { $0.path == "/v1/traces" && $0.contentType == "application/x-protobuf" })
-            let traceBytes = Data(stride(from: 0, to: 32, by: 2).map { offset in
-                let start = Self.traceID.index(Self.traceID.startIndex, offsetBy: offset)
-                return UInt8(Self.traceID[start..<Self.traceID.index(start, offsetBy: 2)], radix: 16)!
-            })
             let all = received.reduce(Data()) { $0 + $1.body }
-            #expect(all.range(of: traceBytes) != nil, "the caller's trace id is not in the exported spans")
+            #expect(all.range(of: Self.traceBytes) != nil, "the caller's trace id is not in the exported spans")
             #expect(all.range(of: Data(Self.route.utf8)) != nil, "the request span is not among the exported spans")
             #expect(all.range(of: Data("card_bridge_demo".utf8)) == nil, "an exported span names the card")
         }
@@ -259,6 +255,43 @@ struct TracingTests {
 }
 
 extension TracingTests {
+    /// The caller's trace id as the 16 bytes an OTLP protobuf body carries.
+    static let traceBytes = Data(stride(from: 0, to: 32, by: 2).map { offset in
+        let start = traceID.index(traceID.startIndex, offsetBy: offset)
+        return UInt8(traceID[start..<traceID.index(start, offsetBy: 2)], radix: 16)!
+    })
+
+    /// A request cut off at the stop's timeout (Bridge holds its answer) still has its span
+    /// exported: the exporter runs on past the cancellation and stops last, once every other
+    /// service has returned. Cancelled with the rest, its last export had been cancelled too, and
+    /// the spans of the cut-off requests, the ones that say why the stop ran late, were lost.
+    @Test func theSpanOfARequestCutOffAtTheStopIsExported() async throws {
+        try await Collector.with { port, exports in
+            var config = try GatewayHarness.sandboxConfig()
+            config.telemetry.otlp.endpoint = "http://127.0.0.1:\(port)"
+            config.server.shutdownTimeoutMS = 300
+            // The group cancelled at its timeout ends with CancellationError: that is the stop meant.
+            do {
+                try await GatewayHarness.run(config: config) { client, sandbox in
+                    try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"timeout","count":1,"delay_ms":20000}"#)
+                    let before = await sandbox.bridge.log.count
+                    let gatewayPort = client.port
+                    // On a connection of its own, with the caller's trace; its answer comes after the stop began.
+                    Task {
+                        _ = try? await GatewayClient.with(port: gatewayPort) { other in
+                            try await Self.provision(other, traceparent: Self.traceparent)
+                        }
+                    }
+                    for _ in 0..<1000 where await sandbox.bridge.log.count <= before { try await Task.sleep(for: .milliseconds(5)) }
+                    try #require(await sandbox.bridge.log.count > before, "the request never reached Bridge")
+                    // Returning stops the gateway: 300 ms later the request is cancelled.
+                }
+            } catch is CancellationError {}
+            let all = exports.withLock { $0 }.reduce(Data()) { $0 + $1.body }
+            #expect(all.range(of: Self.traceBytes) != nil, "the cut-off request's span was not exported")
+        }
+    }
+
     /// A collector that is down costs the requests nothing, and the shutdown's flush gives up.
     @Test func anUnreachableCollectorFailsNoRequest() async throws {
         var config = try GatewayHarness.sandboxConfig()

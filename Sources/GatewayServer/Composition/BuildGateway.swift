@@ -202,10 +202,18 @@ public func buildGateway(
     ]
     // Every service started after the store uses it: the store's pool outlives them all.
     let storeUsers = StoreUsers(count: users.count)
-    let services: [any Service] = (tracing.service.map { [$0] } ?? [])
-        + [StoreService(store: storeService.client, name: storeService.name, users: storeUsers, lateWrites: lateWrites, clock: clock,
-                        logger: logger)]
+    let traced: [any Service] = [StoreService(store: storeService.client, name: storeService.name, users: storeUsers,
+                                              lateWrites: lateWrites, clock: clock, logger: logger)]
         + users.map { StoreUser(base: $0, users: storeUsers) }
+    // The tracer's exporter outlives every other service, the store included (`TracingService`).
+    let services: [any Service]
+    if let exporter = tracing.service {
+        let others = StoreUsers(count: traced.count)
+        services = [TracingService(exporter: exporter, others: others, clock: clock, logger: logger)]
+            + traced.map { StoreUser(base: $0, users: others) }
+    } else {
+        services = traced
+    }
     return GatewayProcess(
         store: store, serveLock: serveLock, live: live, reloader: reloader, health: health, readiness: readiness,
         services: services.map { LoggedService(base: $0, logger: logger) },
@@ -229,8 +237,10 @@ public struct GatewayProcess: Sendable {
     public let shutdownTimeout: Duration
     let logger: Logger
 
-    /// How long the group waits for what it cancelled at the shutdown timeout (`serviceGroup`).
-    public static let cancellationBound: Duration = .seconds(30)
+    /// How long the group waits for what it cancelled at the shutdown timeout (`serviceGroup`):
+    /// 30 s for the cut-off requests' writes and the late writes' drains (`LateWrites.drainBound`,
+    /// 15 s of it), then the tracer's last export (`TracingService.flushBound`).
+    public static let cancellationBound: Duration = .seconds(30) + TracingService.flushBound
 
     /// The one service group: a service that fails or stops on its own shuts the group down
     /// gracefully (requests in flight still finish) with its cause logged. With `stopOnSignals`

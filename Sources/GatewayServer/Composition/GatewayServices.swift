@@ -54,7 +54,8 @@ private func shutdownOrCancellation() async {
     }
 }
 
-/// The services that use the store, counted down as each one's `run` returns (`StoreUser`).
+/// The services that use the store, counted down as each one's `run` returns (`StoreUser`); also
+/// every service but the tracer's exporter, which outlives them (`TracingService`).
 final class StoreUsers: Sendable {
     private let state: Mutex<(running: Int, waiters: [CheckedContinuation<Void, Never>])>
 
@@ -79,6 +80,99 @@ final class StoreUsers: Sendable {
                 return false
             }
             if now { waiter.resume() }
+        }
+    }
+}
+
+/// The tracer's exporter (swift-otel's batch span processor and OTLP exporter), which stops last
+/// so that the last spans are exported. It runs in a group of its own, in a detached task: in the
+/// process's group, the stop's timeout cancelled it with everything else, its last export was
+/// cancelled with it, and the spans of the requests cut off then (those that say why the stop ran
+/// late) were lost. It is asked to stop once every other service has returned (`others`), and
+/// has `flushBound` on `clock` for its last export before it is cancelled. An exporter that ends
+/// on its own before the stop still ends this service with its error, as any service's would.
+struct TracingService: Service, CustomStringConvertible {
+    let exporter: any Service
+    let others: StoreUsers
+    let clock: GatewayClock
+    let logger: Logger
+    var description: String { "tracing exporter" }
+
+    /// How long the exporter's last export may take once every other service has returned.
+    static let flushBound: Duration = .seconds(5)
+
+    func run() async throws {
+        let group = ServiceGroup(configuration: .init(services: [.init(service: exporter)], logger: logger))
+        let ended = Ending()
+        let running = Task.detached {
+            do {
+                try await group.run()
+                ended.finish(.success(()))
+            } catch {
+                ended.finish(.failure(error))
+            }
+        }
+        // The stop begins (gracefully, or cancelled at its timeout), or the exporter ends first.
+        await withTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { await shutdownOrCancellation() }
+            tasks.addTask { await ended.wait() }
+            await tasks.next()
+            tasks.cancelAll()
+        }
+        if let result = ended.result { return try result.get() }
+        await others.allEnded()
+        await group.triggerGracefulShutdown()
+        // In a task of its own: this one may be cancelled (the stop's timeout), and the bound's
+        // sleep would then end at once.
+        let flushed = await Task {
+            await withTaskGroup(of: Bool.self) { tasks in
+                tasks.addTask { await ended.wait(); return true }
+                tasks.addTask { try? await clock.sleep(for: Self.flushBound); return false }
+                let first = await tasks.next() ?? false
+                tasks.cancelAll()
+                return first
+            }
+        }.value
+        if !flushed {
+            logger.warning("the tracer's last export did not end in time: the last spans may be lost",
+                           metadata: ["waited_ms": "\(Self.flushBound.wholeMilliseconds)"])
+            running.cancel()
+        }
+    }
+
+    /// The exporter's group's outcome, once it has ended; waited for by any number of tasks.
+    final class Ending: Sendable {
+        private let state = Mutex<(result: Result<Void, any Error>?, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>((nil, [:], 0))
+
+        var result: Result<Void, any Error>? { state.withLock { $0.result } }
+
+        func finish(_ result: Result<Void, any Error>) {
+            let waiters = state.withLock { state in
+                state.result = result
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+
+        /// Returns once the group has ended, or at once when the task is cancelled.
+        func wait() async {
+            let id = state.withLock { state in
+                state.next += 1
+                return state.next
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { state -> Bool in
+                        if state.result != nil || Task.isCancelled { return true }
+                        state.waiters[id] = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            } onCancel: {
+                state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+            }
         }
     }
 }
