@@ -68,7 +68,7 @@ public struct IdempotencyGuard: Sendable {
             try await store.releaseIdempotencyKey(client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID)
         } catch {
             LateAudit.keep(.release, client: client, key: key, claimedAt: claimedAt, provisioningID: provisioningID, store: store,
-                                    clock: clock, logger: logger, writes: lateWrites)
+                           clock: clock, logger: logger, writes: lateWrites)
         }
     }
 
@@ -234,7 +234,7 @@ public struct IdempotencyGuard: Sendable {
                         // audit: the answer came up to twice the store's timeout late). Until it
                         // lands, a retry waits as for a request in progress.
                         LateAudit.keep(.abandon, client: client, key: key, claimedAt: now, provisioningID: provisioningID, store: store,
-                                                 clock: clock, logger: logger, writes: lateWrites)
+                                       clock: clock, logger: logger, writes: lateWrites)
                     } else if error.issuerOutcomeUnknown {
                         try? await store.abandonIdempotencyKey(client: client, key: key, claimedAt: now, provisioningID: provisioningID)
                     } else if error.code != .internal || !error.afterIssuerAttempt {

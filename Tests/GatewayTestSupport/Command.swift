@@ -118,31 +118,31 @@ public enum Command {
         _ body: @escaping @Sendable (Running) async throws -> T
     ) async throws -> (value: T, status: Int32) {
         let result = try await Subprocess.run(
-                .path(FilePath(executable)), arguments: Arguments(arguments),
-                workingDirectory: workingDirectory.map { FilePath($0) },
-                input: .none, output: .sequence, error: error
-            ) { execution in
-                let id = execution.processIdentifier.value
-                pid.set(id)
-                onStart(id)
-                var lines = execution.standardOutput.strings().makeAsyncIterator()
-                let outcome: Swift.Result<T, any Error>
-                do {
-                    let first = try await lines.next() ?? ""
-                    outcome = .success(try await body(Running(firstLine: first, signal: { kill(id, $0) }, pid: id)))
-                } catch {
-                    outcome = .failure(error)
-                }
-                kill(id, SIGTERM)
-                // A child that ignores SIGTERM is killed; its output is drained either way.
-                let killer = Task {
-                    try await Task.sleep(for: stopLimit)
-                    kill(id, SIGKILL)
-                }
-                while (try? await lines.next()) ?? nil != nil {}
-                killer.cancel()
-                return try outcome.get()
+            .path(FilePath(executable)), arguments: Arguments(arguments),
+            workingDirectory: workingDirectory.map { FilePath($0) },
+            input: .none, output: .sequence, error: error
+        ) { execution in
+            let id = execution.processIdentifier.value
+            pid.set(id)
+            onStart(id)
+            var lines = execution.standardOutput.strings().makeAsyncIterator()
+            let outcome: Swift.Result<T, any Error>
+            do {
+                let first = try await lines.next() ?? ""
+                outcome = .success(try await body(Running(firstLine: first, signal: { kill(id, $0) }, pid: id)))
+            } catch {
+                outcome = .failure(error)
             }
+            kill(id, SIGTERM)
+            // A child that ignores SIGTERM is killed; its output is drained either way.
+            let killer = Task {
+                try await Task.sleep(for: stopLimit)
+                kill(id, SIGKILL)
+            }
+            while (try? await lines.next()) ?? nil != nil {}
+            killer.cancel()
+            return try outcome.get()
+        }
         return (result.closureResult, code(result.terminationStatus))
     }
 

@@ -33,13 +33,15 @@ struct RequestContractMiddleware: ServerMiddleware {
         if operation.hasBody, let arriving = body {
             // The listener's body limit has already bounded what arrives here.
             let collected = try await Data(collecting: arriving, upTo: .max)
-            let contentType = request.headerFields[.contentType]
-            let isJSON = contentType.map(Self.isJSON) ?? false
-            if !collected.isEmpty, request.headerFields[values: .contentType].count > 1 {
-                // One field (RFC 9110, 8.3): two lines, even alike, were read joined as one
-                // `application/json, application/json` and refused as not JSON, which misled.
+            // One lookup: its lines, of which there must be one (RFC 9110, 8.3). Two, even alike,
+            // had been read joined as one `application/json, application/json` and refused as not
+            // JSON, which misled.
+            let contentTypes = request.headerFields[values: .contentType]
+            if !collected.isEmpty, contentTypes.count > 1 {
                 throw GatewayError(.invalidRequest, "Content-Type is given more than once: send it once")
             }
+            let contentType = contentTypes.first
+            let isJSON = contentType.map(Self.isJSON) ?? false
             if !collected.isEmpty, let refusal = Self.mediaTypeRefusal(contentType, isJSON: isJSON) { throw refusal }
             if !collected.isEmpty, let refusal = Self.contentCodingRefusal(request.headerFields[values: .contentEncoding]) { throw refusal }
             // An empty body of another type is no body: the contract says whether one is required.
