@@ -63,7 +63,7 @@ import Testing
                                    clock: clock) { count in SecurityEvent(at: Date(), kind: .cardsImported, actor: "cli:test", detail: ["count": "\(count)"]) }
         }
         for written in [2, 4] {
-            #expect(await clock.waitForSleepers(1))
+            try #require(await clock.waitForSleepers(1))
             #expect(clock.requestedSleeps.last == .milliseconds(120))
             #expect(try await serving.cards(CardPageQuery(limit: 10)).count == written)
             // The lock is free: the serving side's audit write goes through now.

@@ -54,7 +54,7 @@ import Testing
         let clock = TestClock()
         let waiting = Task { await Self.duplicate(Self.guardOn(store, clock: clock)) }
         for poll in 1...10 {
-            #expect(await clock.waitForSleepers())
+            try #require(await clock.waitForSleepers())
             #expect(clock.requestedSleeps.count == poll)
             clock.advance(by: .seconds(1))
         }
@@ -75,7 +75,7 @@ import Testing
         let waiting = Task { await Self.duplicate(duplicate) }
         var slept: Duration = .zero
         while slept < .seconds(2) {
-            #expect(await clock.waitForSleepers())
+            try #require(await clock.waitForSleepers())
             let next = try #require(clock.requestedSleeps.last)
             clock.advance(by: next)
             slept += next
@@ -105,7 +105,7 @@ import Testing
                 return "\(error)"
             }
         }
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         let body = try sealer.seal(Data("first answer".utf8), client: Self.client, key: Self.key)
         try await store.completeIdempotencyKey(client: Self.client, key: Self.key, claimedAt: claimedAt, response: StoredResponse(status: 200, body: body))
         clock.advance(by: .seconds(1))
@@ -120,9 +120,9 @@ import Testing
         try await Self.holdKey(store)
         let clock = TestClock()
         let waiting = Task { await Self.duplicate(Self.guardOn(store, clock: clock)) }
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         clock.advance(by: .seconds(1))
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         let pollsBefore = clock.requestedSleeps.count
         #expect(pollsBefore == 2)
 
@@ -250,7 +250,7 @@ import Testing
         while !started.withLock({ $0 }) { await Task.yield() }
         // A duplicate arrives while the first is out, and waits.
         let waiting = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         release.continuation.yield()
         #expect(await first.value?.code == code)
         let sleeps = clock.requestedSleeps.count
@@ -285,7 +285,7 @@ import Testing
 
         // Still young: a retry waits for it (it is in progress as far as anyone can tell).
         let waiting = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         wall.advance(seconds: 5)
         for _ in 1...10 {
             clock.advance(by: .seconds(1))
@@ -297,7 +297,7 @@ import Testing
         // Still within the margin past the wait limit: in progress, as far as anyone can tell.
         wall.advance(seconds: 10)
         let margin = Task { await Self.runFailing(idempotency, hash: "hash", code: nil) }
-        #expect(await clock.waitForSleepers())
+        try #require(await clock.waitForSleepers())
         for _ in 1...10 {
             clock.advance(by: .seconds(1))
             _ = await clock.waitForSleepers()
@@ -340,7 +340,7 @@ import Testing
         // After it: 10 s. 45 s on, past 10 s and the margin but within 60 s and the margin.
         wall.advance(seconds: 45)
         let waiting = Task { await Self.runFailing(guardWaiting(.seconds(10)), hash: "hash", code: nil) }
-        #expect(await clock.waitForSleepers(), "the duplicate waits for the request still running")
+        try #require(await clock.waitForSleepers(), "the duplicate waits for the request still running")
         for _ in 1...10 {
             clock.advance(by: .seconds(1))
             _ = await clock.waitForSleepers()

@@ -23,7 +23,7 @@ import Testing
             let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
             drained.withLock { $0 = left }
         }
-        #expect(await time.waitForSleepers(1), "the drain waits on the clock")
+        try #require(await time.waitForSleepers(1), "the drain waits on the clock")
         #expect(time.requestedSleeps == [LateWrites.drainBound])
         time.advance(by: LateWrites.drainBound - .milliseconds(1))
         // Not yet: a sleeper of the clock still waits (the drain's), and nothing was returned.
@@ -56,7 +56,7 @@ import Testing
             let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
             drained.withLock { $0 = left }
         }
-        #expect(await time.waitForSleepers(1), "the cancelled drain waits on the clock")
+        try #require(await time.waitForSleepers(1), "the cancelled drain waits on the clock")
         // It has not returned: a cancelled drain returned before its clock was asked for anything.
         try await Task.sleep(for: .milliseconds(50))
         #expect(drained.withLock { $0 } == nil, "the cancelled drain returned with a write still running")
@@ -91,13 +91,13 @@ import Testing
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        #expect(await time.waitForSleepers(1))
+        try #require(await time.waitForSleepers(1))
         time.advance(by: .seconds(5))
         let second = Task {
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        #expect(await time.waitForSleepers(2))
+        try #require(await time.waitForSleepers(2))
         #expect(time.requestedSleeps == [LateWrites.drainBound, LateWrites.drainBound - .seconds(5)])
         time.advance(by: LateWrites.drainBound - .seconds(5))
         // Both return now (waited for in real time, boundedly: a drain that waits longer would

@@ -152,10 +152,10 @@ import Testing
             try await GatewayClient.with(port: port) { client in
                 #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
                 // Asleep on the test clock: the purge job, from the start...
-                #expect(await clock.waitForSleepers(1))
+                try #require(await clock.waitForSleepers(1))
                 await group.triggerGracefulShutdown()
                 // ...and now the drain service too: shutdown has begun.
-                #expect(await clock.waitForSleepers(2))
+                try #require(await clock.waitForSleepers(2))
                 #expect(process.readiness.isDraining)
                 let readiness = try await client.execute(uri: "/readyz", method: .get)
                 #expect(readiness.status == .serviceUnavailable)

@@ -638,7 +638,7 @@ import Testing
             try await Self.waitUntilTheFaultIsTaken(client)
             try file.write(Self.replacing(old, new))
             #expect(try await Self.reload(client).status == .ok)
-            #expect(await clock.advanceToNextSleeper(upTo: .seconds(120)) == .seconds(2), "the retry waits TMP's Retry-After")
+            try #require(await clock.advanceToNextSleeper(upTo: .seconds(120)) == .seconds(2), "the retry waits TMP's Retry-After")
             let response = try await answer
             #expect(response.status.code == status && response.json["code"] as? String == code, "\(String(buffer: response.body))")
             // TMP saw the throttled attempt only.

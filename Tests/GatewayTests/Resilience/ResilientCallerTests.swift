@@ -134,7 +134,7 @@ struct ResilientCallerTests {
             let call = Task { await Self.call(rig) }
 
             // First 503: the caller sleeps 50 ms (ceiling 100 ms, jitter 0.5) and sends nothing meanwhile.
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(rig.clock.requestedSleeps == [.milliseconds(50)])
             rig.clock.advance(by: .milliseconds(49))
             #expect(rig.clock.sleeperCount == 1)
@@ -142,7 +142,7 @@ struct ResilientCallerTests {
             rig.clock.advance(by: .milliseconds(1))
 
             // Second 503: 100 ms (ceiling 200 ms).
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(rig.clock.requestedSleeps == [.milliseconds(50), .milliseconds(100)])
             #expect(await rig.simulator.log.count == 2)
             rig.clock.advance(by: .milliseconds(100))
@@ -188,11 +188,11 @@ struct ResilientCallerTests {
                     return error
                 }
             }
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(rig.clock.requestedSleeps.filter { $0 > .zero } == [.milliseconds(50)])
             #expect(attempts.withLock { $0 } == 1)
             rig.clock.advance(by: .milliseconds(50))
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(rig.clock.requestedSleeps.filter { $0 > .zero } == [.milliseconds(50), .milliseconds(100)])
             #expect(attempts.withLock { $0 } == 2)
             rig.clock.advance(by: .milliseconds(100))
@@ -214,7 +214,7 @@ struct ResilientCallerTests {
             let health = UpstreamHealth(clock: rig.gatewayClock)
             health.applyPauses(config: ["bridge": false])
             let call = Task { await Self.call(rig, health: health) }
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(await rig.simulator.log.count == 1)
             #expect(health.setPaused("bridge", true, by: "ops") != nil)
             if dropFromConfig { health.applyPauses(config: [:]) }
@@ -242,7 +242,7 @@ struct ResilientCallerTests {
         try await Self.withBridge { rig in
             await rig.simulator.faults.add(Fault(mode: .throttled, count: 1, retryAfterSeconds: 2))
             let call = Task { await Self.call(rig) }
-            #expect(await rig.clock.waitForSleepers())
+            try #require(await rig.clock.waitForSleepers())
             #expect(rig.clock.requestedSleeps == [.seconds(2)], "the upstream's Retry-After, not the 50 ms backoff")
             rig.clock.advance(by: .milliseconds(1_999))
             #expect(await rig.simulator.log.count == 1)
@@ -283,7 +283,7 @@ struct ResilientCallerTests {
         try await Self.withBridge { rig in
             await rig.simulator.faults.add(Fault(mode: .unavailable, count: 5))
             let call = Task { await Self.call(rig, deadlineIn: .milliseconds(12_000), attemptTakes: .milliseconds(6_000)) }
-            #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
+            try #require(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
             let result = await call.value
             guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
             #expect(error.code == .deadlineExceeded)
@@ -305,7 +305,7 @@ struct ResilientCallerTests {
                 await Self.call(rig, deadlineIn: .milliseconds(3_000), attemptTakes: .milliseconds(1_500),
                                 attempted: { attempts.withLock { $0 += 1 } })
             }
-            #expect(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
+            try #require(await rig.clock.advanceToNextSleeper() == .milliseconds(50))
             let result = await call.value
             guard case .failure(let error) = result else { Issue.record("expected a failure, got \(result)"); return }
             #expect(error.code == .upstreamTimeout)
