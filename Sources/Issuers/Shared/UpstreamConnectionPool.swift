@@ -187,16 +187,32 @@ final class UpstreamConnectionPool: Sendable {
         self.connectTimeout = connectTimeout
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
         self.idleTimeout = idleTimeout
-        var configuration = tls ?? TLSConfiguration.makeClientConfiguration()
-        configuration.applicationProtocols = ["http/1.1"]
         // Made once: loading the roots and the client certificate is the expensive part of TLS set-up.
-        do {
-            self.tls = try NIOSSLContext(configuration: configuration)
-            self.tlsError = nil
-        } catch {
-            self.tls = nil
-            self.tlsError = error
+        let made: Result<NIOSSLContext, any Error>
+        if let tls {
+            made = Result { try NIOSSLContext(configuration: Self.forHTTP1(tls)) }
+        } else {
+            made = Self.systemRootsContext
         }
+        switch made {
+        case .success(let context): (self.tls, self.tlsError) = (context, nil)
+        case .failure(let error): (self.tls, self.tlsError) = (nil, error)
+        }
+    }
+
+    private static func forHTTP1(_ tls: TLSConfiguration) -> TLSConfiguration {
+        var configuration = tls
+        configuration.applicationProtocols = ["http/1.1"]
+        return configuration
+    }
+
+    /// The context of every pool without a TLS configuration of its own (the system's roots, no
+    /// client certificate): made once per process and shared, as a context may be. Each pool had
+    /// made its own, parsing and sorting the system's whole bundle of roots (about 140) each time:
+    /// one pool per issuer, again at every configuration reload, on a thread of Swift's cooperative
+    /// pool. A bundle the system changes later is read at the next start.
+    private static let systemRootsContext: Result<NIOSSLContext, any Error> = Result {
+        try NIOSSLContext(configuration: forHTTP1(TLSConfiguration.makeClientConfiguration()))
     }
 
     /// Sends one request and gathers its whole answer. `timeout` bounds all of it: waiting for a
