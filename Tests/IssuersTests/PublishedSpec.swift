@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// A published machine-readable contract, as copied verbatim into `Fixtures/upstream-specs` from
@@ -15,11 +16,22 @@ struct PublishedSpec: @unchecked Sendable {
         FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path)
     }
 
+    /// Read once per process and shared (the document is only read): each contract test had parsed
+    /// the whole document (Marqeta's is 800 kB) on a thread of Swift's cooperative pool, and a
+    /// dozen at once held both of its threads for seconds (the pool watchdog saw 15 s), so other
+    /// tests' timeouts fired.
     static func load(_ name: String) throws -> PublishedSpec {
-        var data = try Data(contentsOf: directory.appendingPathComponent(name))
-        if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
-        return PublishedSpec(document: try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]))
+        try loaded.withLock { loaded in
+            if let spec = loaded[name] { return spec }
+            var data = try Data(contentsOf: directory.appendingPathComponent(name))
+            if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
+            let spec = PublishedSpec(document: try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]))
+            loaded[name] = spec
+            return spec
+        }
     }
+
+    private static let loaded = Mutex<[String: PublishedSpec]>([:])
 
     var basePath: String { document["basePath"] as? String ?? "" }
 
