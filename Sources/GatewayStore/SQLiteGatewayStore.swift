@@ -254,7 +254,8 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func migrate() async throws {
         let pool = self.pool, store = "sqlite \(path)"
-        try await Task.detached {
+        // Off the cooperative pool: every migration is a commit synced to disk.
+        try await OffPool.run("sqlite-migrate") {
             // A database a newer gateway migrated is refused before anything is written to it.
             let applied = try pool.read { db -> [String] in
                 guard try db.tableExists("grdb_migrations") else { return [] }
@@ -269,7 +270,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     ? StoreRows.sharedCardKeysRefused(refused.count, store: store, .sqlite)
                     : StoreRows.caseVariantsRefused(refused.count, store: store, .sqlite)
             }
-        }.value
+        }
     }
 
     /// A released reference's column against a reference given: the card each names at the

@@ -1,0 +1,57 @@
+import Foundation
+import GatewayTestSupport
+@testable import GatewayStore
+import GRDB
+import Testing
+
+/// The SQLite store's migrations run on a thread of their own, not on Swift's cooperative pool:
+/// each is a commit synced to disk, and on the pool a stalled disk (or another process's write
+/// lock, as here) stopped every task of the process, not only the caller.
+@Suite(.timeLimit(.minutes(1))) struct OffPoolTests {
+    /// More migrations than the pool has threads, each waiting on a write lock another connection
+    /// holds: a task posted meanwhile still runs, before any of them has returned. On the pool,
+    /// the migrations held both of its threads and the task ran only once the lock's wait ended.
+    @Test func migrationsWaitingOnTheDiskLeaveThePoolFree() async throws {
+        let directory = TestDirectories.root.appendingPathComponent("off-pool-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("gateway.sqlite").path
+        let count = ProcessInfo.processInfo.activeProcessorCount + 2
+        // Opened first (opening writes too); each waits up to 10 s for the lock below, and fails then.
+        let stores = try (0..<count).map { _ in try SQLiteGatewayStore(path: path, busyTimeout: 10) }
+
+        // Another connection holds the write lock, on a thread of its own, until `release`.
+        let holder = try DatabaseQueue(path: path)
+        let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? holder.writeWithoutTransaction { db in
+                try db.inTransaction(.immediate) {
+                    holding.signal()
+                    _ = release.wait(timeout: .now() + 40)
+                    return .rollback
+                }
+            }
+        }
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { holding.wait(); continuation.resume() }
+        }
+        let returned = Locked(0)
+        let migrations = stores.map { store in
+            Task.detached {
+                defer { returned.withLock { $0 += 1 } }
+                try await store.migrate()
+            }
+        }
+        // Time for every migration to reach the lock (had they not, the probe below would run
+        // anyway and the test could not fail; it cannot pass wrongly).
+        try await Task.sleep(for: .milliseconds(500))
+        let ranBeforeAnyReturned = await Task.detached { returned.withLock { $0 } == 0 }.value
+        release.signal()
+        var failed = 0
+        for migration in migrations { if case .failure = await migration.result { failed += 1 } }
+
+        #expect(ranBeforeAnyReturned, "a task waited for the migrations: they held the cooperative pool's threads")
+        try #require(failed == 0, "\(failed) migrations timed out waiting for the lock")
+        let applied = try await holder.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+        #expect(applied == SQLiteGatewayStore.migrator.migrations, "every migration ran once the lock was let go")
+    }
+}
