@@ -19,6 +19,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// be another (a restore copied over it, the directory removed and made again).
     private let openedFile: (device: UInt64, inode: UInt64)?
 
+    /// `init`, on a thread of its own (`OffPool`): opening writes (the WAL set-up is a commit synced
+    /// to disk), and an async caller's thread is one of the cooperative pool's.
+    public static func open(path: String, busyTimeout: TimeInterval = SQLiteGatewayStore.busyTimeout) async throws -> SQLiteGatewayStore {
+        try await OffPool.run("sqlite-open") { try SQLiteGatewayStore(path: path, busyTimeout: busyTimeout) }
+    }
+
     /// `busyTimeout`: how long a write waits for another connection's write lock (tests lengthen
     /// it to tell a wait from a decline).
     public init(path: String, busyTimeout: TimeInterval = SQLiteGatewayStore.busyTimeout) throws {

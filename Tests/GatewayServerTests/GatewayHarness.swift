@@ -47,7 +47,7 @@ enum GatewayHarness {
     /// A fresh SQLite file in a temporary directory, migrated.
     static func temporaryStore() async throws -> SQLiteGatewayStore {
         let path = TestDirectories.root.appendingPathComponent("gateway-test-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         return store
     }

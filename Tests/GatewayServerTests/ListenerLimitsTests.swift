@@ -277,12 +277,12 @@ final class RawConnection: Sendable {
     func close() { channel.close(promise: nil) }
 
     /// Whether `condition` holds within `limit`, checked every 10 ms.
-    func eventually(upTo limit: Duration = .seconds(3), _ condition: @Sendable (RawConnection) -> Bool) async -> Bool {
+    func eventually(upTo limit: Duration = .seconds(10), _ condition: @Sendable (RawConnection) -> Bool) async -> Bool {
         await Self.eventually(upTo: limit) { condition(self) }
     }
 
     /// Whether `condition` holds within `limit`: a bound on waiting, not a measurement.
-    static func eventually(upTo limit: Duration = .seconds(3), _ condition: () async -> Bool) async -> Bool {
+    static func eventually(upTo limit: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while true {
             if await condition() { return true }

@@ -18,7 +18,7 @@ import Testing
         let path = directory.appendingPathComponent("gateway.sqlite").path
         let provisioningID = ProvisioningIDBox()
 
-        let first = try SQLiteGatewayStore(path: path)
+        let first = try await SQLiteGatewayStore.open(path: path)
         try await first.migrate()
         try await GatewayHarness.run(store: first) { client, _ in
             let put = try await CardRegistryAPITests.send(client, .put, "/v1/cards/card_kept", json: CardRegistryAPITests.bridgeCard)
@@ -28,7 +28,7 @@ import Testing
         }
 
         // A new process would open the same file afresh.
-        let second = try SQLiteGatewayStore(path: path)
+        let second = try await SQLiteGatewayStore.open(path: path)
         try await second.migrate()
         try await GatewayHarness.run(store: second) { client, _ in
             let card = try await CardRegistryAPITests.send(client, .get, "/v1/cards/card_kept")

@@ -16,8 +16,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("gateway.sqlite").path
         let count = ProcessInfo.processInfo.activeProcessorCount + 2
-        // Opened first (opening writes too); each waits up to 10 s for the lock below, and fails then.
-        let stores = try (0..<count).map { _ in try SQLiteGatewayStore(path: path, busyTimeout: 10) }
+        // Opened first (opening writes too); each waits up to 30 s for the lock below, and fails then.
+        let stores = try (0..<count).map { _ in try SQLiteGatewayStore(path: path, busyTimeout: 30) }
 
         // Another connection holds the write lock, on a thread of its own, until `release`.
         let holder = try DatabaseQueue(path: path)

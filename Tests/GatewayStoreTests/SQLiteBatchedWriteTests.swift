@@ -15,7 +15,7 @@ import Testing
                                  _ body: (SQLiteGatewayStore) async throws -> Void) async throws {
         let directory = TestDirectories.root.appendingPathComponent("sqlite-batched-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path, busyTimeout: busyTimeout)
+        let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("gateway.sqlite").path, busyTimeout: busyTimeout)
         try await store.migrate()
         try await store.batched { db in try db.execute(sql: "CREATE TABLE scratch (name TEXT NOT NULL)") }
         try await body(store)

@@ -20,7 +20,7 @@ import Testing
         let directory = root.appendingPathComponent("state")
         let path = directory.appendingPathComponent("gateway.sqlite").path
         do {
-            let store = try SQLiteGatewayStore(path: path)
+            let store = try await SQLiteGatewayStore.open(path: path)
             try await store.migrate()
             try await store.putCard(StoreConformance.card("private"))
             #expect(try await store.card("private") != nil)
@@ -42,14 +42,14 @@ import Testing
         do {
             // The first store stays open, so its -wal and -shm files exist (SQLite deletes them on
             // the last close) and are loosened with the database itself.
-            let store = try SQLiteGatewayStore(path: path)
+            let store = try await SQLiteGatewayStore.open(path: path)
             try await store.migrate()
             try await store.putCard(StoreConformance.card("before"))
             for file in [path, path + "-wal", path + "-shm"] {
                 #expect(FileManager.default.fileExists(atPath: file), "\(file)")
                 try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file)
             }
-            let reopened = try SQLiteGatewayStore(path: path)
+            let reopened = try await SQLiteGatewayStore.open(path: path)
             try await reopened.putCard(StoreConformance.card("after"))
             for file in [path, path + "-wal", path + "-shm"] {
                 #expect(try mode(file) == 0o600, "\(file)")

@@ -9,7 +9,7 @@ import Testing
     func withStore(_ body: (SQLiteGatewayStore) async throws -> Void) async throws {
         let directory = TestDirectories.root.appendingPathComponent("sqlite-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        try await body(try SQLiteGatewayStore(path: directory.appendingPathComponent("gateway.sqlite").path))
+        try await body(try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("gateway.sqlite").path))
     }
 
     @Test(arguments: StoreConformance.all)
@@ -51,7 +51,7 @@ import Testing
     /// index's (here one made for the test, as a damaged index's would be) is the store's error.
     @Test func onlyAnIssuerReferenceConflictIsReadAsOne() async throws {
         let path = TestDirectories.root.appendingPathComponent("conflicts-\(UUID().uuidString).sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         try await TestSQLite.queue(path).write { try $0.execute(sql: "CREATE UNIQUE INDEX one_card_per_program ON cards (program)") }
         func card(_ id: String, _ reference: String, program: String = "acme") -> CardRecord {
@@ -72,7 +72,7 @@ import Testing
     @Test func aDeletedOrReplacedFileIsAWriteProblem() async throws {
         let directory = TestDirectories.unique("sqlite-ready")
         let path = directory.appendingPathComponent("gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         #expect(await store.writeProblem() == nil)
         try FileManager.default.moveItem(atPath: path, toPath: path + ".moved")
@@ -91,13 +91,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("nested/gateway.sqlite").path
         do {
-            let store = try SQLiteGatewayStore(path: path)
+            let store = try await SQLiteGatewayStore.open(path: path)
             try await store.migrate()
             try await store.putCard(StoreConformance.card("kept"))
         }
         let journalMode = try await TestSQLite.queue(path).read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(journalMode == "wal")
-        let reopened = try SQLiteGatewayStore(path: path)
+        let reopened = try await SQLiteGatewayStore.open(path: path)
         try await reopened.migrate()
         #expect(try await reopened.card("kept") == StoreConformance.card("kept"))
     }
@@ -110,7 +110,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("gateway.sqlite").path
         do {
-            let store = try SQLiteGatewayStore(path: path)
+            let store = try await SQLiteGatewayStore.open(path: path)
             try await store.migrate()
             #expect(try await store.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
             // The request path's group-committed writes run on that same writer.
@@ -121,7 +121,7 @@ import Testing
             #expect(try await store.auditEvents("prv_sync_1") == [event])
             #expect(try await store.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
         }
-        let reopened = try SQLiteGatewayStore(path: path)
+        let reopened = try await SQLiteGatewayStore.open(path: path)
         #expect(try await reopened.writerSynchronous() == SQLiteGatewayStore.synchronousFull)
     }
 

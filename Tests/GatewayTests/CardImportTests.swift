@@ -11,7 +11,7 @@ import Testing
 
     func store() async throws -> SQLiteGatewayStore {
         let path = TestDirectories.root.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         return store
     }
@@ -53,9 +53,9 @@ import Testing
     /// 40 s, and provisionings failed with their audit events unwritten.
     @Test func aLargeImportIsWrittenInBatchesAndAnotherWriterGetsInBetween() async throws {
         let path = TestDirectories.root.appendingPathComponent("import-\(UUID().uuidString)/g.sqlite").path
-        let importing = try SQLiteGatewayStore(path: path)
+        let importing = try await SQLiteGatewayStore.open(path: path)
         try await importing.migrate()
-        let serving = try SQLiteGatewayStore(path: path)
+        let serving = try await SQLiteGatewayStore.open(path: path)
         let clock = TestClock()
         let importer = self.importer
         let run = Task {

@@ -12,7 +12,7 @@ import Testing
     /// for registered cards.
     func store() async throws -> SQLiteGatewayStore {
         let path = TestDirectories.root.appendingPathComponent("vault-\(UUID().uuidString)/g.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         try await store.importCards([Self.card("c1"), Self.card("c2")])
         return store

@@ -15,7 +15,7 @@ import Testing
 
     static func store() async throws -> SQLiteGatewayStore {
         let path = TestDirectories.root.appendingPathComponent("idempotency-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         try await store.migrate()
         return store
     }

@@ -10,7 +10,7 @@ import Testing
     @Test func theActivationKeyMustNotBeAVaultKey() async throws {
         let yaml = ConfigLoaderTests.minimal + "\nlocal: { enabled: true, activation_key: env:ACTIVATION_KEY }\n"
         let config = try ConfigLoader.parse(yaml: yaml, source: "test.yaml")
-        let store = try SQLiteGatewayStore(path: TestDirectories.root.appendingPathComponent("local-\(UUID().uuidString)/g.sqlite").path)
+        let store = try await SQLiteGatewayStore.open(path: TestDirectories.root.appendingPathComponent("local-\(UUID().uuidString)/g.sqlite").path)
         let vaultKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
         let same = ["VAULT_KEY": vaultKey, "ACTIVATION_KEY": vaultKey]
         let refusal = #expect(throws: ConfigError.self) { try LocalIssuer.build(config: config, store: store, environment: same) }

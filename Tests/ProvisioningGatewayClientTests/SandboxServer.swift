@@ -72,7 +72,7 @@ enum SandboxServer {
     ) async throws {
         let config = try config ?? sandboxConfig()
         let path = TestDirectories.root.appendingPathComponent("client-test-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
         let (ports, announce) = AsyncStream.makeStream(of: Int.self)
         let sandbox = try SandboxGateway(config: config, configSource: configSource, logger: logger, store: store,

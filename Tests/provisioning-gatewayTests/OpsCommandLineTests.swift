@@ -189,7 +189,7 @@ import Testing
         #expect(unknown.stderr.contains("card nobody is not in the registry"), "\(unknown.stderr)")
 
         // Both reads are security events by the command line's user, the unknown card's too.
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         let reads = try await store.securityEvents(SecurityEventQuery(kind: .adminRead))
         #expect(reads.map { $0.cardID?.rawValue } == ["explained_1", "nobody"])
         #expect(reads.allSatisfy { $0.actor.hasPrefix("cli:") && $0.detail["path"] == "route explain" })

@@ -100,7 +100,7 @@ extension StoreCommandLineTests {
         #expect(try await Self.count(database, "SELECT count(*) FROM audit_events") == recent.audit.count + 1)
         #expect(try await Self.count(database, "SELECT min(id) FROM audit_events") == Int(recent.audit[0]))
         #expect(try await Self.count(database, "SELECT count(*) FROM audit_events WHERE provisioning_id = 'prv_straggler_0'") == 1)
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         let records = try await store.securityEvents(SecurityEventQuery(kind: .eventsArchived))
         #expect(records.map { $0.detail["written"] } == ["1000", "1000", "300", "3"])
         #expect(records.map { $0.detail["deleted"] } == ["1000", "1000", "300", "3"], "each record says what its transaction deleted")

@@ -167,7 +167,7 @@ import Testing
         #expect(flood.status == 2 && flood.stderr.contains("nothing imported: 250 problems"), "\(flood.stderr.prefix(300))")
         #expect(flood.stderr.contains("line 101:") && !flood.stderr.contains("line 102:") && flood.stderr.contains("... and 150 more"))
 
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         try await store.migrate()
         #expect(try await store.cards(CardPageQuery(limit: 10)).map(\.id) == ["moved_1", "moved_2"])
     }
@@ -247,7 +247,7 @@ import Testing
                                                   "--expiry", "11/49", "--name", "Vault Test"], standardInput: "4000000000000002\n")
         #expect(put.status == 0, "\(put.stderr)")
         #expect(put.stdout.contains("number ending 0002") && !put.stdout.contains("4000000000000002"))
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         let sealed = try #require(try await store.vaultEntry("card_v"))
         #expect(!String(decoding: sealed, as: UTF8.self).contains("4000000000000002"))
 
@@ -295,7 +295,7 @@ import Testing
     /// number is neither printed nor audited.
     @Test func aCardWhoseIdIsACardNumberIsDeletedWithoutRepeatingIt() async throws {
         let (config, database) = try Self.sandboxConfig()
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         try await store.migrate()
         let number = "4111111111111111"
         _ = try await store.putCard(CardRecord(id: CardID(number), program: "demo", issuer: "tmp",
@@ -370,7 +370,7 @@ import Testing
 
         let ids = answered.ids.withLock { $0 }
         #expect(ids.count >= 60)
-        let store = try SQLiteGatewayStore(path: database)
+        let store = try await SQLiteGatewayStore.open(path: database)
         try await store.migrate()
         var missing: [String] = []
         for id in ids where try await store.auditEvents(ProvisioningID(id)).first?.outcome != .succeeded { missing.append(id) }

@@ -92,7 +92,7 @@ import Testing
     @Test func migrationsRunBeforeTheServerListens() async throws {
         // A store that was never migrated: the first request already finds the schema.
         let path = TestDirectories.root.appendingPathComponent("unmigrated-\(UUID().uuidString)/gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         let config = try Self.productionConfig()
         let migratedWhenListening = ProvisioningIDBox()
         try await GatewayHarness.serve({ onServerRunning in
@@ -114,7 +114,7 @@ import Testing
     @Test func aStoreWhoseFileIsGoneIsNotReady() async throws {
         let directory = TestDirectories.unique("ready")
         let path = directory.appendingPathComponent("gateway.sqlite").path
-        let store = try SQLiteGatewayStore(path: path)
+        let store = try await SQLiteGatewayStore.open(path: path)
         let config = try Self.productionConfig()
         try await GatewayHarness.serve({ onServerRunning in
             try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
@@ -183,12 +183,12 @@ import Testing
 
     /// By default a request accepted at the very end of the delay gets its whole deadline, and
     /// the margin for its last writes and its answer, before anything is cancelled.
-    @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadlineAndAMargin() throws {
+    @Test func theShutdownBoundIsTheDelayPlusTheTimeoutWhichDefaultsToTheLongestDeadlineAndAMargin() async throws {
         var config = try Self.productionConfig()
         config.server.deadlineMS = 4_000
         config.routing.rules = [RoutingRuleConfig(match: .init(program: "demo"), issuer: "bridge", deadlineMS: 9_000)]
         config.server.shutdownDelayMS = 2_000
-        let store = try SQLiteGatewayStore(path: TestDirectories.root.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
+        let store = try await SQLiteGatewayStore.open(path: TestDirectories.root.appendingPathComponent("bound-\(UUID().uuidString)/g.sqlite").path)
         let defaulted = try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store)
         #expect(defaulted.shutdownTimeout == .milliseconds(2_000 + 9_000) + GatewayConfig.shutdownMargin)
         #expect(GatewayConfig.shutdownMargin >= .seconds(1), "no room for a last request's writes and answer")

@@ -12,7 +12,7 @@ import Testing
 @Suite struct AuthFailureEventsTests {
     /// A fresh store, the test's clock, and the recorder under `limit`.
     static func recorder(_ limit: RateLimitConfig) async throws -> (store: SQLiteGatewayStore, clock: TestClock, events: AuthFailureEvents) {
-        let store = try SQLiteGatewayStore(path: TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path)
+        let store = try await SQLiteGatewayStore.open(path: TestDirectories.root.appendingPathComponent("auth-events-\(UUID().uuidString)/gateway.sqlite").path)
         try await store.migrate()
         let clock = TestClock()
         let events = AuthFailureEvents(audit: SecurityAudit(store: store, logger: Logger(label: "test")), clock: GatewayClock(clock),
