@@ -188,12 +188,7 @@ final class UpstreamConnectionPool: Sendable {
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
         self.idleTimeout = idleTimeout
         // Made once: loading the roots and the client certificate is the expensive part of TLS set-up.
-        let made: Result<NIOSSLContext, any Error>
-        if let tls {
-            made = Result { try NIOSSLContext(configuration: Self.forHTTP1(tls)) }
-        } else {
-            made = Self.systemRootsContext
-        }
+        let made = tls.map { tls in Result { try NIOSSLContext(configuration: Self.forHTTP1(tls)) } } ?? Self.systemRootsContext
         switch made {
         case .success(let context): (self.tls, self.tlsError) = (context, nil)
         case .failure(let error): (self.tls, self.tlsError) = (nil, error)
