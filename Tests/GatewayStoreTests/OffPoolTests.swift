@@ -31,9 +31,10 @@ import Testing
                 }
             }
         }
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { holding.wait(); continuation.resume() }
+        let holds = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: holding.wait(timeout: .now() + 30) == .success) }
         }
+        try #require(holds, "the other connection did not take the write lock")
         let returned = Locked(0)
         let migrations = stores.map { store in
             Task.detached {
@@ -41,8 +42,8 @@ import Testing
                 try await store.migrate()
             }
         }
-        // Time for every migration to reach the lock (had they not, the probe below would run
-        // anyway and the test could not fail; it cannot pass wrongly).
+        // Time for the migrations to reach the lock. Had they not, the task below would run
+        // anyway: the test would prove nothing that time, but it could not fail wrongly.
         try await Task.sleep(for: .milliseconds(500))
         let ranBeforeAnyReturned = await Task.detached { returned.withLock { $0 } == 0 }.value
         release.signal()

@@ -8,6 +8,12 @@ import Testing
 /// `LateWrites`, the late store writes a stop waits for: its wait is bounded on the injected
 /// clock, so a write that never ends (a store that hangs under it) cannot hold a stop up.
 @Suite struct LateAuditTests {
+    /// How long a test waits, in real time, for a drain to sleep on the test clock: a drain's wait
+    /// is two task hops away (its own task, then its group's child), and with the disk loaded each
+    /// hop waited seconds behind a full cooperative pool (10 s, the clock's default, was exceeded).
+    /// It returns as soon as the drain sleeps.
+    static let sleeperLimit: Duration = .seconds(30)
+
     /// A write that does not end: the drain returns once its bound has passed on the clock, not
     /// before, and says that one write was left; the write itself goes on.
     @Test(.timeLimit(.minutes(1)))
@@ -23,7 +29,7 @@ import Testing
             let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
             drained.withLock { $0 = left }
         }
-        try #require(await time.waitForSleepers(1), "the drain waits on the clock")
+        try #require(await time.waitForSleepers(1, limit: Self.sleeperLimit), "the drain waits on the clock")
         #expect(time.requestedSleeps == [LateWrites.drainBound])
         time.advance(by: LateWrites.drainBound - .milliseconds(1))
         // Not yet: a sleeper of the clock still waits (the drain's), and nothing was returned.
@@ -35,7 +41,7 @@ import Testing
 
         // The write goes on after the drain, and ends as it would have.
         release.finish()
-        for _ in 0..<1000 where writes.count > 0 { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<6_000 where writes.count > 0 { try await Task.sleep(for: .milliseconds(5)) }
         #expect(writes.count == 0)
     }
 
@@ -56,7 +62,7 @@ import Testing
             let left = await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time))
             drained.withLock { $0 = left }
         }
-        try #require(await time.waitForSleepers(1), "the cancelled drain waits on the clock")
+        try #require(await time.waitForSleepers(1, limit: Self.sleeperLimit), "the cancelled drain waits on the clock")
         // It has not returned: a cancelled drain returned before its clock was asked for anything.
         try await Task.sleep(for: .milliseconds(50))
         #expect(drained.withLock { $0 } == nil, "the cancelled drain returned with a write still running")
@@ -91,24 +97,24 @@ import Testing
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        try #require(await time.waitForSleepers(1))
+        try #require(await time.waitForSleepers(1, limit: Self.sleeperLimit))
         time.advance(by: .seconds(5))
         let second = Task {
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        try #require(await time.waitForSleepers(2))
+        try #require(await time.waitForSleepers(2, limit: Self.sleeperLimit))
         #expect(time.requestedSleeps == [LateWrites.drainBound, LateWrites.drainBound - .seconds(5)])
         time.advance(by: LateWrites.drainBound - .seconds(5))
         // Both return now (waited for in real time, boundedly: a drain that waits longer would
         // otherwise hold the test until its time limit, which cannot cancel it).
-        for _ in 0..<1000 where left.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<6_000 where left.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
         #expect(left.withLock { $0 } == [1, 1], "a drain outlived the first drain's bound")
         let third = Task {
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        for _ in 0..<1000 where left.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<6_000 where left.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
         #expect(left.withLock { $0 } == [1, 1, 1], "a drain begun after the bound waited")
         #expect(time.requestedSleeps.count == 2, "a drain after the bound waited again")
         // Whatever still waits (only when a drain above failed) is let go, so the test ends.
@@ -122,7 +128,7 @@ import Testing
         let time = TestClock()
         let writes = LateWrites()
         writes.start {}
-        for _ in 0..<1000 where writes.count > 0 { try? await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<6_000 where writes.count > 0 { try? await Task.sleep(for: .milliseconds(5)) }
         #expect(await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time)) == 0)
         #expect(time.now.offset == .zero)
     }

@@ -18,8 +18,8 @@ struct PublishedSpec: @unchecked Sendable {
 
     /// Read once per process and shared (the document is only read): each contract test had parsed
     /// the whole document (Marqeta's is 800 kB) on a thread of Swift's cooperative pool, and a
-    /// dozen at once held both of its threads for seconds (the pool watchdog saw 15 s), so other
-    /// tests' timeouts fired.
+    /// dozen at once held both of its threads (gdb found both parsing while the pool watchdog
+    /// reported a task waiting), so other tests' timeouts could fire.
     static func load(_ name: String) throws -> PublishedSpec {
         try loaded.withLock { loaded in
             if let spec = loaded[name] { return spec }
