@@ -175,8 +175,8 @@ final class UpstreamConnectionPool: Sendable {
     private let idleTimeout: Duration
     /// Decides how old an idle connection is (tests drive it); I/O timeouts run on the event loops.
     private let clock: GatewayClock
-    private let tls: NIOSSLContext?
-    private let tlsError: (any Error)?
+    /// The TLS context of HTTPS calls, or why none could be made (every HTTPS call fails with it).
+    private let tls: Result<NIOSSLContext, any Error>
 
     init(
         group: any EventLoopGroup, connectTimeout: TimeAmount, tls: TLSConfiguration?,
@@ -188,11 +188,7 @@ final class UpstreamConnectionPool: Sendable {
         self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
         self.idleTimeout = idleTimeout
         // Made once: loading the roots and the client certificate is the expensive part of TLS set-up.
-        let made = tls.map { tls in Result { try NIOSSLContext(configuration: Self.forHTTP1(tls)) } } ?? Self.systemRootsContext
-        switch made {
-        case .success(let context): (self.tls, self.tlsError) = (context, nil)
-        case .failure(let error): (self.tls, self.tlsError) = (nil, error)
-        }
+        self.tls = tls.map { tls in Result { try NIOSSLContext(configuration: Self.forHTTP1(tls)) } } ?? Self.systemRootsContext
     }
 
     private static func forHTTP1(_ tls: TLSConfiguration) -> TLSConfiguration {
@@ -514,8 +510,7 @@ final class UpstreamConnectionPool: Sendable {
     private func connect(_ target: Target, deadline: NIODeadline) async throws -> (any Channel, EventLoopFuture<Void>?) {
         let sslContext: NIOSSLContext?
         if target.https {
-            guard let tls else { throw UpstreamTransportError.connect(tlsError ?? UpstreamTransportError.unsupportedURL) }
-            sslContext = tls
+            sslContext = try tls.mapError { UpstreamTransportError.connect($0) }.get()
         } else {
             sslContext = nil
         }
