@@ -686,34 +686,73 @@ extension APIHandler {
             nextAfter: events.count == limit ? events.last?.id : nil))))
     }
 
-    /// The fault-injection routes, or 404 outside the sandbox (the paths do not exist there).
-    private func faultInjection() throws(GatewayError) -> any FaultInjection {
-        _ = try client()
+    /// The fault-injection routes and the caller's scope in them, or 404 outside the sandbox (the
+    /// paths do not exist there).
+    private func faultInjection() throws(GatewayError) -> (faults: any FaultInjection, scope: FaultScope) {
+        let client = try client()
         guard let faults else { throw GatewayError(.notFound, "fault injection exists only in the sandbox") }
-        return faults
+        return (faults, FaultScope(client, config: generation.config))
     }
 
     func addSandboxFault(_ input: Operations.AddSandboxFault.Input) async throws -> Operations.AddSandboxFault.Output {
-        let faults = try faultInjection()
+        let (faults, scope) = try faultInjection()
         guard case .json(let body) = input.body else { throw GatewayError(.invalidRequest, "the body must be JSON") }
-        return .ok(.init(body: .json(try await faults.add(body))))
+        return .ok(.init(body: .json(try await faults.add(body, scope: scope))))
     }
 
     func listSandboxFaults(_ input: Operations.ListSandboxFaults.Input) async throws -> Operations.ListSandboxFaults.Output {
-        .ok(.init(body: .json(await (try faultInjection()).pending())))
+        let (faults, scope) = try faultInjection()
+        return .ok(.init(body: .json(await faults.pending(scope: scope))))
     }
 
     func clearSandboxFaults(_ input: Operations.ClearSandboxFaults.Input) async throws -> Operations.ClearSandboxFaults.Output {
-        let faults = try faultInjection()
-        await faults.clear()
-        return .ok(.init(body: .json(await faults.pending())))
+        let (faults, scope) = try faultInjection()
+        await faults.clear(scope: scope)
+        return .ok(.init(body: .json(await faults.pending(scope: scope))))
     }
 }
 
-/// What the sandbox composition plugs into the fault routes of the unified API.
+/// The issuers at whose simulators a client may queue, see and clear faults. A simulator's fault
+/// plays on the next requests any client sends there, so a client reaches only the issuers whose
+/// account serves none of another client's programs: each of its `issuers.<name>.programs` this
+/// client's or no client's, or, for an account that lists none (it serves every program), no other
+/// client holding a program this one does not. That is the rule activations follow (an account
+/// shared with another tenant is off limits), and the sandbox a single tenant runs (`demo` and the
+/// admin `ops`) keeps every issuer. An admin client reaches every issuer; it provisions nothing, so
+/// a fault it queues is an operator's test. Made from the configuration serving the request.
+public struct FaultScope: Sendable, Equatable {
+    /// Nil for every issuer (an admin client).
+    public let issuers: Set<String>?
+    /// The endpoint URLs of the issuers outside `issuers`: a simulator one of them sends requests
+    /// to is outside the scope too, whichever other issuer also names it.
+    public let unreachableEndpoints: Set<String>
+
+    public init(_ client: Client, config: GatewayConfig) {
+        guard !client.admin else {
+            issuers = nil
+            unreachableEndpoints = []
+            return
+        }
+        let othersPrograms = Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }).subtracting(client.programs)
+        let served = config.issuerPrograms
+        let reached = Set(config.issuers.keys.filter { (served[IssuerID($0)] ?? othersPrograms).isDisjoint(with: othersPrograms) })
+        issuers = reached
+        unreachableEndpoints = Set(config.issuers.filter { !reached.contains($0.key) }.flatMap { $0.value.endpoints.map(\.url) })
+    }
+
+    /// Whether a fault at `issuer`'s endpoint `url` is this client's to queue.
+    public func reaches(issuer: String, endpoint url: String) -> Bool {
+        (issuers?.contains(issuer) ?? true) && !unreachableEndpoints.contains(url)
+    }
+}
+
+/// What the sandbox composition plugs into the fault routes of the unified API. Each call names
+/// the caller's `FaultScope`: faults are queued, listed and cleared only at simulators every issuer
+/// of which it allows.
 public protocol FaultInjection: Sendable {
-    /// Queues a fault; a `GatewayError(.invalidRequest)` names what is wrong with it.
-    func add(_ fault: Components.Schemas.SandboxFault) async throws(GatewayError) -> Components.Schemas.SandboxFaults
-    func pending() async -> Components.Schemas.SandboxFaults
-    func clear() async
+    /// Queues a fault; a `GatewayError(.invalidRequest)` names what is wrong with it, and
+    /// `GatewayError(.forbidden)` an issuer outside `scope`.
+    func add(_ fault: Components.Schemas.SandboxFault, scope: FaultScope) async throws(GatewayError) -> Components.Schemas.SandboxFaults
+    func pending(scope: FaultScope) async -> Components.Schemas.SandboxFaults
+    func clear(scope: FaultScope) async
 }

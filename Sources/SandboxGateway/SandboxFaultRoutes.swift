@@ -4,12 +4,20 @@ import ProvisioningAPI
 import ProvisioningCore
 import Sandbox
 
-/// `/v1/sandbox/faults`: queue, list and clear the simulators' faults.
+/// `/v1/sandbox/faults`: queue, list and clear the simulators' faults, each caller at the simulators
+/// its `FaultScope` reaches.
 struct SandboxFaultRoutes: FaultInjection {
     let sandbox: SandboxUpstreams
     let issuers: [String: IssuerConfig]
 
-    func add(_ body: Components.Schemas.SandboxFault) async throws(GatewayError) -> Components.Schemas.SandboxFaults {
+    /// The simulators (by their `sandbox://` URL) a scope reaches: none that an issuer outside it
+    /// sends requests to, since two issuers may name one simulator and a fault plays on whichever
+    /// request comes next.
+    func simulators(in scope: FaultScope) -> Set<String> {
+        Set(sandbox.instances.keys).subtracting(scope.unreachableEndpoints)
+    }
+
+    func add(_ body: Components.Schemas.SandboxFault, scope: FaultScope) async throws(GatewayError) -> Components.Schemas.SandboxFaults {
         let config = switch body {
         case .SandboxFaultPlain(let fault):
             SandboxFaultConfig(issuer: fault.issuer, mode: SandboxFaultMode(rawValue: fault.mode.rawValue) ?? .unavailable,
@@ -31,18 +39,23 @@ struct SandboxFaultRoutes: FaultInjection {
         guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode.rawValue) else {
             throw GatewayError(.notFound, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
+        // Said as what the issuer's account needs, not as what else it serves (as for activations).
+        guard let url = issuers[config.issuer]?.endpoints[config.endpoint].url, scope.reaches(issuer: config.issuer, endpoint: url) else {
+            throw GatewayError(.forbidden, "faults at issuer \(config.issuer) need an admin key, or its account (and its simulator) "
+                + "limited to this client's programs (issuers.\(config.issuer).programs)")
+        }
         let queued = await faults.add(Fault(mode: mode, count: config.count, delay: config.delayMS.map { .milliseconds($0) },
                                             retryAfterSeconds: config.retryAfterSeconds))
         guard queued else {
             throw GatewayError(.invalidRequest, "the simulator of \(config.issuer) at endpoint \(config.endpoint) already holds "
                 + "\(SimulatorFaults.maxQueued) faults: let them play or clear them (DELETE /v1/sandbox/faults); one fault can play for up to 10000 requests (count)")
         }
-        return await pending()
+        return await pending(scope: scope)
     }
 
-    func pending() async -> Components.Schemas.SandboxFaults {
+    func pending(scope: FaultScope) async -> Components.Schemas.SandboxFaults {
         var faults: [Components.Schemas.SandboxFaults.FaultsPayloadPayload] = []
-        for url in sandbox.instances.keys.sorted() {
+        for url in simulators(in: scope).sorted() {
             for fault in await sandbox.instances[url]!.faults.pending {
                 faults.append(.init(simulator: url, mode: fault.mode.rawValue, remaining: fault.count,
                                     delayMs: fault.delay.map { Int($0.wholeMilliseconds) }, retryAfterSeconds: fault.retryAfterSeconds))
@@ -51,5 +64,7 @@ struct SandboxFaultRoutes: FaultInjection {
         return .init(faults: faults)
     }
 
-    func clear() async { await sandbox.clearFaults() }
+    func clear(scope: FaultScope) async {
+        for url in simulators(in: scope) { await sandbox.instances[url]!.faults.clear() }
+    }
 }

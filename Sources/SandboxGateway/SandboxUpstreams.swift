@@ -159,11 +159,6 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
     public func faults(issuer: String, endpoint: Int = 0) -> SimulatorFaults? {
         instance(issuer: issuer, endpoint: endpoint)?.faults
     }
-
-    /// Clears every simulator's fault queue.
-    public func clearFaults() async {
-        for instance in instances.values { await instance.faults.clear() }
-    }
 }
 
 /// What the sandbox needs of any simulator: what it saw, its fault queue, its server.

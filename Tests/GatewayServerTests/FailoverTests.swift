@@ -84,7 +84,7 @@ struct FailoverTests {
             #expect(primaryView?["breaker"] as? String == "open" && primaryView?["consecutive_failures"] as? Int == 3)
 
             // Healed: the next probe succeeds and closes the breaker; the primary serves again.
-            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             time.advance(by: .seconds(31))
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: body).status == .ok)
@@ -246,11 +246,11 @@ struct FailoverTests {
     ])
     func badFaultsAreClearProblems(json: String, mentions: String, status: Int) async throws {
         try await GatewayHarness.run(config: try ResilienceTests.config()) { client, _ in
-            let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
+            let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json, key: GatewayHarness.opsKey)
             #expect(response.status.code == status)
             #expect(response.json["code"] as? String == (status == 400 ? "invalid_request" : "not_found"))
             #expect((response.json["detail"] as? String)?.contains(mentions) == true, "\(response.json)")
-            let queued = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            let queued = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             #expect((queued.json["faults"] as? [Any])?.isEmpty == true)
         }
     }
@@ -259,18 +259,18 @@ struct FailoverTests {
         try await GatewayHarness.run(config: try ResilienceTests.config()) { client, sandbox in
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable","count":2}"#)
             try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"slow","delay_ms":10}"#)
-            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             let faults = try #require(listed.json["faults"] as? [[String: Any]])
             #expect(faults.map { $0["simulator"] as? String } == ["sandbox://bridge", "sandbox://tmp"])
             #expect(faults.map { $0["remaining"] as? Int } == [2, 1])
-            let cleared = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            let cleared = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             #expect((cleared.json["faults"] as? [Any])?.isEmpty == true)
             #expect(try await GatewayHarness.provision(client, card: "card_bridge_demo", body: try GatewayHarness.requestBody()).status == .ok)
             #expect(await sandbox.bridge.log.count == 1)
         }
     }
 
-    /// The queue is memory every client of the sandbox can add to: one simulator holds at most
+    /// The queue is memory every client that reaches the simulator can add to: one simulator holds at most
     /// `SimulatorFaults.maxQueued` faults, the next is refused and nothing is added, and clearing
     /// makes room again. A config that lists more for one simulator is refused at start-up.
     @Test func aSimulatorsFaultQueueIsBounded() async throws {
@@ -278,14 +278,14 @@ struct FailoverTests {
             for _ in 0..<SimulatorFaults.maxQueued {
                 try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable"}"#)
             }
-            let refused = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"unavailable"}"#)
+            let refused = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"unavailable"}"#, key: GatewayHarness.opsKey)
             #expect(refused.status == .badRequest && refused.json["code"] as? String == "invalid_request")
             #expect((refused.json["detail"] as? String)?.contains("already holds \(SimulatorFaults.maxQueued) faults") == true, "\(refused.json)")
-            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+            let listed = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             #expect((listed.json["faults"] as? [Any])?.count == SimulatorFaults.maxQueued)
             // Another simulator has its own room.
             try await ResilienceTests.addFault(client, #"{"issuer":"tmp","mode":"unavailable"}"#)
-            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults")
+            _ = try await CardRegistryAPITests.send(client, .delete, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
             try await ResilienceTests.addFault(client, #"{"issuer":"bridge","mode":"unavailable"}"#)
         }
         #expect(SandboxFaultConfig.maxQueued == SimulatorFaults.maxQueued)
@@ -319,11 +319,11 @@ struct FailoverTests {
             try await GatewayClient.with(port: port) { client in
                 // The issuers are gone too, so a mounted route would also answer 404 (no such
                 // issuer): the detail, and the listing, which names no issuer, tell them apart.
-                let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#)
+                let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: #"{"issuer":"bridge","mode":"reset"}"#, key: GatewayHarness.opsKey)
                 #expect(response.status == .notFound)
                 #expect(response.json["code"] as? String == "not_found")
                 #expect(response.json["detail"] as? String == "fault injection exists only in the sandbox", "\(response.json)")
-                let listing = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults")
+                let listing = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey)
                 #expect(listing.status == .notFound && listing.json["detail"] as? String == "fault injection exists only in the sandbox",
                         "\(listing.json)")
             }

@@ -35,7 +35,7 @@ struct ResilienceTests {
     }
 
     static func addFault(_ client: GatewayClient, _ json: String) async throws {
-        let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json)
+        let response = try await CardRegistryAPITests.send(client, .post, "/v1/sandbox/faults", json: json, key: GatewayHarness.opsKey)
         #expect(response.status == .ok, "fault \(json) refused: \(String(buffer: response.body))")
     }
 

@@ -201,7 +201,7 @@ import Yams
     @Test func sandboxFaultBodies() async throws {
         let countMax = try Self.int(Self.property("SandboxFaultPlain", "count"), "maximum")
         try await GatewayHarness.run { client, _ in
-            let fault = { (object: [String: Any]) in Probe(method: .post, uri: "/v1/sandbox/faults", body: Self.json(object)) }
+            let fault = { (object: [String: Any]) in Probe(method: .post, uri: "/v1/sandbox/faults", body: Self.json(object), key: GatewayHarness.opsKey) }
             try await expectBoundary(client, "slow needs delay_ms", field: "delay_ms",
                                      inside: fault(["issuer": "bridge", "mode": "slow", "delay_ms": 1]), outside: fault(["issuer": "bridge", "mode": "slow"]))
             try await expectBoundary(client, "fault count maximum", field: "count",
@@ -209,7 +209,7 @@ import Yams
                                      outside: fault(["issuer": "bridge", "mode": "reset", "count": countMax + 1]))
             try await expectBoundary(client, "a mode takes only its own settings", field: "delay_ms",
                                      inside: fault(["issuer": "bridge", "mode": "unavailable"]), outside: fault(["issuer": "bridge", "mode": "unavailable", "delay_ms": 5]))
-            _ = try await send(client, Probe(method: .delete, uri: "/v1/sandbox/faults"))
+            _ = try await send(client, Probe(method: .delete, uri: "/v1/sandbox/faults", key: GatewayHarness.opsKey))
         }
     }
 

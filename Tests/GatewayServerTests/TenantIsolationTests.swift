@@ -495,4 +495,69 @@ import Testing
             #expect(!String(buffer: audit.body).contains("tmp_other_9") && !String(buffer: audit.body).contains("4111"))
         }
     }
+
+    /// The sandbox's fault routes: a fault plays on whichever client's request comes next, so a
+    /// client may queue, see and clear faults only at issuers whose account serves none of another
+    /// client's programs, and only at simulators no other issuer uses (the security review: any key
+    /// could break, list and clear every tenant's simulators). Here Bridge's account serves both
+    /// tenants and tmp's only `demo`'s; the admin key reaches both.
+    @Test func aTenantFaultsOnlyTheSimulatorsOfAccountsThatServeItAlone() async throws {
+        try await GatewayHarness.run { client, sandbox in
+            func fault(_ issuer: String, _ key: String) async throws -> GatewayResponse {
+                try await Self.send(client, .post, "/v1/sandbox/faults", #"{"issuer":"\#(issuer)","mode":"unavailable","count":3}"#, key)
+            }
+            func listed(_ key: String) async throws -> [String] {
+                let response = try await Self.send(client, .get, "/v1/sandbox/faults", nil, key)
+                #expect(response.status == .ok)
+                return (response.json["faults"] as? [[String: Any]] ?? []).compactMap { $0["simulator"] as? String }
+            }
+            for (issuer, key) in [("bridge", Self.other), ("bridge", GatewayHarness.demoKey), ("tmp", Self.other)] {
+                let refused = try await fault(issuer, key)
+                #expect(refused.status == .forbidden && refused.json["code"] as? String == "forbidden", "\(issuer): \(refused.json)")
+                #expect((refused.json["detail"] as? String)?.contains("issuers.\(issuer).programs") == true, "\(refused.json)")
+                // The detail names what the account needs, not the programs or clients it serves.
+                #expect(!String(buffer: refused.body).contains("demo") && !String(buffer: refused.body).contains("other"), "\(refused.json)")
+            }
+            #expect(try await listed(Self.ops).isEmpty)
+
+            #expect(try await fault("tmp", GatewayHarness.demoKey).status == .ok)
+            #expect(try await fault("bridge", Self.ops).status == .ok)
+            // Each sees only what it may touch; the admin sees both.
+            #expect(try await listed(GatewayHarness.demoKey) == ["sandbox://tmp"])
+            #expect(try await listed(Self.other).isEmpty)
+            #expect(try await listed(Self.ops) == ["sandbox://bridge", "sandbox://tmp"])
+            // A tenant's clear leaves what it does not reach.
+            #expect(try await Self.send(client, .delete, "/v1/sandbox/faults", nil, Self.other).status == .ok)
+            #expect(try await listed(Self.ops) == ["sandbox://bridge", "sandbox://tmp"])
+            let cleared = try await Self.send(client, .delete, "/v1/sandbox/faults", nil, GatewayHarness.demoKey)
+            #expect((cleared.json["faults"] as? [Any])?.isEmpty == true)
+            #expect(try await listed(Self.ops) == ["sandbox://bridge"])
+            #expect(await Self.upstreamCalls(sandbox) == 0)
+        }
+    }
+
+    /// One simulator behind two issuers: a fault there plays on the other issuer's requests too, so
+    /// an account of one's own is not enough when another tenant's account sends its requests to
+    /// the same simulator. With one tenant (the file's `demo` and the admin `ops`), every issuer is
+    /// the tenant's.
+    @Test func aSimulatorSharedWithAnotherTenantsIssuerIsNotTheTenantsToFault() async throws {
+        var shared = try GatewayHarness.sandboxConfig()
+        var otherTMP = try #require(shared.issuers["tmp"])
+        otherTMP.programs = ["other"]
+        shared.issuers["tmp_other"] = otherTMP
+        try await GatewayHarness.run(config: shared) { client, _ in
+            let refused = try await Self.send(client, .post, "/v1/sandbox/faults", #"{"issuer":"tmp","mode":"reset"}"#, GatewayHarness.demoKey)
+            #expect(refused.status == .forbidden, "\(refused.json)")
+            #expect(try await Self.send(client, .post, "/v1/sandbox/faults", #"{"issuer":"tmp","mode":"reset"}"#, Self.ops).status == .ok)
+            let seen = try await Self.send(client, .get, "/v1/sandbox/faults", nil, GatewayHarness.demoKey)
+            #expect((seen.json["faults"] as? [Any])?.isEmpty == true, "\(seen.json)")
+        }
+        var alone = try GatewayHarness.sandboxConfig()
+        alone.clients.removeAll { $0.id == "other" }
+        try await GatewayHarness.run(config: alone) { client, _ in
+            #expect(try await Self.send(client, .post, "/v1/sandbox/faults", #"{"issuer":"bridge","mode":"reset"}"#, GatewayHarness.demoKey).status == .ok)
+            let seen = try await Self.send(client, .get, "/v1/sandbox/faults", nil, GatewayHarness.demoKey)
+            #expect((seen.json["faults"] as? [[String: Any]])?.compactMap { $0["simulator"] as? String } == ["sandbox://bridge"])
+        }
+    }
 }

@@ -72,7 +72,7 @@ import Testing
     static func waitUntilTheFaultIsTaken(_ client: GatewayClient, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         var taken = false
         for _ in 0..<500 where !taken {
-            taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any])?.isEmpty == true
+            taken = (try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey).json["faults"] as? [Any])?.isEmpty == true
             if !taken { try await Task.sleep(for: .milliseconds(5)) }
         }
         try #require(taken, "the request never reached the simulator", sourceLocation: sourceLocation)
@@ -475,7 +475,7 @@ import Testing
             // The simulator has taken the request once its fault is used up (it logs only after answering).
             var taken = false
             for _ in 0..<500 where !taken {
-                let pending = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults").json["faults"] as? [Any]
+                let pending = try await CardRegistryAPITests.send(client, .get, "/v1/sandbox/faults", key: GatewayHarness.opsKey).json["faults"] as? [Any]
                 taken = pending?.isEmpty == true
                 if !taken { try await Task.sleep(for: .milliseconds(5)) }
             }
