@@ -815,4 +815,21 @@ import WalletCrypto
         let yaml = Self.minimal + "\nstore:\n  postgres:\n    url: postgres://gw@db.example.com/gw?sslmode=prefer\n"
         #expect(problems(yaml) == ["store.postgres.url: sslmode must be disable, require or verify-full"])
     }
+
+    /// A public `/metrics` names every client: with several tenants that is worth a warning (at
+    /// `config check` and at start-up, which print `advisories`); with one, as in the sandbox that
+    /// ships, or behind an admin key, it is not. The warning names no client.
+    @Test func aPublicMetricsEndpointBesideSeveralTenantsIsWarnedOf() throws {
+        let shared = try SandboxTestConfig.config()
+        #expect(shared.server.metricsPublic)
+        let warning = try #require(shared.advisories.first { $0.hasPrefix("server.metrics_public") }, "\(shared.advisories)")
+        #expect(warning.contains("2 clients that are not admin ones"), "\(warning)")
+        #expect(!warning.contains("demo") && !warning.contains("other"), "\(warning)")
+        var alone = shared
+        alone.clients.removeAll { $0.id == "other" }
+        #expect(!alone.advisories.contains { $0.hasPrefix("server.metrics_public") }, "\(alone.advisories)")
+        var keyed = shared
+        keyed.server.metricsPublic = false
+        #expect(!keyed.advisories.contains { $0.hasPrefix("server.metrics_public") }, "\(keyed.advisories)")
+    }
 }

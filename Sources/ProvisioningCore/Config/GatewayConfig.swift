@@ -55,6 +55,12 @@ public struct GatewayConfig: Sendable, Codable {
                 + "last writes, recorded as upstream_unavailable though the issuer may have acted, and its Idempotency-Key then answers "
                 + "idempotency_outcome_unknown; leave it unset for that default")
         }
+        let tenants = clients.filter { !$0.admin }.count
+        if server.metricsPublic && tenants > 1 {
+            advice.append("server.metrics_public is true with \(tenants) clients that are not admin ones: GET /metrics, without a key, names "
+                + "every client with its requests in flight and 429s, and every issuer endpoint; keep the listener where only the scraper "
+                + "reaches it, or leave metrics_public false and scrape with an admin key")
+        }
         return advice
     }
 }
