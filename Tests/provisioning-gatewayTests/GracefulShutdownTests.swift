@@ -56,15 +56,18 @@ import Testing
     }
 
     @Test func sigtermDrainsFinishesTheRequestInFlightAndExitsZero() async throws {
-        let (_, config, body) = try Self.sandbox("drain", serverLines: ["shutdown_delay_ms: 1500"])
+        let (_, config, body) = try Self.sandbox("drain", serverLines: ["shutdown_delay_ms: 5000"])
 
         let (seen, status) = try await Command.withRunning(
             try CommandLineTests.executable().path, ["--config", config.path, "--port", "0"], workingDirectory: CommandLineTests.packageRoot.path
         ) { running in
             let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
             #expect(try await Self.send(.GET, "\(base)/readyz").status == 200)
-            // Bridge's next answer takes 3 s: the request sent now is in flight when SIGTERM comes.
-            let fault = try await Self.send(.POST, "\(base)/v1/sandbox/faults", body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":3000}"#.utf8))
+            // Bridge's next answer takes 8 s: the request sent now is in flight when SIGTERM comes,
+            // and still when the listener closes, 5 s later. (The delay had been 1.5 s, and the
+            // answer 3 s: on a stalled machine the readiness polls and the /healthz after them
+            // could outlast the delay and meet a closed listener.)
+            let fault = try await Self.send(.POST, "\(base)/v1/sandbox/faults", body: Data(#"{"issuer":"bridge","mode":"slow","delay_ms":8000}"#.utf8))
             #expect(fault.status == 200)
             async let slow = Self.send(.POST, "\(base)/v1/cards/card_bridge_demo/wallet-provisioning/apple-pay", body: body)
             // The simulator has taken the request once its fault is used up.
@@ -72,9 +75,10 @@ import Testing
             // Otherwise the request might arrive after SIGTERM and prove nothing about one in flight.
             try #require(taken, "the slow request never reached the Bridge simulator before SIGTERM")
             running.signal(SIGTERM)
-            // 503 at once (polled for a generous second: the signal is delivered asynchronously)...
+            // 503 at once (polled for up to 4 s, inside the delay: the signal is delivered and
+            // handled asynchronously, and returns as soon as it is)...
             var readiness = (status: 0, json: [String: Any]())
-            for _ in 0..<100 {
+            for _ in 0..<400 {
                 readiness = try await Self.send(.GET, "\(base)/readyz")
                 if readiness.status == 503 { break }
                 try await Task.sleep(for: .milliseconds(10))
@@ -185,7 +189,8 @@ import Testing
             let base = try #require(running.firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
             running.signal(SIGHUP)
             var applied = false
-            for _ in 0..<300 where !applied {
+            // Up to 10 s (it returns once applied): a reload on a stalled machine can take seconds.
+            for _ in 0..<1000 where !applied {
                 applied = (try? await reloads()) == 1
                 if !applied { try await Task.sleep(for: .milliseconds(10)) }
             }
