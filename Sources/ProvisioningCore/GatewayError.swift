@@ -4,6 +4,9 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
     public enum Code: String, Sendable, CaseIterable {
         case invalidRequest = "invalid_request"
         case requestTooLarge = "request_too_large"
+        /// The request's head came, but its body did not arrive whole within
+        /// `server.read_timeout_ms`: nothing of it ran, so sending it again is safe.
+        case requestTimeout = "request_timeout"
         /// A body in another media type than the operation's (`application/json`, UTF-8).
         case unsupportedMediaType = "unsupported_media_type"
         case unauthorized
@@ -51,6 +54,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             switch self {
             case .invalidRequest: 400
             case .requestTooLarge: 413
+            case .requestTimeout: 408
             case .unsupportedMediaType: 415
             case .unauthorized: 401
             case .forbidden: 403
@@ -70,7 +74,8 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
         /// True when sending the same request again later may succeed.
         public var isRetryable: Bool {
             switch self {
-            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown: true
+            case .upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown,
+                 .requestTimeout: true
             default: false
             }
         }
@@ -79,6 +84,7 @@ public struct GatewayError: Error, Sendable, Equatable, CustomStringConvertible 
             switch self {
             case .invalidRequest: "The request is not valid"
             case .requestTooLarge: "The request body is too large"
+            case .requestTimeout: "The request did not arrive in time"
             case .unsupportedMediaType: "The request body's media type is not supported"
             case .unauthorized: "Missing or unknown API key"
             case .forbidden: "This client may not do this"

@@ -45,6 +45,46 @@ import Testing
         }
     }
 
+    /// A request whose head came and whose body did not arrive whole within the read timeout is
+    /// told so: 408 `request_timeout` (problem+json, retryable, `Connection: close`), nothing of it
+    /// run, and the connection closed. Likewise a chunked body that declares a chunk far past the
+    /// body limit and stops, and a late request on a kept-alive connection. (Each had been closed
+    /// without a word at the read timeout; a head still arriving still is, above.)
+    @Test(arguments: [
+        (body: "Content-Length: 100\r\n\r\n{\"issuer\":\"tmp\"", keptAlive: false),
+        (body: "Transfer-Encoding: chunked\r\n\r\nFFFFFFFF\r\n{\"issuer\":\"tmp\"", keptAlive: false),
+        (body: "Content-Length: 100\r\n\r\n{\"issuer\"", keptAlive: true),
+    ])
+    func aBodyThatDoesNotArriveInTimeIsAnswered408(body: String, keptAlive: Bool) async throws {
+        let config = try LiveListener.config { $0.readTimeoutMS = 300 }
+        let captured = CapturedLog()
+        var logger = Logger(label: "gateway-tests") { captured.handler(label: $0) }
+        logger.logLevel = .info
+        try await LiveListener.run(config, logger: logger) { port in
+            let connection = keptAlive ? try await Self.keptAlive(port: port) : try await RawConnection.open(port: port)
+            defer { connection.close() }
+            let answered = connection.count("HTTP/1.1")
+            try await connection.send("PUT /v1/cards/card_slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n"
+                + "Content-Type: application/json\r\n" + body)
+            #expect(await connection.eventually { !$0.isOpen }, "the connection was not closed")
+            let text = connection.text
+            let answer = text.range(of: "HTTP/1.1", options: .backwards).map { String(text[$0.lowerBound...]) } ?? text
+            #expect(connection.count("HTTP/1.1") == answered + 1, "\(connection.text)")
+            #expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
+            #expect(answer.lowercased().contains("connection: close"), "\(answer)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer)")
+            #expect(answer.contains(#""code":"request_timeout""#) && answer.contains(#""retryable":true"#), "\(answer)")
+            // Nothing of it ran: no card was registered.
+            let check = try await RawConnection.open(port: port)
+            defer { check.close() }
+            try await check.send("GET /v1/cards/card_slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n\r\n")
+            #expect(await check.eventually { $0.count("HTTP/1.1 404") == 1 }, "\(check.text)")
+        }
+        // The request's own line says what the client was told, not a body cut short (400).
+        let line = captured.lines.first { $0.contains(" gateway-tests: request ") && $0.contains("method=PUT") }
+        #expect(line?.contains("status=408") == true && line?.contains("code=request_timeout") == true, "\(captured.text)")
+    }
+
     /// A connection on which one request was answered (kept alive); the caller closes it.
     static func keptAlive(port: Int) async throws -> RawConnection {
         let connection = try await RawConnection.open(port: port)
@@ -222,12 +262,12 @@ enum LiveListener {
             onServerRunning: onServerRunning)
     }
 
-    static func run(_ config: GatewayConfig, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    static func run(_ config: GatewayConfig, logger: Logger = GatewayHarness.logger, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
         var config = config
         config.issuers = [:]
         let store = try await GatewayHarness.temporaryStore()
         try await GatewayHarness.serve({ onServerRunning in
-            try buildGateway(config: config, environment: [:], logger: GatewayHarness.logger, store: store, onServerRunning: onServerRunning)
+            try buildGateway(config: config, environment: [:], logger: logger, store: store, onServerRunning: onServerRunning)
         }, body)
     }
 }

@@ -57,9 +57,12 @@ import Testing
         #expect("\(request!.leafCertificate)" == "<redacted>")
     }
 
-    @Test func everyCodeHasOneStatusAndOnlyOutagesThrottlingAndShutdownAreRetryable() {
+    /// (A request whose body did not arrive in time never ran: sent again, it runs once.)
+    @Test func everyCodeHasOneStatusAndOnlyOutagesThrottlingShutdownAndBodiesNotArrivedAreRetryable() {
         let retryable = Set(GatewayError.Code.allCases.filter(\.isRetryable))
-        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown])
+        #expect(retryable == [.upstreamUnavailable, .upstreamTimeout, .deadlineExceeded, .idempotencyKeyInProgress, .rateLimited, .shuttingDown,
+                              .requestTimeout])
+        #expect(GatewayError.Code.requestTimeout.httpStatus == 408)
         #expect(GatewayError.Code.shuttingDown.httpStatus == 503)
         #expect(GatewayError.Code.rateLimited.httpStatus == 429)
         #expect(GatewayError.Code.invalidRequest.httpStatus == 400)

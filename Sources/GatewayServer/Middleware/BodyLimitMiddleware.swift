@@ -30,6 +30,10 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             _ = try await request.collectBody(upTo: maxBytes)
         } catch is NIOTooManyBytesError {
             throw GatewayError(.requestTooLarge, "the body is over \(maxBytes) bytes")
+        } catch is RequestBodyTimedOut {
+            // Answered 408 already (`HTTPEdgeHandler`); this is what the request's log line and
+            // metrics say.
+            throw GatewayError(.requestTimeout, "the body did not arrive whole within server.read_timeout_ms")
         } catch {
             // A body that cannot be read to its end: chunked framing that is not HTTP's (a chunk
             // size that is not hexadecimal, a chunk longer than it said), or a connection closed

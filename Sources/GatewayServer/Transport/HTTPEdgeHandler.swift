@@ -42,6 +42,11 @@ import ProvisioningCore
 ///   on until it ended or the read timeout passed: a client without a key could stream gigabytes
 ///   of chunk extensions, which no body limit counts, into a connection that had already been
 ///   answered.
+/// - **A body that does not arrive in time** (`server.read_timeout_ms`, which `ReadTimeoutHandler`
+///   keeps before TLS and tells this handler of with `RequestReadTimedOut`): the request still
+///   arriving is answered 408 `request_timeout`, when every earlier answer is written whole and none
+///   is under way, and the connection ends as after a refusal (above); the route waiting for the
+///   body hears `RequestBodyTimedOut`, so its log line says 408 too, and its own answer is dropped.
 final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -68,6 +73,9 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var endingAfterAnswer: Ending?
     /// From a refusal's head on, what arrives is dropped until the connection closes.
     private var lingering = false
+    /// Whether a 408 answered a request whose body did not arrive in time (`RequestReadTimedOut`):
+    /// nothing is written after it.
+    private var answeredTimeout = false
     /// How long a refused connection still reads (and drops) before it is closed.
     static let lingerTime: TimeAmount = .seconds(1)
 
@@ -123,6 +131,12 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard !answeredTimeout else {
+            // The route's own answer to the request already told 408: dropped, so the client
+            // reads one answer.
+            promise?.succeed()
+            return
+        }
         switch unwrapOutboundIn(data) {
         case .head(let head) where head.status.kind != .informational:
             answerInProgress = true
@@ -194,6 +208,37 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(data, promise: promise)
         default:
             context.write(data, promise: promise)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let timedOut = event as? RequestReadTimedOut else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        // Only the request whose head came and whose body is still arriving, with every answer
+        // before it written whole: a 408 anywhere else could land inside another answer.
+        guard requestOpen, answers + 1 == requests, !answerInProgress, !lingering, endingAfterAnswer == nil else { return }
+        timedOut.answered = true
+        answers += 1
+        lingering = true
+        answeredTimeout = true
+        let problem = ProblemResponse.rendered(GatewayError(.requestTimeout,
+            "the request's body did not arrive whole within server.read_timeout_ms; nothing of it ran; the connection is closed"))
+        let head = HTTPResponse(status: .requestTimeout, headerFields: [
+            .contentType: "application/problem+json", .contentLength: "\(problem.readableBytes)", .connection: "close",
+        ])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(problem)), promise: nil)
+        let channel = context.channel
+        // The route waiting for the body hears why it ends (`BodyLimitMiddleware`), so that the
+        // request's log line and metrics say 408 as the client was told, not a body cut short.
+        context.fireErrorCaught(RequestBodyTimedOut())
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            // As a refusal while the body arrives: the output closed, what still comes dropped,
+            // then the whole connection.
+            channel.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
         }
     }
 

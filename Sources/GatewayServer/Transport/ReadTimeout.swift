@@ -17,9 +17,15 @@ import NIOHTTPTypes
 ///
 /// Between requests (a keep-alive connection with nothing in flight) no timer runs: that silence
 /// is the idle timeout's business. Over TLS the clock starts with the client's first handshake
-/// byte, so the handshake and the first request share one `read_timeout_ms`. On expiry the connection is closed; no 408 is written, since
-/// the front handler speaks bytes (possibly TLS records), not HTTP, and a client that slow is not
-/// waiting for an answer.
+/// byte, so the handshake and the first request share one `read_timeout_ms`. On expiry the front
+/// handler, which speaks bytes (possibly TLS records), not HTTP, asks `HTTPEdgeHandler` (after the
+/// HTTP codec) with a `RequestReadTimedOut` event to answer: a request whose head came and whose
+/// body did not arrive whole, with every earlier answer written, is told 408 `request_timeout`
+/// (problem+json, `Connection: close`; a client uploading slowly learns why, where it had met a
+/// connection closed without a word), and the connection ends as a refusal does (its output closed,
+/// then the whole of it after `HTTPEdgeHandler.lingerTime`). Anything else (a head still arriving,
+/// a TLS handshake, an answer being written) is closed at once, without an answer: a client that
+/// slow with its head is not waiting for one.
 final class ReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -78,7 +84,17 @@ final class ReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
             deadline = nil
             if readRequested {
-                context.close(promise: nil)
+                let timedOut = RequestReadTimedOut()
+                context.fireUserInboundEventTriggered(timedOut)
+                if timedOut.answered {
+                    // `HTTPEdgeHandler` closes it once its 408 is written and the linger passed;
+                    // this bounds an answer whose write never completes.
+                    context.eventLoop.assumeIsolated().scheduleTask(in: HTTPEdgeHandler.lingerTime + timeout) {
+                        context.close(promise: nil)
+                    }
+                } else {
+                    context.close(promise: nil)
+                }
             } else {
                 arm(context)
             }
@@ -93,6 +109,21 @@ final class ReadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// Sent from `RequestArrivalObserver` to `ReadTimeoutHandler`: a whole request has been read.
 struct RequestArrived {}
+
+/// Sent from `ReadTimeoutHandler` towards `HTTPEdgeHandler` when a request did not arrive within
+/// `server.read_timeout_ms`; `answered` says whether a 408 is being written (the connection is then
+/// the edge handler's to close). An object, so that the answer comes back to the sender: user
+/// events pass through TLS and the HTTP codec synchronously, on the connection's event loop.
+final class RequestReadTimedOut {
+    var answered = false
+}
+
+@available(*, unavailable)
+extension RequestReadTimedOut: Sendable {}
+
+/// What the body of a request answered 408 ends with (`HTTPEdgeHandler` fires it as the answer
+/// is written), for `BodyLimitMiddleware` to tell from a body cut short.
+struct RequestBodyTimedOut: Error {}
 
 /// Sees decoded request parts and reports each request's `.end` to `ReadTimeoutHandler`.
 final class RequestArrivalObserver: ChannelInboundHandler, RemovableChannelHandler {
