@@ -31,8 +31,8 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch is NIOTooManyBytesError {
             throw GatewayError(.requestTooLarge, "the body is over \(maxBytes) bytes")
         } catch is RequestBodyTimedOut {
-            // Answered 408 already (`HTTPEdgeHandler`); this is what the request's log line and
-            // metrics say.
+            // Answered 408 already (`HTTPEdgeHandler`, which drops the answer this makes); this
+            // is what the request's log line says.
             throw GatewayError(.requestTimeout, "the body did not arrive whole within server.read_timeout_ms")
         } catch {
             // A body that cannot be read to its end: chunked framing that is not HTTP's (a chunk

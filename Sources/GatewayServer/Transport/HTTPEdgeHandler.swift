@@ -231,15 +231,15 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(problem)), promise: nil)
         let channel = context.channel
-        // The route waiting for the body hears why it ends (`BodyLimitMiddleware`), so that the
-        // request's log line and metrics say 408 as the client was told, not a body cut short.
-        context.fireErrorCaught(RequestBodyTimedOut())
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             // As a refusal while the body arrives: the output closed, what still comes dropped,
             // then the whole connection.
             channel.close(mode: .output, promise: nil)
             channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
         }
+        // Then the route waiting for the body hears why it ends (`BodyLimitMiddleware`), so that
+        // the request's log line says 408 as the client was told, not a body cut short.
+        context.fireErrorCaught(RequestBodyTimedOut())
     }
 
     /// `HostHeaderCheck` read a request that does not keep the connection (HTTP/1.0 without
