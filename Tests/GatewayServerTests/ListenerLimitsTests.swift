@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ProvisioningCore
 import ServiceLifecycle
 import Synchronization
@@ -286,7 +287,8 @@ final class RawConnection: Sendable {
     /// `reading: false`: the connection never reads what the server sends (a client that stalls
     /// the server's writes).
     /// `receiveBufferBytes`: each read takes at most this many bytes.
-    static func open(port: Int, reading: Bool = true, receiveBufferBytes: Int? = nil) async throws -> RawConnection {
+    /// `tls`: the bytes go through TLS made with this context (the request is still written by hand).
+    static func open(port: Int, reading: Bool = true, receiveBufferBytes: Int? = nil, tls: NIOSSLContext? = nil) async throws -> RawConnection {
         let received = Received()
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.autoRead, value: reading)
@@ -296,7 +298,10 @@ final class RawConnection: Sendable {
         }
         let channel = try await bootstrap
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Collector(received)) }
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: nil)) }
+                    try channel.pipeline.syncOperations.addHandler(Collector(received))
+                }
             }
             .connect(host: "127.0.0.1", port: port).get()
         return RawConnection(channel: channel, received: received)

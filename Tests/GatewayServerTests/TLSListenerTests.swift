@@ -97,6 +97,28 @@ import Testing
         }
     }
 
+    /// Over TLS too, a body that does not arrive within the read timeout is answered 408: the
+    /// front handler that keeps the time sits before TLS, and its word reaches the handler after
+    /// the HTTP codec through the TLS handler.
+    @Test func aBodyThatDoesNotArriveInTimeOverTLSIsAnswered408() async throws {
+        let pki = try TestPKI()
+        _ = try pki.issue("server")
+        var config = try Self.tlsConfig(pki)
+        config.server.readTimeoutMS = 300
+        try await LiveListener.run(config) { port in
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(pki.caFile.path)
+            let connection = try await RawConnection.open(port: port, tls: try NIOSSLContext(configuration: tls))
+            defer { connection.close() }
+            try await connection.send("PUT /v1/cards/card_slow HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(GatewayHarness.demoKey)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"issuer\"")
+            #expect(await connection.eventually { !$0.isOpen }, "the connection was not closed")
+            #expect(connection.text.hasPrefix("HTTP/1.1 408 "), "\(connection.text)")
+            #expect(connection.text.contains(#""code":"request_timeout""#), "\(connection.text)")
+            #expect(connection.count("HTTP/1.1") == 1, "\(connection.text)")
+        }
+    }
+
     /// Each unusable file is a `ConfigError` naming its key, and the message never carries what
     /// is in a file (keys above all).
     /// A private key other users of the host can read or change is warned about (`config check`,
