@@ -721,34 +721,28 @@ extension APIHandler {
 /// admin `ops`) keeps every issuer. An admin client reaches every issuer; it provisions nothing, so
 /// a fault it queues is an operator's test. Made from the configuration serving the request.
 public struct FaultScope: Sendable, Equatable {
-    /// Nil for every issuer (an admin client).
-    public let issuers: Set<String>?
-    /// The endpoint URLs of the issuers outside `issuers`: a simulator one of them sends requests
-    /// to is outside the scope too, whichever other issuer also names it.
+    /// The endpoint URLs of the issuers the client does not reach: a simulator one of them sends
+    /// requests to is outside the scope, whichever other issuer also names it. Empty for an admin.
     public let unreachableEndpoints: Set<String>
 
     public init(_ client: Client, config: GatewayConfig) {
         guard !client.admin else {
-            issuers = nil
             unreachableEndpoints = []
             return
         }
         let othersPrograms = Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }).subtracting(client.programs)
         let served = config.issuerPrograms
-        let reached = Set(config.issuers.keys.filter { (served[IssuerID($0)] ?? othersPrograms).isDisjoint(with: othersPrograms) })
-        issuers = reached
-        unreachableEndpoints = Set(config.issuers.filter { !reached.contains($0.key) }.flatMap { $0.value.endpoints.map(\.url) })
+        unreachableEndpoints = Set(config.issuers
+            .filter { !(served[IssuerID($0.key)] ?? othersPrograms).isDisjoint(with: othersPrograms) }
+            .flatMap { $0.value.endpoints.map(\.url) })
     }
 
-    /// Whether a fault at `issuer`'s endpoint `url` is this client's to queue.
-    public func reaches(issuer: String, endpoint url: String) -> Bool {
-        (issuers?.contains(issuer) ?? true) && !unreachableEndpoints.contains(url)
-    }
+    /// Whether faults at the simulator behind `url` are this client's to queue, see and clear.
+    public func reaches(_ url: String) -> Bool { !unreachableEndpoints.contains(url) }
 }
 
 /// What the sandbox composition plugs into the fault routes of the unified API. Each call names
-/// the caller's `FaultScope`: faults are queued, listed and cleared only at simulators every issuer
-/// of which it allows.
+/// the caller's `FaultScope`: faults are queued, listed and cleared only at simulators it reaches.
 public protocol FaultInjection: Sendable {
     /// Queues a fault; a `GatewayError(.invalidRequest)` names what is wrong with it, and
     /// `GatewayError(.forbidden)` an issuer outside `scope`.

@@ -13,8 +13,8 @@ struct SandboxFaultRoutes: FaultInjection {
     /// The simulators (by their `sandbox://` URL) a scope reaches: none that an issuer outside it
     /// sends requests to, since two issuers may name one simulator and a fault plays on whichever
     /// request comes next.
-    func simulators(in scope: FaultScope) -> Set<String> {
-        Set(sandbox.instances.keys).subtracting(scope.unreachableEndpoints)
+    func simulators(in scope: FaultScope) -> [String] {
+        sandbox.instances.keys.filter(scope.reaches)
     }
 
     func add(_ body: Components.Schemas.SandboxFault, scope: FaultScope) async throws(GatewayError) -> Components.Schemas.SandboxFaults {
@@ -40,7 +40,7 @@ struct SandboxFaultRoutes: FaultInjection {
             throw GatewayError(.notFound, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
         // Said as what the issuer's account needs, not as what else it serves (as for activations).
-        guard let url = issuers[config.issuer]?.endpoints[config.endpoint].url, scope.reaches(issuer: config.issuer, endpoint: url) else {
+        guard let url = issuers[config.issuer]?.endpoints[config.endpoint].url, scope.reaches(url) else {
             throw GatewayError(.forbidden, "faults at issuer \(config.issuer) need an admin key, or its account (and its simulator) "
                 + "limited to this client's programs (issuers.\(config.issuer).programs)")
         }

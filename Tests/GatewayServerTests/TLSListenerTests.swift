@@ -74,11 +74,17 @@ import Testing
         }
     }
 
-    @Test func aSlowDripHandshakeIsCutOffByTheReadTimeout() async throws {
+    /// A fresh PKI with the server's certificate, and the TLS config on it with a 300 ms read timeout.
+    static func slowClientSetUp() throws -> (pki: TestPKI, config: GatewayConfig) {
         let pki = try TestPKI()
         _ = try pki.issue("server")
-        var config = try Self.tlsConfig(pki)
+        var config = try tlsConfig(pki)
         config.server.readTimeoutMS = 300
+        return (pki, config)
+    }
+
+    @Test func aSlowDripHandshakeIsCutOffByTheReadTimeout() async throws {
+        let (_, config) = try Self.slowClientSetUp()
         try await LiveListener.run(config) { port in
             // The start of a ClientHello record (handshake, TLS 1.0 record version, 512 bytes
             // long), a byte every 60 ms: the read timeout runs in front of TLS, from the first byte.
@@ -101,10 +107,7 @@ import Testing
     /// front handler that keeps the time sits before TLS, and its word reaches the handler after
     /// the HTTP codec through the TLS handler.
     @Test func aBodyThatDoesNotArriveInTimeOverTLSIsAnswered408() async throws {
-        let pki = try TestPKI()
-        _ = try pki.issue("server")
-        var config = try Self.tlsConfig(pki)
-        config.server.readTimeoutMS = 300
+        let (pki, config) = try Self.slowClientSetUp()
         try await LiveListener.run(config) { port in
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(pki.caFile.path)
