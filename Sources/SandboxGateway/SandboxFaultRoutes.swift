@@ -36,11 +36,12 @@ struct SandboxFaultRoutes: FaultInjection {
             let field = problem.path.drop { $0 == "." }
             throw GatewayError(field == "issuer" || field == "endpoint" ? .notFound : .invalidRequest, "\(field): \(problem.reason)")
         }
-        guard let faults = sandbox.faults(issuer: config.issuer, endpoint: config.endpoint), let mode = FaultMode(rawValue: config.mode.rawValue) else {
+        guard let url = sandbox.endpointURL(issuer: config.issuer, endpoint: config.endpoint), let faults = sandbox.instances[url]?.faults,
+              let mode = FaultMode(rawValue: config.mode.rawValue) else {
             throw GatewayError(.notFound, "issuer \(config.issuer) has no simulator at endpoint \(config.endpoint)")
         }
         // Said as what the issuer's account needs, not as what else it serves (as for activations).
-        guard let url = issuers[config.issuer]?.endpoints[config.endpoint].url, scope.reaches(url) else {
+        guard scope.reaches(url) else {
             throw GatewayError(.forbidden, "faults at issuer \(config.issuer) need an admin key, or its account (and its simulator) "
                 + "limited to this client's programs (issuers.\(config.issuer).programs)")
         }

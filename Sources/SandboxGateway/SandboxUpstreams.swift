@@ -150,10 +150,15 @@ public struct SandboxUpstreams: Service, CustomStringConvertible {
         return endpoints
     }
 
+    /// The URL of an issuer's endpoint (0 the first), if the issuer has that endpoint.
+    public func endpointURL(issuer: String, endpoint: Int = 0) -> String? {
+        guard let issuerConfig = config.issuers[issuer], issuerConfig.endpoints.indices.contains(endpoint) else { return nil }
+        return issuerConfig.endpoints[endpoint].url
+    }
+
     /// The simulator behind an issuer's endpoint (0 the first), if it is a sandbox one.
     public func instance(issuer: String, endpoint: Int = 0) -> Instance? {
-        guard let issuerConfig = config.issuers[issuer], issuerConfig.endpoints.indices.contains(endpoint) else { return nil }
-        return instances[issuerConfig.endpoints[endpoint].url]
+        endpointURL(issuer: issuer, endpoint: endpoint).flatMap { instances[$0] }
     }
 
     public func faults(issuer: String, endpoint: Int = 0) -> SimulatorFaults? {

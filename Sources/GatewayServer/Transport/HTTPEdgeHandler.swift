@@ -79,6 +79,13 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// How long a refused connection still reads (and drops) before it is closed.
     static let lingerTime: TimeAmount = .seconds(1)
 
+    /// Ends a refused connection once its answer is written: its output at once, the whole of it
+    /// after `lingerTime`, whether or not the output could be closed first.
+    static func closeAfterLinger(_ channel: any Channel) {
+        channel.close(mode: .output, promise: nil)
+        channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
+    }
+
     /// The serving configuration's `server.max_body_bytes`.
     private let maxBodyBytes: @Sendable () -> Int
 
@@ -171,9 +178,7 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 case .now, .afterAnswer:
                     channel.close(promise: nil)
                 case .lingering:
-                    // Closed in full after the linger, whether or not the output could be closed first.
-                    channel.close(mode: .output, promise: nil)
-                    channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
+                    Self.closeAfterLinger(channel)
                 }
             }
             context.write(data, promise: written)
@@ -231,12 +236,8 @@ final class HTTPEdgeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(problem)), promise: nil)
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            // As a refusal while the body arrives: the output closed, what still comes dropped,
-            // then the whole connection.
-            channel.close(mode: .output, promise: nil)
-            channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
-        }
+        // As a refusal while the body arrives: what still comes is dropped (`lingering`).
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in Self.closeAfterLinger(channel) }
         // Then the route waiting for the body hears why it ends (`BodyLimitMiddleware`), so that
         // the request's log line says 408 as the client was told, not a body cut short.
         context.fireErrorCaught(RequestBodyTimedOut())
