@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import GatewayTestSupport
 import GatewayServer
 import Hummingbird
 import Logging
@@ -328,12 +329,7 @@ final class RawConnection: Sendable {
 
     /// Whether `condition` holds within `limit`: a bound on waiting, not a measurement.
     static func eventually(upTo limit: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            if await condition() { return true }
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        await GatewayTestSupport.eventually(upTo: limit, condition)
     }
 
     final class Received: Sendable {

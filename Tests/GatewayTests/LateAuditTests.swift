@@ -8,7 +8,8 @@ import Testing
 /// `LateWrites`, the late store writes a stop waits for: its wait is bounded on the injected
 /// clock, so a write that never ends (a store that hangs under it) cannot hold a stop up.
 @Suite struct LateAuditTests {
-    /// How long a test waits, in real time, for a drain to sleep on the test clock: a drain's wait
+    /// How long a test waits, in real time, for a drain to sleep on the test clock (and for a
+    /// drain or a write to end): a drain's wait
     /// is two task hops away (its own task, then its group's child), and with the disk loaded each
     /// hop waited seconds behind a full cooperative pool (10 s, the clock's default, was exceeded).
     /// It returns as soon as the drain sleeps.
@@ -41,8 +42,7 @@ import Testing
 
         // The write goes on after the drain, and ends as it would have.
         release.finish()
-        for _ in 0..<6_000 where writes.count > 0 { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(writes.count == 0)
+        #expect(await eventually(upTo: Self.sleeperLimit, every: .milliseconds(5)) { writes.count == 0 })
     }
 
     /// A drain made from a cancelled task (a service the stop cancelled once its timeout passed,
@@ -108,13 +108,13 @@ import Testing
         time.advance(by: LateWrites.drainBound - .seconds(5))
         // Both return now (waited for in real time, boundedly: a drain that waits longer would
         // otherwise hold the test until its time limit, which cannot cancel it).
-        for _ in 0..<6_000 where left.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually(upTo: Self.sleeperLimit, every: .milliseconds(5)) { left.withLock { $0.count } >= 2 }
         #expect(left.withLock { $0 } == [1, 1], "a drain outlived the first drain's bound")
         let third = Task {
             let n = await writes.drain(within: LateWrites.drainBound, on: clock)
             left.withLock { $0.append(n) }
         }
-        for _ in 0..<6_000 where left.withLock({ $0.count }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually(upTo: Self.sleeperLimit, every: .milliseconds(5)) { left.withLock { $0.count } >= 3 }
         #expect(left.withLock { $0 } == [1, 1, 1], "a drain begun after the bound waited")
         #expect(time.requestedSleeps.count == 2, "a drain after the bound waited again")
         // Whatever still waits (only when a drain above failed) is let go, so the test ends.
@@ -128,7 +128,7 @@ import Testing
         let time = TestClock()
         let writes = LateWrites()
         writes.start {}
-        for _ in 0..<6_000 where writes.count > 0 { try? await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually(upTo: Self.sleeperLimit, every: .milliseconds(5)) { writes.count == 0 }
         #expect(await writes.drain(within: LateWrites.drainBound, on: GatewayClock(time)) == 0)
         #expect(time.now.offset == .zero)
     }

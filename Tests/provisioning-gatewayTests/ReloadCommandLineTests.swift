@@ -31,14 +31,10 @@ import Testing
         return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) }
     }
 
-    /// Polls `condition` 1,000 times 10 ms apart (10 s at least): a signal is handled
-    /// asynchronously, and a stalled machine takes seconds.
+    /// Whether `condition` holds within 10 s: a signal is handled asynchronously, and a stalled
+    /// machine takes seconds.
     static func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        for _ in 0..<1_000 {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return false
+        try await GatewayTestSupport.eventually(condition)
     }
 
     /// Whether `pid` ignores SIGHUP, and whether it catches it (`/proc/<pid>/status`); nil once
