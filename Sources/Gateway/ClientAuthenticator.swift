@@ -28,6 +28,15 @@ public struct Client: Sendable, Equatable {
 
     /// May read and change this card's registry record: its own programs', or any for an admin.
     public func manages(_ card: CardRecord) -> Bool { admin || programs.contains(card.program) }
+
+    /// Whether an issuer account serving `served` (nil: every program) also serves a program that
+    /// only other clients hold (`everyClientProgram`: every non-admin client's programs): an account
+    /// shared with another tenant, where a token reference or a simulator's fault is not this
+    /// client's alone.
+    public func sharesAccount(serving served: Set<ProgramID>?, everyClientProgram: Set<ProgramID>) -> Bool {
+        let othersPrograms = everyClientProgram.subtracting(programs)
+        return !(served ?? othersPrograms).isDisjoint(with: othersPrograms)
+    }
 }
 
 /// Checks `Authorization: Bearer <key>` against the configured SHA-256 hashes. Every stored hash

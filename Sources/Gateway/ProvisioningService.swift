@@ -470,8 +470,7 @@ public struct ProvisioningService: Sendable {
                 if card == nil {
                     try accountServesOnly(client, issuer: issuer)
                 } else {
-                    let othersPrograms = everyClientProgram.subtracting(client.programs)
-                    guard (issuerPrograms[issuer] ?? othersPrograms).isDisjoint(with: othersPrograms) else {
+                    guard !client.sharesAccount(serving: issuerPrograms[issuer], everyClientProgram: everyClientProgram) else {
                         throw GatewayError(.forbidden, "an activation names only the token, so it needs issuer \(issuer)'s account "
                             + "limited to this client's programs (issuers.\(issuer).programs)")
                     }

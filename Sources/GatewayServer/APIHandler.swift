@@ -730,10 +730,9 @@ public struct FaultScope: Sendable, Equatable {
             unreachableEndpoints = []
             return
         }
-        let othersPrograms = Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }).subtracting(client.programs)
-        let served = config.issuerPrograms
+        let served = config.issuerPrograms, everyClientProgram = config.clientPrograms
         unreachableEndpoints = Set(config.issuers
-            .filter { !(served[IssuerID($0.key)] ?? othersPrograms).isDisjoint(with: othersPrograms) }
+            .filter { client.sharesAccount(serving: served[IssuerID($0.key)], everyClientProgram: everyClientProgram) }
             .flatMap { $0.value.endpoints.map(\.url) })
     }
 

@@ -38,7 +38,7 @@ final class ConfigGeneration: Sendable {
             chainValidator: parts.local.validator, health: parts.health, metrics: parts.metrics,
             activationIssuer: config.routing.activations.issuer.map { IssuerID($0) },
             issuerPrograms: config.issuerPrograms,
-            everyClientProgram: Set(config.clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) }),
+            everyClientProgram: config.clientPrograms,
             clock: parts.clock, tracer: parts.tracer, logger: parts.logger, transitions: parts.transitions,
             callerNow: parts.callerNow, lateWrites: parts.lateWrites)
         registration = CardRegistration(config: config)

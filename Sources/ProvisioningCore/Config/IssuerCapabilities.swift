@@ -47,4 +47,9 @@ extension GatewayConfig {
             if let allowed = entry.value.programs { programs[IssuerID(entry.key)] = Set(allowed.map { ProgramID($0) }) }
         }
     }
+
+    /// Every program a client that is not an admin holds.
+    public var clientPrograms: Set<ProgramID> {
+        Set(clients.filter { !$0.admin }.flatMap(\.programs).map { ProgramID($0) })
+    }
 }
